@@ -1,0 +1,204 @@
+/*
+ * ferry.h - the public contract of libferry.
+ *
+ * ferry copies a directory tree SRC into DST and journals every file in an
+ * SQLite manifest, so that an interrupted copy resumes, a re-run copies only
+ * what changed and a finished copy can be verified from the manifest alone.
+ *
+ * Calling sequence:
+ *
+ *   struct ferry_options opt;
+ *   ferry_options_init(&opt);               // defaults
+ *   opt.src = "..."; opt.dst = "...";        // borrowed, must outlive the job
+ *   struct ferry_job *job;
+ *   struct ferry_error err;
+ *   int rc = ferry_job_open(&opt, &job, &err);   // resolves paths, locks
+ *   if (rc == FERRY_OK)
+ *           rc = ferry_job_run(job, &summary, &err);   // or ferry_job_verify
+ *   ferry_job_close(job);
+ *
+ * Every function returns one of enum ferry_code (0 = success). The numbers are
+ * the command line's exit codes and are never renumbered.
+ */
+#ifndef FERRY_H
+#define FERRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FERRY_VERSION "1.0.0"
+
+/* Result codes; also the exit codes of the ferry command (man/ferry.1). */
+enum ferry_code {
+        FERRY_OK = 0,        /* everything copied (or verified) */
+        FERRY_EUSAGE = 1,    /* bad option or argument */
+        FERRY_EPATH = 2,     /* SRC or DST unusable */
+        FERRY_EMANIFEST = 3, /* manifest corrupt, foreign, too new or failing */
+        FERRY_ELOCKED = 4,   /* another run holds the job */
+        FERRY_EVERIFY = 5,   /* verify found missing or mismatched files */
+        FERRY_EINTERNAL = 6, /* out of memory, thread creation failed */
+        FERRY_ENOSPC = 11,   /* destination full; stopped */
+        FERRY_EINTR = 20,    /* interrupted by a signal; resumable */
+        FERRY_EPARTIAL = 23, /* some files failed */
+        FERRY_EVANISHED = 24, /* only failure: source files vanished */
+};
+
+enum ferry_durability {
+        FERRY_DURABLE_BATCH = 0, /* syncfs + fsync of touched dirs per batch */
+        FERRY_DURABLE_FILE,      /* fsync every file, then its directory */
+        FERRY_DURABLE_NONE,      /* trust the OS */
+};
+
+enum ferry_verify_mode {
+        FERRY_VERIFY_DEST = 1,
+        FERRY_VERIFY_SOURCE = 2,
+        FERRY_VERIFY_BOTH = 3,
+};
+
+/* One line of human-readable diagnostic. */
+struct ferry_error {
+        char msg[1024];
+};
+
+/* A snapshot handed to the progress callback, about once per second. */
+struct ferry_progress {
+        uint64_t files_total; /* entries known so far (scan may still run) */
+        uint64_t files_done;  /* finished (copied, skipped, failed) */
+        uint64_t bytes_total; /* bytes to copy in this run, known so far */
+        uint64_t bytes_done;
+        uint64_t errors;
+        double elapsed; /* seconds since the run started */
+        bool scanning;  /* the scan has not finished yet */
+        bool final;     /* last call of the run */
+};
+
+/* What happened to one file, for --verbose listings. path is borrowed. */
+enum ferry_event {
+        FERRY_EV_COPIED = 1,
+        FERRY_EV_DELETED,
+        FERRY_EV_FAILED,
+        FERRY_EV_VANISHED,
+        FERRY_EV_SKIPPED,
+        FERRY_EV_MISMATCH,   /* verify: content differs */
+        FERRY_EV_MISSING,    /* verify: file is missing */
+        FERRY_EV_WOULD_COPY, /* dry run */
+        FERRY_EV_WOULD_DELETE,
+        FERRY_EV_WARNING, /* path may be empty; detail says what */
+};
+
+typedef void (*ferry_progress_fn)(const struct ferry_progress *p, void *arg);
+typedef void (*ferry_event_fn)(enum ferry_event ev, const char *path,
+                               size_t path_len, const char *detail, void *arg);
+
+struct ferry_options {
+        const char *src;             /* borrowed */
+        const char *dst;             /* borrowed */
+        const char *manifest;        /* borrowed; NULL = default location */
+        const char *const *excludes; /* borrowed array of n_excludes */
+        size_t n_excludes;
+        unsigned jobs;     /* copy workers */
+        unsigned scanners; /* scan threads */
+        unsigned retries;  /* per file, transient errors/changes */
+        enum ferry_durability durability;
+        enum ferry_verify_mode verify; /* 0: a copy job; else verify only */
+        bool delete_removed;           /* --delete */
+        bool dry_run;
+        bool hard_links;
+        bool perms;
+        bool owner;
+        bool times;
+        ferry_progress_fn progress; /* may be NULL */
+        ferry_event_fn event;       /* may be NULL */
+        void *cb_arg;
+};
+
+struct ferry_summary {
+        uint64_t files_seen;   /* entries found by the scan */
+        uint64_t files_copied; /* copied in this run */
+        uint64_t bytes_copied;
+        uint64_t files_unchanged; /* skipped, already done */
+        uint64_t files_failed;
+        uint64_t files_vanished;
+        uint64_t files_skipped; /* special files */
+        uint64_t files_deleted; /* --delete */
+        uint64_t verified;      /* verify: files checked */
+        uint64_t mismatched;    /* verify: differing or missing */
+        uint64_t scan_errors;
+        double seconds;
+};
+
+/* Job state for `ferry status`; read-only, safe while a run goes on. */
+struct ferry_state_count {
+        uint64_t files;
+        uint64_t bytes;
+};
+
+struct ferry_status_info {
+        char manifest[4096];
+        char src[4096];
+        char dst[4096];
+        long running_pid;   /* 0 when no run holds the job */
+        int64_t last_start; /* unix seconds, 0 = never */
+        int64_t last_end;
+        int last_result; /* enum ferry_code of the last run, -1 */
+        struct ferry_state_count done, pending, failed, skipped, vanished;
+        uint64_t not_in_source; /* rows not seen by the last scan */
+        uint64_t dirs;
+};
+
+/* Called once per failed row by ferry_status_read; path/reason borrowed. */
+typedef void (*ferry_failure_fn)(const char *path, size_t path_len,
+                                 const char *reason, void *arg);
+
+struct ferry_job;
+
+/* Fills opt with the defaults (batch durability, hard links, perms, owner,
+ * times on, 16 jobs, 4 scanners, 3 retries). */
+void ferry_options_init(struct ferry_options *opt);
+
+/*
+ * Resolves SRC and DST, opens (creating if needed) the manifest and takes the
+ * job's lock. On success *out owns everything; free it with ferry_job_close.
+ * On failure *out is NULL and err says why.
+ */
+int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
+                   struct ferry_error *err);
+
+/* Copy, resume or incremental re-run. Fills sum (caller-owned). */
+int ferry_job_run(struct ferry_job *job, struct ferry_summary *sum,
+                  struct ferry_error *err);
+
+/* Re-read DST (and/or SRC) and compare with the manifest. */
+int ferry_job_verify(struct ferry_job *job, enum ferry_verify_mode mode,
+                     struct ferry_summary *sum, struct ferry_error *err);
+
+/* The manifest path the job uses; valid until ferry_job_close. */
+const char *ferry_job_manifest(const struct ferry_job *job);
+
+/* Releases the lock and frees the job. NULL is fine. */
+void ferry_job_close(struct ferry_job *job);
+
+/*
+ * Reads a job's state without taking its lock. manifest is a path; when
+ * NULL, src and dst name the job. on_failure may be NULL.
+ */
+int ferry_status_read(const char *manifest, const char *src, const char *dst,
+                      struct ferry_status_info *info,
+                      ferry_failure_fn on_failure, void *arg,
+                      struct ferry_error *err);
+
+/* Asks a running job to stop soon (async-signal-safe). */
+void ferry_request_stop(void);
+
+/* A static English description of a result code. */
+const char *ferry_code_str(int code);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,124 @@
+/*
+ * batch.h - the messages that travel between ferry's threads.
+ *
+ * Scanners send listings to the journal; the journal sends batches of work
+ * to the workers, which fill in each item's result and send the same batch
+ * back. Everything a message points to lives inside it (its arena), so the
+ * receiver owns the message whole and frees it with one call.
+ */
+#ifndef FERRY_BATCH_H
+#define FERRY_BATCH_H
+
+#include "ferry/fsio.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum ferry_msg_kind {
+        MSG_LISTING = 1, /* struct ferry_listing */
+        MSG_SCAN_DONE,   /* struct ferry_msg, scanners finished */
+        MSG_BATCH,       /* struct ferry_batch, back from a worker */
+        MSG_BARRIER,     /* struct ferry_msg, the barrier thread finished */
+};
+
+struct ferry_msg {
+        enum ferry_msg_kind kind;
+        int err; /* MSG_BARRIER: 0 or the errno of the barrier */
+};
+
+/* Types of file rows (dirs have a table of their own). */
+enum ferry_ftype { FT_REG = 1, FT_LINK = 2, FT_SPECIAL = 3 };
+
+/* Row states, as stored in the manifest. */
+enum ferry_state {
+        ST_PENDING = 0,
+        ST_DONE = 1,
+        ST_FAILED = 2,
+        ST_SKIPPED = 3,  /* special files */
+        ST_VANISHED = 4, /* gone between scan and copy */
+};
+
+struct ferry_entry {
+        uint32_t name_off; /* into the listing's arena, NUL-terminated */
+        uint32_t name_len;
+        struct ferry_stat st;
+};
+
+/* Part of one directory's entries (subdirectories are not listed; each
+ * sends its own listing, after its parent's). */
+struct ferry_listing {
+        struct ferry_msg msg;
+        char *path; /* relative to SRC, "" for the root; in arena */
+        size_t path_len;
+        struct ferry_stat dir_st;
+        bool first;   /* first chunk: dir_st is valid */
+        int open_err; /* the directory could not be read fully */
+        size_t n, cap;
+        struct ferry_entry *entries;
+        char *arena;
+        size_t arena_len, arena_cap;
+};
+
+enum ferry_result {
+        R_NONE = 0, /* not attempted (stop requested) */
+        R_DONE,     /* copied, or verified equal */
+        R_FAILED,   /* permanent error, err and what say why */
+        R_VANISHED, /* source is gone */
+        R_CHANGED,  /* source kept changing while copied */
+        R_NOSPACE,  /* destination full */
+        R_MISMATCH, /* verify: content or size differs */
+        R_MISSING,  /* verify: destination file missing */
+};
+
+enum ferry_work {
+        WORK_COPY = 1,
+        WORK_VERIFY_DST = 1 << 1,
+        WORK_VERIFY_SRC = 1 << 2
+};
+
+struct ferry_item {
+        int64_t id;
+        int64_t dir_id;
+        uint32_t dir_off, name_off; /* arena offsets, NUL-terminated */
+        uint32_t link_off;          /* hardlink leader's dst path or 0 */
+        enum ferry_ftype type;
+        struct ferry_stat st; /* as scanned; after a copy, as read */
+        uint8_t hash[16];     /* verify: expected; copy: result */
+        /* results */
+        enum ferry_result result;
+        int err;          /* errno of a failure */
+        const char *what; /* static: which step failed */
+        uint64_t bytes;   /* bytes written */
+};
+
+struct ferry_batch {
+        struct ferry_msg msg;
+        int work; /* enum ferry_work flags */
+        size_t n, cap;
+        struct ferry_item *items;
+        char *arena;
+        size_t arena_len, arena_cap;
+        struct ferry_batch *next; /* journal's lists */
+};
+
+/* Both return NULL when out of memory. Caller frees with the _free call. */
+struct ferry_listing *ferry_listing_new(const char *path, size_t len,
+                                        size_t cap);
+void ferry_listing_free(struct ferry_listing *l);
+/* Appends an entry; returns ENOMEM or 0. */
+int ferry_listing_add(struct ferry_listing *l, const char *name, size_t len,
+                      const struct ferry_stat *st);
+
+struct ferry_batch *ferry_batch_new(int work, size_t cap);
+void ferry_batch_free(struct ferry_batch *b);
+/* Copies len bytes plus a NUL into the arena; *off gets the offset. */
+int ferry_batch_str(struct ferry_batch *b, const void *s, size_t len,
+                    uint32_t *off);
+static inline const char *ferry_batch_at(const struct ferry_batch *b,
+                                         uint32_t off)
+{
+        return b->arena + off;
+}
+
+#endif

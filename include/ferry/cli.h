@@ -1,0 +1,44 @@
+/*
+ * cli.h - the command line: one option table feeds getopt_long, --help and
+ * the tests (tests/cli/t10-help-man.sh compares --help with man/ferry.1).
+ * main.c is a thin client: parse, call the library, print, exit.
+ */
+#ifndef FERRY_CLI_H
+#define FERRY_CLI_H
+
+#include "ferry.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+enum ferry_cli_command {
+        CMD_COPY,
+        CMD_VERIFY,
+        CMD_STATUS,
+        CMD_HELP,
+        CMD_VERSION
+};
+
+struct ferry_cli {
+        struct ferry_options opt;
+        enum ferry_cli_command command;
+        enum ferry_verify_mode verify;
+        bool quiet, verbose, json;
+        const char **excludes; /* owned array; strings borrowed argv */
+        size_t n_excludes;
+};
+
+/* Fills cli from argv (argv must outlive cli). Returns 0 or FERRY_EUSAGE
+ * with err set. Free with ferry_cli_release. */
+int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
+                    struct ferry_error *err);
+void ferry_cli_release(struct ferry_cli *cli);
+void ferry_cli_help(FILE *out);
+
+/* Writes path quoted as 'a\nb' when quote, escaping control bytes,
+ * backslashes, quotes and invalid UTF-8 as \xHH. */
+void ferry_cli_put_path(FILE *out, const char *path, size_t len, bool quote);
+/* The same, as a JSON string with its quotes. */
+void ferry_cli_put_json(FILE *out, const char *s, size_t len);
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * copy.h - copies, links or verifies one manifest row.
+ *
+ * A copier is one worker's private state: its buffer, hash state and the
+ * directory descriptors of the last directory it worked in (rows arrive
+ * grouped by directory). Nothing in it is shared between threads.
+ *
+ * Calling sequence (one thread):
+ *   ferry_copier_new(&cfg, &c);
+ *   for each item: ferry_copier_copy(c, batch, item)   or  _verify
+ *   ferry_copier_free(c);
+ *
+ * Copying a regular file: open source, fstat, create ".NAME.<id>.ferry-part"
+ * with O_EXCL in the destination directory, read + XXH3-128 + write (holes
+ * kept with SEEK_DATA/SEEK_HOLE), fstat again (a changed source is retried,
+ * then reported), set owner/mode/times, optionally fsync, rename into place.
+ * The item's result fields say what happened; durability of the rename is
+ * the journal's barrier, not the copier's business.
+ */
+#ifndef FERRY_COPY_H
+#define FERRY_COPY_H
+
+#include "ferry.h"
+#include "ferry/batch.h"
+
+#include <stdatomic.h>
+
+struct ferry_copy_cfg {
+        int srcfd; /* borrowed */
+        int dstfd; /* borrowed */
+        bool perms, owner, times;
+        bool fsync_each; /* --durability=file */
+        unsigned retries;
+        mode_t umask;      /* for --no-perms */
+        atomic_bool *stop; /* borrowed */
+};
+
+struct ferry_copier;
+
+int ferry_copier_new(const struct ferry_copy_cfg *cfg,
+                     struct ferry_copier **out);
+void ferry_copier_free(struct ferry_copier *c);
+
+/* Copies item it of batch b; fills it->result and friends. */
+void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
+                       struct ferry_item *it);
+/* Re-reads the destination and/or source (b->work flags) and compares. */
+void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,
+                         struct ferry_item *it);
+
+/* True for errors worth retrying (EIO, EAGAIN, ETIMEDOUT, ESTALE, ...). */
+bool ferry_copy_transient(int err);
+
+/* Writes the temp name of row id for name into out (NAME_MAX + 1 bytes). */
+void ferry_copy_temp_name(const char *name, int64_t id, char *out);
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * fsio.h - every system call of the copy path goes through here.
+ *
+ * The wrappers retry EINTR, loop over short reads and writes, and return 0 or
+ * a positive errno (never -1 with errno set), so callers can pass the value
+ * up as is. In test builds (FERRY_TESTING) each wrapper first asks the fault
+ * table, filled from the environment on first use:
+ *
+ *   FERRY_FAULT="op:nth:errno[,op:nth:errno...]"  the nth call of op fails
+ *                                                 with errno (nth=0: every
+ * call) FERRY_CRASH="point:nth"                       _exit(86) the nth time
+ * the named crash point is passed
+ *
+ * ops: open read write fsync syncfs rename mkdir utimens chmod chown link
+ *      symlink stat unlink. Crash points: see ferry_fsio_crashpoint callers
+ * (after_write, after_rename, before_barrier, after_barrier, before_commit,
+ * after_commit).
+ */
+#ifndef FERRY_FSIO_H
+#define FERRY_FSIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+enum ferry_fsio_op {
+        FSIO_OPEN,
+        FSIO_READ,
+        FSIO_WRITE,
+        FSIO_FSYNC,
+        FSIO_SYNCFS,
+        FSIO_RENAME,
+        FSIO_MKDIR,
+        FSIO_UTIMENS,
+        FSIO_CHMOD,
+        FSIO_CHOWN,
+        FSIO_LINK,
+        FSIO_SYMLINK,
+        FSIO_STAT,
+        FSIO_UNLINK,
+        FSIO_NOPS
+};
+
+/* What ferry needs to know of a file, from statx or fstat. */
+struct ferry_stat {
+        uint64_t size;
+        uint64_t blocks; /* 512-byte blocks allocated */
+        int64_t mtime_ns;
+        int64_t ctime_ns;
+        int64_t atime_ns;
+        uint64_t dev;
+        uint64_t ino;
+        uint32_t mode; /* type and permission bits */
+        uint32_t nlink;
+        uint32_t uid;
+        uint32_t gid;
+};
+
+/* Opens name relative to dirfd; *fd gets the descriptor. A path longer than
+ * PATH_MAX is opened one component at a time. */
+int ferry_fsio_openat(int dirfd, const char *name, int flags, mode_t mode,
+                      int *fd);
+/* Opens the directory at relative path rel (may be "" for dirfd itself). */
+int ferry_fsio_open_dir(int rootfd, const char *rel, int *fd);
+/* Like open_dir, creating missing components with mode 0700. */
+int ferry_fsio_make_dirs(int rootfd, const char *rel, int *fd);
+
+/* Reads up to len bytes, looping on short reads; *got < len only at EOF. */
+int ferry_fsio_read(int fd, void *buf, size_t len, size_t *got);
+int ferry_fsio_pread(int fd, void *buf, size_t len, off_t off, size_t *got);
+/* Writes all len bytes. */
+int ferry_fsio_write(int fd, const void *buf, size_t len);
+int ferry_fsio_pwrite(int fd, const void *buf, size_t len, off_t off);
+
+int ferry_fsio_fstat(int fd, struct ferry_stat *st);
+int ferry_fsio_statat(int dirfd, const char *name, struct ferry_stat *st);
+int ferry_fsio_fsync(int fd);
+int ferry_fsio_syncfs(int fd);
+int ferry_fsio_ftruncate(int fd, off_t len);
+int ferry_fsio_renameat(int dirfd, const char *from, const char *to);
+int ferry_fsio_unlinkat(int dirfd, const char *name, int flags);
+int ferry_fsio_mkdirat(int dirfd, const char *name, mode_t mode);
+int ferry_fsio_symlinkat(const char *target, int dirfd, const char *name);
+int ferry_fsio_linkat(int fromfd, const char *from, int dirfd,
+                      const char *name);
+/* Reads a symlink's target; caller frees *target. */
+int ferry_fsio_readlinkat(int dirfd, const char *name, char **target,
+                          size_t *len);
+int ferry_fsio_futimens(int fd, int64_t atime_ns, int64_t mtime_ns);
+int ferry_fsio_utimensat(int dirfd, const char *name, int64_t atime_ns,
+                         int64_t mtime_ns, int flags);
+int ferry_fsio_fchmod(int fd, mode_t mode);
+int ferry_fsio_fchmodat(int dirfd, const char *name, mode_t mode);
+int ferry_fsio_fchown(int fd, uid_t uid, gid_t gid);
+int ferry_fsio_lchownat(int dirfd, const char *name, uid_t uid, gid_t gid);
+/* Closes fd if >= 0 and sets it to -1; close errors are returned. */
+int ferry_fsio_close(int *fd);
+
+/* Removes the tree at name under dirfd (used when a type changed). */
+int ferry_fsio_remove_tree(int dirfd, const char *name);
+
+/* Test builds: _exit(86) when the crash point's counter reaches its nth. */
+void ferry_fsio_crashpoint(const char *point);
+
+#endif

@@ -1,0 +1,39 @@
+/*
+ * journal.h - the journal thread: the only writer of the manifest.
+ *
+ * It inserts what the scanners find, hands batches of pending rows to the
+ * workers, collects their results, runs the durability barrier (in a helper
+ * thread, so hand-outs go on meanwhile) and only then marks rows done in one
+ * COMMIT per batch of results. After the copy it removes what SRC lost
+ * (--delete) and applies directory metadata, deepest first.
+ *
+ * Calling sequence (from ferry_job_run / ferry_job_verify):
+ *   struct ferry_journal_cfg cfg = {...};
+ *   rc = ferry_journal_copy(&cfg, &summary, &err);
+ *   rc = ferry_journal_verify(&cfg, mode, &summary, &err);
+ */
+#ifndef FERRY_JOURNAL_H
+#define FERRY_JOURNAL_H
+
+#include "ferry.h"
+#include "ferry/manifest.h"
+#include "ferry/pattern.h"
+
+#include <stdatomic.h>
+
+struct ferry_journal_cfg {
+        struct ferry_manifest *m;        /* borrowed, writable */
+        int srcfd, dstfd;                /* borrowed; dstfd -1 in dry run */
+        const struct ferry_options *opt; /* borrowed */
+        const struct ferry_patterns *excludes; /* borrowed, may be NULL */
+        atomic_bool *stop;                     /* borrowed: set to stop */
+        const char *command;                   /* for the runs table */
+};
+
+int ferry_journal_copy(const struct ferry_journal_cfg *cfg,
+                       struct ferry_summary *sum, struct ferry_error *err);
+int ferry_journal_verify(const struct ferry_journal_cfg *cfg,
+                         enum ferry_verify_mode mode, struct ferry_summary *sum,
+                         struct ferry_error *err);
+
+#endif

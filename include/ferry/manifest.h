@@ -1,0 +1,129 @@
+/*
+ * manifest.h - the SQLite journal of a job: schema, migrations and every
+ * statement ferry runs against it.
+ *
+ * Only the journal thread holds a writable manifest; `ferry status` opens
+ * one read-only. All functions return an enum ferry_code (0 = ok) and, on
+ * failure, leave a message in the error passed to ferry_manifest_open (kept
+ * in the manifest and readable with ferry_manifest_errmsg).
+ *
+ * Calling sequence of a run:
+ *   ferry_manifest_open(path, MF_CREATE, &m, &err);
+ *   ferry_manifest_bind_job(m, src, dst);
+ *   ferry_manifest_begin(m);  ... upserts, fills, marks ...
+ *   ferry_manifest_commit(m); ferry_manifest_begin(m); ...   (group commit)
+ *   ferry_manifest_close(m);
+ */
+#ifndef FERRY_MANIFEST_H
+#define FERRY_MANIFEST_H
+
+#include "ferry.h"
+#include "ferry/batch.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define FERRY_APPLICATION_ID 0x46525259 /* "FRRY" */
+
+struct ferry_migration {
+        int version;
+        const char *name;
+        const char *sql;
+};
+/* Generated from sql/ at build time, in ascending version order. */
+extern const struct ferry_migration ferry_migrations[];
+extern const int ferry_n_migrations;
+
+enum ferry_manifest_flags {
+        MF_READONLY = 1, /* status: never writes, fails if missing */
+        MF_CREATE = 2,   /* create the file and schema when missing */
+        MF_MEMORY = 4,   /* an in-memory manifest (dry run of a new job) */
+};
+
+enum ferry_upsert { UP_NEW = 1, UP_CHANGED, UP_UNCHANGED };
+
+/* What ferry_manifest_fill selects. */
+enum ferry_query {
+        Q_FIRST_PASS = 0, /* pending rows, not hardlink followers */
+        Q_NEXT_PASS,      /* pending rows whose leader is not pending */
+        Q_VERIFY,         /* done regular files and symlinks */
+        Q_PENDING,        /* dry run: all pending rows */
+        Q_REMOVED_FILES,  /* rows not seen by this scan, or vanished */
+        Q_REMOVED_DIRS,   /* dirs not seen by this scan, deepest first */
+        Q_PENDING_DIRS, /* dirs whose metadata must be applied, deepest first */
+        Q_NQUERIES
+};
+
+struct ferry_manifest;
+
+int ferry_manifest_open(const char *path, int flags,
+                        struct ferry_manifest **out, struct ferry_error *err);
+void ferry_manifest_close(struct ferry_manifest *m);
+/* The message of the last failure; valid until the next call. */
+const char *ferry_manifest_errmsg(const struct ferry_manifest *m);
+
+/* Records src/dst in a new manifest, or checks they match an old one. */
+int ferry_manifest_bind_job(struct ferry_manifest *m, const char *src,
+                            const char *dst);
+
+int ferry_manifest_begin(struct ferry_manifest *m);
+int ferry_manifest_commit(struct ferry_manifest *m);
+int ferry_manifest_rollback(struct ferry_manifest *m);
+
+/* Starts a scan generation (stored in meta) and returns it. */
+int ferry_manifest_next_gen(struct ferry_manifest *m, int64_t *gen);
+int ferry_manifest_run_start(struct ferry_manifest *m, const char *command,
+                             int64_t *run_id);
+int ferry_manifest_run_finish(struct ferry_manifest *m, int64_t run_id,
+                              int result);
+/* Failed rows of earlier runs become pending again. */
+int ferry_manifest_retry_failed(struct ferry_manifest *m);
+
+/* Scan results. */
+int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
+                              size_t len, const struct ferry_stat *st,
+                              int64_t gen, int64_t *id, bool *is_new);
+int ferry_manifest_dir_find(struct ferry_manifest *m, const char *path,
+                            size_t len, int64_t *id);
+/* Marks a directory's metadata as to be applied again. */
+int ferry_manifest_dir_touch(struct ferry_manifest *m, int64_t id);
+int ferry_manifest_dir_applied(struct ferry_manifest *m, int64_t id);
+int ferry_manifest_dir_delete(struct ferry_manifest *m, int64_t id);
+
+/* Records one scanned non-directory entry; *res and *size_to_copy say what
+ * the row became. dir_is_new skips the lookup. */
+int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
+                               bool dir_is_new, const char *name, size_t len,
+                               const struct ferry_stat *st, int64_t gen,
+                               bool hard_links, enum ferry_upsert *res);
+
+/* Results of work. */
+int ferry_manifest_file_done(struct ferry_manifest *m,
+                             const struct ferry_item *it);
+int ferry_manifest_file_set_state(struct ferry_manifest *m, int64_t id,
+                                  enum ferry_state state, const char *error);
+int ferry_manifest_file_delete(struct ferry_manifest *m, int64_t id);
+
+/*
+ * Appends up to max rows of query q with id beyond *cursor to b (items and
+ * their paths in b's arena) and moves *cursor past them. Ascending queries
+ * start at cursor 0, descending ones (dirs) at INT64_MAX. Stops early once
+ * the rows add up to max_bytes.
+ */
+int ferry_manifest_fill(struct ferry_manifest *m, enum ferry_query q,
+                        int64_t gen, int64_t *cursor, struct ferry_batch *b,
+                        size_t max, uint64_t max_bytes);
+
+/* Files and bytes of regular files still to copy (hardlink followers
+ * excluded from the bytes). */
+int ferry_manifest_pending(struct ferry_manifest *m, uint64_t *files,
+                           uint64_t *bytes);
+/* Rows that are neither done nor skipped (verify: not copied yet). */
+int ferry_manifest_not_done(struct ferry_manifest *m, uint64_t *files);
+
+/* Fills info and calls on_failure for each failed row. */
+int ferry_manifest_status(struct ferry_manifest *m,
+                          struct ferry_status_info *info,
+                          ferry_failure_fn on_failure, void *arg);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * scan.h - the scanner pool: walks SRC in parallel and sends one listing per
+ * directory (in chunks for big ones) to the journal's inbox.
+ *
+ * Calling sequence:
+ *   ferry_scan_start(&cfg, &sc);   threads start at SRC's root
+ *   ... the journal pops MSG_LISTING messages, then one MSG_SCAN_DONE ...
+ *   ferry_scan_join(sc);           after MSG_SCAN_DONE or a stop request
+ *
+ * A directory's listing is always queued before any listing of its
+ * subdirectories, so the journal knows a parent before its children.
+ * Directories are walked depth-first, which keeps the pending stack small.
+ */
+#ifndef FERRY_SCAN_H
+#define FERRY_SCAN_H
+
+#include "ferry/pattern.h"
+#include "ferry/queue.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+struct ferry_scan_cfg {
+        int srcfd;                             /* borrowed, open on SRC */
+        const struct ferry_patterns *excludes; /* borrowed, may be NULL */
+        struct ferry_queue *inbox;             /* borrowed */
+        atomic_bool *stop;                     /* borrowed */
+        unsigned threads;
+        size_t chunk; /* entries per listing */
+};
+
+struct ferry_scan;
+
+int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out);
+/* Waits for the threads and frees the pool. */
+void ferry_scan_join(struct ferry_scan *sc);
+
+#endif

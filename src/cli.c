@@ -1,0 +1,376 @@
+/*
+ * cli.c - option table, parser, --help and path escaping for messages
+ * (include/ferry/cli.h). Nothing here touches a file tree.
+ */
+#define _GNU_SOURCE
+#include "ferry/cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum opt_id {
+        O_JOBS = 'j',
+        O_DRY_RUN = 'n',
+        O_QUIET = 'q',
+        O_VERBOSE = 'v',
+        O_HELP = 'h',
+        O_VERSION = 'V',
+        O_MANIFEST = 256,
+        O_EXCLUDE,
+        O_DELETE,
+        O_NO_HARD_LINKS,
+        O_NO_PERMS,
+        O_NO_OWNER,
+        O_NO_TIMES,
+        O_DURABILITY,
+        O_RETRIES,
+        O_VERIFY,
+        O_JSON,
+};
+
+struct opt_def {
+        const char *name;
+        int has_arg; /* no_argument, required_argument, optional_argument */
+        int id;
+        const char *arg; /* shown in --help */
+        const char *help;
+};
+
+static const struct opt_def opts[] = {
+        {"jobs", required_argument, O_JOBS, "N",
+         "parallel copy workers (default 16)"},
+        {"manifest", required_argument, O_MANIFEST, "FILE",
+         "manifest file (default: $XDG_STATE_HOME/ferry/<hash>.db)"},
+        {"exclude", required_argument, O_EXCLUDE, "PATTERN",
+         "skip names or paths matching PATTERN (repeatable)"},
+        {"delete", no_argument, O_DELETE, NULL,
+         "remove from DST what was removed from SRC since it was copied"},
+        {"dry-run", no_argument, O_DRY_RUN, NULL,
+         "list what would be copied or deleted; change nothing"},
+        {"no-hard-links", no_argument, O_NO_HARD_LINKS, NULL,
+         "copy hardlinked files as separate files"},
+        {"no-perms", no_argument, O_NO_PERMS, NULL,
+         "do not copy permission bits"},
+        {"no-owner", no_argument, O_NO_OWNER, NULL,
+         "do not copy owner and group (only root copies them)"},
+        {"no-times", no_argument, O_NO_TIMES, NULL,
+         "do not copy modification times"},
+        {"durability", required_argument, O_DURABILITY, "MODE",
+         "batch (default), file or none"},
+        {"retries", required_argument, O_RETRIES, "N",
+         "retries of transient errors and changing files (default 3)"},
+        {"verify", optional_argument, O_VERIFY, "WHAT",
+         "verify against the manifest: dest (default), source or both"},
+        {"quiet", no_argument, O_QUIET, NULL, "print only errors"},
+        {"verbose", no_argument, O_VERBOSE, NULL,
+         "print each file copied or deleted on stdout"},
+        {"json", no_argument, O_JSON, NULL,
+         "print a JSON summary on stdout at the end"},
+        {"help", no_argument, O_HELP, NULL, "show this help and exit"},
+        {"version", no_argument, O_VERSION, NULL, "show the version and exit"},
+};
+#define N_OPTS (sizeof(opts) / sizeof(opts[0]))
+
+void ferry_cli_help(FILE *out)
+{
+        fputs("usage: ferry [OPTIONS] SRC DST\n"
+              "       ferry --verify[=dest|source|both] [OPTIONS] SRC DST\n"
+              "       ferry status [--json] [SRC DST | --manifest FILE]\n"
+              "\n"
+              "Copies the tree SRC into DST with parallel workers and keeps a\n"
+              "journal of every file, so an interrupted copy resumes and a\n"
+              "re-run copies only what changed. The same command copies,\n"
+              "resumes and updates.\n\n"
+              "options:\n",
+              out);
+        for (size_t i = 0; i < N_OPTS; i++) {
+                const struct opt_def *o = &opts[i];
+                char left[64];
+                int n = o->id < 256 ? snprintf(left, sizeof(left), "-%c, --%s",
+                                               o->id, o->name)
+                                    : snprintf(left, sizeof(left), "    --%s",
+                                               o->name);
+                if (o->arg && o->has_arg == optional_argument)
+                        snprintf(left + n, sizeof(left) - (size_t)n, "[=%s]",
+                                 o->arg);
+                else if (o->arg)
+                        snprintf(left + n, sizeof(left) - (size_t)n, " %s",
+                                 o->arg);
+                fprintf(out, "  %-26s %s\n", left, o->help);
+        }
+        fputs("\nexit codes: 0 ok, 1 usage, 2 bad SRC/DST, 3 manifest error,\n"
+              "4 job locked, 5 verify differences, 6 internal error,\n"
+              "11 destination full, 20 interrupted, 23 some files failed,\n"
+              "24 some source files vanished. See ferry(1).\n",
+              out);
+}
+
+static int usage(struct ferry_error *err, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
+static int usage(struct ferry_error *err, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+        return FERRY_EUSAGE;
+}
+
+static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
+{
+        char *end;
+        errno = 0;
+        if (!s || !*s || *s == '-')
+                return -1;
+        unsigned long v = strtoul(s, &end, 10);
+        if (errno || *end || v < min || v > max)
+                return -1;
+        *out = (unsigned)v;
+        return 0;
+}
+
+static int set_durability(struct ferry_cli *cli, const char *v,
+                          struct ferry_error *err)
+{
+        if (!strcmp(v, "batch"))
+                cli->opt.durability = FERRY_DURABLE_BATCH;
+        else if (!strcmp(v, "file"))
+                cli->opt.durability = FERRY_DURABLE_FILE;
+        else if (!strcmp(v, "none"))
+                cli->opt.durability = FERRY_DURABLE_NONE;
+        else
+                return usage(err,
+                             "--durability must be batch, file or none, "
+                             "not '%s'",
+                             v);
+        return 0;
+}
+
+static int set_verify(struct ferry_cli *cli, const char *v,
+                      struct ferry_error *err)
+{
+        cli->command = CMD_VERIFY;
+        if (!v || !strcmp(v, "dest"))
+                cli->verify = FERRY_VERIFY_DEST;
+        else if (!strcmp(v, "source"))
+                cli->verify = FERRY_VERIFY_SOURCE;
+        else if (!strcmp(v, "both"))
+                cli->verify = FERRY_VERIFY_BOTH;
+        else
+                return usage(err,
+                             "--verify must be dest, source or both, "
+                             "not '%s'",
+                             v);
+        return 0;
+}
+
+static int add_exclude(struct ferry_cli *cli, const char *pat,
+                       struct ferry_error *err)
+{
+        if (!*pat || !strcmp(pat, "/"))
+                return usage(err, "--exclude needs a non-empty pattern");
+        const char **p =
+                realloc(cli->excludes, (cli->n_excludes + 1) * sizeof(*p));
+        if (!p)
+                return usage(err, "out of memory");
+        cli->excludes = p;
+        p[cli->n_excludes++] = pat;
+        return 0;
+}
+
+static int apply(struct ferry_cli *cli, int id, const char *arg,
+                 struct ferry_error *err)
+{
+        switch (id) {
+        case O_JOBS:
+                if (parse_uint(arg, 1, 1024, &cli->opt.jobs))
+                        return usage(err,
+                                     "--jobs must be a number from 1 to "
+                                     "1024, not '%s'",
+                                     arg);
+                return 0;
+        case O_RETRIES:
+                if (parse_uint(arg, 0, 100, &cli->opt.retries))
+                        return usage(err,
+                                     "--retries must be a number from 0 "
+                                     "to 100, not '%s'",
+                                     arg);
+                return 0;
+        case O_MANIFEST:
+                if (!*arg)
+                        return usage(err, "--manifest needs a file name");
+                cli->opt.manifest = arg;
+                return 0;
+        case O_EXCLUDE: return add_exclude(cli, arg, err);
+        case O_DELETE: cli->opt.delete_removed = true; return 0;
+        case O_DRY_RUN: cli->opt.dry_run = true; return 0;
+        case O_NO_HARD_LINKS: cli->opt.hard_links = false; return 0;
+        case O_NO_PERMS: cli->opt.perms = false; return 0;
+        case O_NO_OWNER: cli->opt.owner = false; return 0;
+        case O_NO_TIMES: cli->opt.times = false; return 0;
+        case O_DURABILITY: return set_durability(cli, arg, err);
+        case O_VERIFY: return set_verify(cli, arg, err);
+        case O_QUIET: cli->quiet = true; return 0;
+        case O_VERBOSE: cli->verbose = true; return 0;
+        case O_JSON: cli->json = true; return 0;
+        case O_HELP: cli->command = CMD_HELP; return 0;
+        case O_VERSION: cli->command = CMD_VERSION; return 0;
+        default: return FERRY_EUSAGE;
+        }
+}
+
+/* Positional arguments: SRC DST, or status [SRC DST]. */
+static int positionals(struct ferry_cli *cli, int n, char **args,
+                       struct ferry_error *err)
+{
+        if (cli->command == CMD_HELP || cli->command == CMD_VERSION)
+                return 0;
+        if ((n == 1 || n == 3) && !strcmp(args[0], "status")) {
+                if (cli->command == CMD_VERIFY)
+                        return usage(err, "status does not take --verify");
+                cli->command = CMD_STATUS;
+                args++;
+                n--;
+                if (!n && !cli->opt.manifest)
+                        return usage(err, "status needs SRC DST or "
+                                          "--manifest FILE");
+        } else if (n != 2) {
+                return usage(err, n < 2 ? "missing SRC and DST (see --help)"
+                                        : "too many arguments (see --help)");
+        }
+        if (n == 2) {
+                if (!*args[0] || !*args[1])
+                        return usage(err, "SRC and DST must not be empty");
+                cli->opt.src = args[0];
+                cli->opt.dst = args[1];
+        }
+        return 0;
+}
+
+int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
+                    struct ferry_error *err)
+{
+        memset(cli, 0, sizeof(*cli));
+        ferry_options_init(&cli->opt);
+        struct option lopts[N_OPTS + 1];
+        char shorts[2 * N_OPTS + 2] = ":"; /* report missing values */
+        size_t ns = 1;
+        for (size_t i = 0; i < N_OPTS; i++) {
+                lopts[i] = (struct option){opts[i].name, opts[i].has_arg, NULL,
+                                           opts[i].id};
+                if (opts[i].id < 256) {
+                        shorts[ns++] = (char)opts[i].id;
+                        if (opts[i].has_arg == required_argument)
+                                shorts[ns++] = ':';
+                }
+        }
+        shorts[ns] = '\0';
+        memset(&lopts[N_OPTS], 0, sizeof(lopts[N_OPTS]));
+        optind = 1;
+        opterr = 0;
+        int c, rc = 0;
+        while (!rc &&
+               (c = getopt_long(argc, argv, shorts, lopts, NULL)) != -1) {
+                if (c == '?')
+                        return usage(err, "unknown option '%s' (see --help)",
+                                     argv[optind - 1]);
+                if (c == ':')
+                        return usage(err, "option '%s' needs a value",
+                                     argv[optind - 1]);
+                rc = apply(cli, c, optarg, err);
+        }
+        if (rc)
+                return rc;
+        rc = positionals(cli, argc - optind, argv + optind, err);
+        if (rc)
+                return rc;
+        cli->opt.excludes = cli->excludes;
+        cli->opt.n_excludes = cli->n_excludes;
+        cli->opt.verify = cli->command == CMD_VERIFY ? cli->verify : 0;
+        if (cli->command == CMD_VERIFY && cli->opt.dry_run)
+                return usage(err, "--verify and --dry-run do not go together");
+        return 0;
+}
+
+void ferry_cli_release(struct ferry_cli *cli)
+{
+        free(cli->excludes);
+        cli->excludes = NULL;
+}
+
+/* Length of the valid UTF-8 sequence at s, or 0. */
+static size_t utf8_len(const unsigned char *s, size_t left)
+{
+        size_t n = s[0] >= 0xf0 && s[0] <= 0xf4  ? 4
+                   : s[0] >= 0xe0                ? 3
+                   : s[0] >= 0xc2 && s[0] < 0xe0 ? 2
+                                                 : 0;
+        if (!n || n > left)
+                return 0;
+        for (size_t i = 1; i < n; i++)
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+        return n;
+}
+
+static void put_escaped(FILE *out, const char *path, size_t len, char quote)
+{
+        const unsigned char *s = (const unsigned char *)path;
+        for (size_t i = 0; i < len;) {
+                unsigned char ch = s[i];
+                size_t u = ch >= 0x80 ? utf8_len(s + i, len - i) : 0;
+                if (u) {
+                        fwrite(s + i, 1, u, out);
+                        i += u;
+                        continue;
+                }
+                if (ch == '\n')
+                        fputs("\\n", out);
+                else if (ch == '\t')
+                        fputs("\\t", out);
+                else if (ch == '\\' || (quote && ch == (unsigned char)quote))
+                        fprintf(out, "\\%c", ch);
+                else if (ch < 0x20 || ch >= 0x7f)
+                        fprintf(out, "\\x%02x", ch);
+                else
+                        fputc(ch, out);
+                i++;
+        }
+}
+
+void ferry_cli_put_path(FILE *out, const char *path, size_t len, bool quote)
+{
+        if (quote)
+                fputc('\'', out);
+        put_escaped(out, path, len, quote ? '\'' : 0);
+        if (quote)
+                fputc('\'', out);
+}
+
+void ferry_cli_put_json(FILE *out, const char *s, size_t len)
+{
+        fputc('"', out);
+        const unsigned char *p = (const unsigned char *)s;
+        for (size_t i = 0; i < len;) {
+                size_t u = p[i] >= 0x80 ? utf8_len(p + i, len - i) : 0;
+                if (u) {
+                        fwrite(p + i, 1, u, out);
+                        i += u;
+                        continue;
+                }
+                unsigned char ch = p[i++];
+                if (ch == '"' || ch == '\\')
+                        fprintf(out, "\\%c", ch);
+                else if (ch < 0x20 || ch >= 0x7f)
+                        /* invalid UTF-8 bytes become U+00XX: lossy but valid */
+                        fprintf(out, "\\u%04x", ch);
+                else
+                        fputc(ch, out);
+        }
+        fputc('"', out);
+}

@@ -1,0 +1,587 @@
+/*
+ * copy.c - one row at a time: copy, link or verify (include/ferry/copy.h).
+ *
+ * Owns the per-worker buffer, the XXH3 state and the cached descriptors of
+ * the current source and destination directories. The hash always covers
+ * the logical content (holes hash as zeros), so `xxhsum -H2` of the copy
+ * gives the manifest's value.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "ferry/copy.h"
+
+#include "ferry/fsio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define BUF_SIZE (256 * 1024)
+
+struct ferry_copier {
+        struct ferry_copy_cfg cfg;
+        XXH3_state_t *xxh;
+        char *buf;
+        bool root;
+        int64_t dir_id; /* the directory the fds below belong to */
+        int src_dir, dst_dir;
+        int src_err, dst_err; /* why a descriptor is missing */
+};
+
+static const char zeros[64 * 1024];
+
+int ferry_copier_new(const struct ferry_copy_cfg *cfg,
+                     struct ferry_copier **out)
+{
+        struct ferry_copier *c = calloc(1, sizeof(*c));
+        if (!c)
+                return ENOMEM;
+        c->cfg = *cfg;
+        c->xxh = XXH3_createState();
+        c->buf = malloc(BUF_SIZE);
+        if (!c->xxh || !c->buf) {
+                ferry_copier_free(c);
+                return ENOMEM;
+        }
+        c->root = geteuid() == 0;
+        c->dir_id = -1;
+        c->src_dir = c->dst_dir = -1;
+        *out = c;
+        return 0;
+}
+
+static void leave_dir(struct ferry_copier *c)
+{
+        ferry_fsio_close(&c->src_dir);
+        ferry_fsio_close(&c->dst_dir);
+        c->dir_id = -1;
+}
+
+void ferry_copier_free(struct ferry_copier *c)
+{
+        if (!c)
+                return;
+        leave_dir(c);
+        if (c->xxh)
+                XXH3_freeState(c->xxh);
+        free(c->buf);
+        free(c);
+}
+
+bool ferry_copy_transient(int err)
+{
+        switch (err) {
+        case EIO:
+        case EAGAIN:
+        case ETIMEDOUT:
+        case ESTALE:
+        case EHOSTDOWN:
+        case EHOSTUNREACH:
+        case ECONNRESET:
+        case ECONNABORTED:
+        case ENOTCONN:
+        case EBUSY: return true;
+        default: return false;
+        }
+}
+
+void ferry_copy_temp_name(const char *name, int64_t id, char *out)
+{
+        char suffix[40];
+        int slen = snprintf(suffix, sizeof(suffix), ".%lld.ferry-part",
+                            (long long)id);
+        size_t keep = strlen(name);
+        size_t room = NAME_MAX - 1 - (size_t)slen;
+        if (keep > room)
+                keep = room;
+        out[0] = '.';
+        memcpy(out + 1, name, keep);
+        memcpy(out + 1 + keep, suffix, (size_t)slen + 1);
+}
+
+/* Opens the directories of it (source, destination or both) unless cached. */
+static void enter_dir(struct ferry_copier *c, const struct ferry_batch *b,
+                      const struct ferry_item *it)
+{
+        if (c->dir_id == it->dir_id)
+                return;
+        leave_dir(c);
+        const char *dir = ferry_batch_at(b, it->dir_off);
+        c->src_err = c->dst_err = 0;
+        if (b->work & (WORK_COPY | WORK_VERIFY_SRC))
+                c->src_err =
+                        ferry_fsio_open_dir(c->cfg.srcfd, dir, &c->src_dir);
+        if (b->work & WORK_COPY)
+                c->dst_err =
+                        ferry_fsio_make_dirs(c->cfg.dstfd, dir, &c->dst_dir);
+        else if (b->work & WORK_VERIFY_DST)
+                c->dst_err =
+                        ferry_fsio_open_dir(c->cfg.dstfd, dir, &c->dst_dir);
+        c->dir_id = it->dir_id;
+}
+
+static void set_result(struct ferry_item *it, int err, const char *what)
+{
+        it->err = err;
+        it->what = what;
+        if (err == ENOSPC || err == EDQUOT)
+                it->result = R_NOSPACE;
+        else
+                it->result = R_FAILED;
+}
+
+static void hash_zeros(XXH3_state_t *xxh, uint64_t n)
+{
+        while (n) {
+                size_t k = n < sizeof(zeros) ? (size_t)n : sizeof(zeros);
+                XXH3_128bits_update(xxh, zeros, k);
+                n -= k;
+        }
+}
+
+static void hash_final(XXH3_state_t *xxh, uint8_t out[16])
+{
+        XXH128_canonical_t canon;
+        XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(xxh));
+        memcpy(out, canon.digest, 16);
+}
+
+/* Reads fd to EOF, hashing; writes to out unless out < 0. */
+static int stream(struct ferry_copier *c, int in, int out, uint64_t *total,
+                  const char **what)
+{
+        for (;;) {
+                size_t got;
+                int rc = ferry_fsio_read(in, c->buf, BUF_SIZE, &got);
+                if (rc) {
+                        *what = "read source";
+                        return rc;
+                }
+                if (!got)
+                        return 0;
+                XXH3_128bits_update(c->xxh, c->buf, got);
+                if (out >= 0 && (rc = ferry_fsio_write(out, c->buf, got))) {
+                        *what = "write destination";
+                        return rc;
+                }
+                *total += got;
+                if (got < BUF_SIZE)
+                        return 0;
+                if (atomic_load(c->cfg.stop)) {
+                        *what = "copy";
+                        return ECANCELED;
+                }
+        }
+}
+
+/* Copies the data ranges of a sparse file; holes stay holes. */
+static int stream_sparse(struct ferry_copier *c, int in, int out, uint64_t size,
+                         uint64_t *total, const char **what)
+{
+        off_t off = 0, end = (off_t)size;
+        *what = "read source";
+        while (off < end) {
+                off_t data = lseek(in, off, SEEK_DATA);
+                if (data < 0 && errno != ENXIO)
+                        return errno;
+                if (data < 0 || data > end)
+                        data = end;
+                hash_zeros(c->xxh, (uint64_t)(data - off));
+                off = data;
+                if (off >= end)
+                        break;
+                off_t hole = lseek(in, off, SEEK_HOLE);
+                if (hole < 0)
+                        return errno;
+                if (hole > end)
+                        hole = end;
+                while (off < hole) {
+                        size_t want = (size_t)(hole - off) < BUF_SIZE
+                                              ? (size_t)(hole - off)
+                                              : BUF_SIZE;
+                        size_t got;
+                        int rc = ferry_fsio_pread(in, c->buf, want, off, &got);
+                        if (rc)
+                                return rc;
+                        if (!got)
+                                return 0; /* shrank: the fstat after sees it */
+                        XXH3_128bits_update(c->xxh, c->buf, got);
+                        if ((rc = ferry_fsio_pwrite(out, c->buf, got, off))) {
+                                *what = "write destination";
+                                return rc;
+                        }
+                        off += (off_t)got;
+                }
+        }
+        *total = size;
+        *what = "write destination";
+        return ferry_fsio_ftruncate(out, end);
+}
+
+/* Creates the temp file for it; a leftover of a crashed run is removed. */
+static int create_temp(struct ferry_copier *c, const char *tmp, int *fd)
+{
+        int rc = ferry_fsio_openat(c->dst_dir, tmp,
+                                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+                                   0600, fd);
+        if (rc != EEXIST)
+                return rc;
+        ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
+        return ferry_fsio_openat(c->dst_dir, tmp,
+                                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600,
+                                 fd);
+}
+
+static bool same_file(const struct ferry_stat *a, const struct ferry_stat *b)
+{
+        return a->size == b->size && a->mtime_ns == b->mtime_ns &&
+               a->ctime_ns == b->ctime_ns && a->ino == b->ino &&
+               a->dev == b->dev;
+}
+
+static int apply_file_meta(struct ferry_copier *c, int fd,
+                           const struct ferry_stat *st, const char **what)
+{
+        int rc = 0;
+        if (c->cfg.owner && c->root &&
+            (rc = ferry_fsio_fchown(fd, st->uid, st->gid))) {
+                *what = "set owner";
+                return rc;
+        }
+        mode_t mode =
+                c->cfg.perms ? (st->mode & 07777) : (0666 & ~c->cfg.umask);
+        if ((rc = ferry_fsio_fchmod(fd, mode))) {
+                *what = "set mode";
+                return rc;
+        }
+        if (c->cfg.times &&
+            (rc = ferry_fsio_futimens(fd, st->atime_ns, st->mtime_ns))) {
+                *what = "set times";
+                return rc;
+        }
+        return 0;
+}
+
+/* Renames tmp over name; a directory in the way (type change) is removed. */
+static int install(struct ferry_copier *c, const char *tmp, const char *name)
+{
+        int rc = ferry_fsio_renameat(c->dst_dir, tmp, name);
+        if (rc == EISDIR || rc == ENOTEMPTY || rc == EEXIST) {
+                rc = ferry_fsio_remove_tree(c->dst_dir, name);
+                if (!rc)
+                        rc = ferry_fsio_renameat(c->dst_dir, tmp, name);
+        }
+        if (!rc)
+                ferry_fsio_crashpoint("after_rename");
+        return rc;
+}
+
+static int open_source(struct ferry_copier *c, const char *name, int *fd)
+{
+        int flags = O_RDONLY | O_NOFOLLOW;
+#ifdef HAVE_O_NOATIME
+        int rc = ferry_fsio_openat(c->src_dir, name, flags | O_NOATIME, 0, fd);
+        if (rc != EPERM)
+                return rc;
+#endif
+        return ferry_fsio_openat(c->src_dir, name, flags, 0, fd);
+}
+
+/* Writes the data and metadata of one attempt into tmp; *changed when the
+ * source moved under us. */
+static int copy_data(struct ferry_copier *c, int in, int out,
+                     const struct ferry_stat *before, struct ferry_item *it,
+                     bool *changed, const char **what)
+{
+        uint64_t total = 0;
+        XXH3_128bits_reset(c->xxh);
+        bool sparse =
+                before->size > BUF_SIZE && before->blocks * 512 < before->size;
+#ifdef HAVE_POSIX_FADVISE
+        if (before->size > BUF_SIZE)
+                posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+        int rc = sparse ? stream_sparse(c, in, out, before->size, &total, what)
+                        : stream(c, in, out, &total, what);
+        if (rc)
+                return rc;
+        struct ferry_stat after;
+        if ((rc = ferry_fsio_fstat(in, &after))) {
+                *what = "stat source";
+                return rc;
+        }
+        *changed = !same_file(before, &after) || total != after.size;
+        if (*changed)
+                return 0;
+        hash_final(c->xxh, it->hash);
+        it->st = after;
+        it->bytes = total;
+        return apply_file_meta(c, out, before, what);
+}
+
+static int copy_once(struct ferry_copier *c, const char *name,
+                     struct ferry_item *it, bool *changed, const char **what)
+{
+        int in = -1, out = -1, rc;
+        char tmp[NAME_MAX + 1];
+        *changed = false;
+        *what = "open source";
+        if ((rc = open_source(c, name, &in)))
+                return rc == ELOOP ? (*changed = true, 0) : rc;
+        struct ferry_stat before;
+        if ((rc = ferry_fsio_fstat(in, &before)))
+                goto out;
+        if (!S_ISREG(before.mode)) {
+                *changed = true;
+                goto out;
+        }
+        ferry_copy_temp_name(name, it->id, tmp);
+        *what = "create destination";
+        if ((rc = create_temp(c, tmp, &out)))
+                goto out;
+        rc = copy_data(c, in, out, &before, it, changed, what);
+        if (!rc && !*changed && c->cfg.fsync_each &&
+            (rc = ferry_fsio_fsync(out)))
+                *what = "fsync destination";
+        int crc = ferry_fsio_close(&out);
+        if (!rc && crc) {
+                rc = crc;
+                *what = "close destination";
+        }
+        if (!rc && !*changed) {
+                ferry_fsio_crashpoint("after_write");
+                *what = "rename into place";
+                rc = install(c, tmp, name);
+        }
+        if (rc || *changed)
+                ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
+out:
+        ferry_fsio_close(&out);
+        ferry_fsio_close(&in);
+        return rc;
+}
+
+static int copy_symlink_once(struct ferry_copier *c, const char *name,
+                             struct ferry_item *it, bool *changed,
+                             const char **what)
+{
+        char *target = NULL;
+        size_t len = 0;
+        char tmp[NAME_MAX + 1];
+        struct ferry_stat st;
+        *changed = false;
+        *what = "read source link";
+        int rc = ferry_fsio_statat(c->src_dir, name, &st);
+        if (!rc && !S_ISLNK(st.mode)) {
+                *changed = true;
+                return 0;
+        }
+        if (!rc)
+                rc = ferry_fsio_readlinkat(c->src_dir, name, &target, &len);
+        if (rc)
+                return rc == EINVAL ? (*changed = true, 0) : rc;
+        ferry_copy_temp_name(name, it->id, tmp);
+        *what = "create destination link";
+        rc = ferry_fsio_symlinkat(target, c->dst_dir, tmp);
+        if (rc == EEXIST) {
+                ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
+                rc = ferry_fsio_symlinkat(target, c->dst_dir, tmp);
+        }
+        if (!rc && c->cfg.owner && c->root &&
+            (rc = ferry_fsio_lchownat(c->dst_dir, tmp, st.uid, st.gid)))
+                *what = "set link owner";
+        if (!rc && c->cfg.times &&
+            (rc = ferry_fsio_utimensat(c->dst_dir, tmp, st.atime_ns,
+                                       st.mtime_ns, AT_SYMLINK_NOFOLLOW)))
+                *what = "set link times";
+        if (!rc) {
+                *what = "rename into place";
+                rc = install(c, tmp, name);
+        }
+        if (rc)
+                ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
+        else {
+                XXH128_canonical_t canon;
+                XXH128_canonicalFromHash(&canon, XXH3_128bits(target, len));
+                memcpy(it->hash, canon.digest, 16);
+                it->st = st;
+        }
+        free(target);
+        return rc;
+}
+
+/* A hardlink follower: link to the leader's copy. ENOENT: copy instead. */
+static int link_once(struct ferry_copier *c, const struct ferry_batch *b,
+                     const char *name, struct ferry_item *it, const char **what)
+{
+        char tmp[NAME_MAX + 1];
+        struct ferry_stat st;
+        *what = "stat source";
+        int rc = ferry_fsio_statat(c->src_dir, name, &st);
+        if (rc)
+                return rc;
+        ferry_copy_temp_name(name, it->id, tmp);
+        *what = "link to first name";
+        const char *leader = ferry_batch_at(b, it->link_off);
+        rc = ferry_fsio_linkat(c->cfg.dstfd, leader, c->dst_dir, tmp);
+        if (rc == EEXIST) {
+                ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
+                rc = ferry_fsio_linkat(c->cfg.dstfd, leader, c->dst_dir, tmp);
+        }
+        if (rc)
+                return rc;
+        *what = "rename into place";
+        rc = install(c, tmp, name);
+        if (rc)
+                ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
+        it->st = st;
+        return rc;
+}
+
+static void backoff(unsigned attempt)
+{
+        long ms = 50L << (attempt < 6 ? attempt : 6);
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+}
+
+static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
+                        const char *name, struct ferry_item *it, bool *changed,
+                        const char **what)
+{
+        if (it->type == FT_LINK)
+                return copy_symlink_once(c, name, it, changed, what);
+        *changed = false;
+        if (it->link_off) {
+                int rc = link_once(c, b, name, it, what);
+                if (rc != ENOENT && rc != EXDEV && rc != EMLINK &&
+                    rc != ENAMETOOLONG)
+                        return rc;
+                it->link_off = 0; /* leader's copy unusable: copy data */
+        }
+        return copy_once(c, name, it, changed, what);
+}
+
+void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
+                       struct ferry_item *it)
+{
+        enter_dir(c, b, it);
+        if (c->src_err) {
+                it->result = c->src_err == ENOENT ? R_VANISHED : R_FAILED;
+                it->err = c->src_err;
+                it->what = "open source directory";
+                return;
+        }
+        if (c->dst_err) {
+                set_result(it, c->dst_err, "create destination directory");
+                return;
+        }
+        const char *name = ferry_batch_at(b, it->name_off);
+        for (unsigned attempt = 0;; attempt++) {
+                bool changed = false;
+                const char *what = "copy";
+                int rc = copy_attempt(c, b, name, it, &changed, &what);
+                if (!rc && !changed) {
+                        it->result = R_DONE;
+                        return;
+                }
+                if (rc == ECANCELED) {
+                        it->result = R_NONE;
+                        return;
+                }
+                bool again = changed || ferry_copy_transient(rc);
+                if (again && attempt < c->cfg.retries &&
+                    !atomic_load(c->cfg.stop)) {
+                        backoff(attempt);
+                        continue;
+                }
+                if (rc == ENOENT && !strcmp(what, "open source")) {
+                        it->result = R_VANISHED;
+                        return;
+                }
+                if (changed) {
+                        it->result = R_CHANGED;
+                        it->what = "source changed while copied";
+                        it->err = 0;
+                        return;
+                }
+                set_result(it, rc, what);
+                return;
+        }
+}
+
+/* Hashes one side of a verify: the file, or a symlink's target. */
+static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
+                     enum ferry_ftype type, uint8_t out[16], uint64_t *size)
+{
+        if (type == FT_LINK) {
+                char *target;
+                size_t len;
+                int rc = ferry_fsio_readlinkat(dirfd, name, &target, &len);
+                if (rc)
+                        return rc;
+                XXH128_canonical_t canon;
+                XXH128_canonicalFromHash(&canon, XXH3_128bits(target, len));
+                memcpy(out, canon.digest, 16);
+                *size = len;
+                free(target);
+                return 0;
+        }
+        int fd = -1;
+        int rc = ferry_fsio_openat(dirfd, name, O_RDONLY | O_NOFOLLOW, 0, &fd);
+        if (rc)
+                return rc;
+        XXH3_128bits_reset(c->xxh);
+        const char *what;
+        *size = 0;
+#ifdef HAVE_POSIX_FADVISE
+        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+        rc = stream(c, fd, -1, size, &what);
+        ferry_fsio_close(&fd);
+        if (!rc)
+                hash_final(c->xxh, out);
+        return rc;
+}
+
+static void verify_side(struct ferry_copier *c, int dirfd, int dir_err,
+                        const char *name, struct ferry_item *it,
+                        const char *side)
+{
+        uint8_t got[16];
+        uint64_t size = 0;
+        int rc = dir_err ? dir_err
+                         : hash_side(c, dirfd, name, it->type, got, &size);
+        if (rc == ENOENT || rc == ENOTDIR || rc == ELOOP) {
+                it->result = R_MISSING;
+                it->what = side;
+                return;
+        }
+        if (rc) {
+                set_result(it, rc, side);
+                return;
+        }
+        bool size_ok = it->type == FT_LINK || size == it->st.size;
+        if (!size_ok || memcmp(got, it->hash, 16) != 0) {
+                it->result = R_MISMATCH;
+                it->what = side;
+        }
+}
+
+void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,
+                         struct ferry_item *it)
+{
+        enter_dir(c, b, it);
+        const char *name = ferry_batch_at(b, it->name_off);
+        it->result = R_DONE;
+        if (b->work & WORK_VERIFY_DST)
+                verify_side(c, c->dst_dir, c->dst_err, name, it, "destination");
+        if (it->result == R_DONE && (b->work & WORK_VERIFY_SRC))
+                verify_side(c, c->src_dir, c->src_err, name, it, "source");
+}

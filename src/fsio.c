@@ -1,0 +1,550 @@
+/*
+ * fsio.c - the one place where the copy path meets the kernel.
+ *
+ * Owns: EINTR retries, short read/write loops, statx/fstat translation,
+ * component-wise opening of paths longer than PATH_MAX, and (in test builds)
+ * the fault table described in include/ferry/fsio.h. Every function returns
+ * 0 or a positive errno.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "ferry/fsio.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifdef FERRY_TESTING
+#define MAX_FAULTS 16
+
+struct fault {
+        int op;
+        long nth; /* 0 = every call */
+        int err;
+};
+
+static const char *const op_names[FSIO_NOPS] = {
+        "open",    "read",  "write", "fsync", "syncfs",  "rename", "mkdir",
+        "utimens", "chmod", "chown", "link",  "symlink", "stat",   "unlink",
+};
+
+static struct fault faults[MAX_FAULTS];
+static int n_faults;
+static atomic_long op_calls[FSIO_NOPS];
+static char crash_point[64];
+static long crash_nth;
+static atomic_long crash_calls;
+static pthread_once_t faults_once = PTHREAD_ONCE_INIT;
+
+static int op_by_name(const char *name, size_t len)
+{
+        for (int i = 0; i < FSIO_NOPS; i++)
+                if (strlen(op_names[i]) == len &&
+                    !memcmp(op_names[i], name, len))
+                        return i;
+        return -1;
+}
+
+static void parse_fault(const char *spec, size_t len)
+{
+        char buf[128];
+        if (len >= sizeof(buf) || n_faults == MAX_FAULTS)
+                return;
+        memcpy(buf, spec, len);
+        buf[len] = '\0';
+        char *c1 = strchr(buf, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+                return;
+        int op = op_by_name(buf, (size_t)(c1 - buf));
+        if (op < 0)
+                return;
+        faults[n_faults].op = op;
+        faults[n_faults].nth = strtol(c1 + 1, NULL, 10);
+        faults[n_faults].err = (int)strtol(c2 + 1, NULL, 10);
+        n_faults++;
+}
+
+static void load_faults(void)
+{
+        const char *spec = getenv("FERRY_FAULT");
+        while (spec && *spec) {
+                size_t len = strcspn(spec, ",");
+                parse_fault(spec, len);
+                spec += len + (spec[len] == ',');
+        }
+        const char *crash = getenv("FERRY_CRASH");
+        if (crash) {
+                const char *colon = strchr(crash, ':');
+                size_t len = colon ? (size_t)(colon - crash) : strlen(crash);
+                if (len < sizeof(crash_point)) {
+                        memcpy(crash_point, crash, len);
+                        crash_point[len] = '\0';
+                        crash_nth = colon ? strtol(colon + 1, NULL, 10) : 1;
+                }
+        }
+}
+
+/* Returns the errno to inject for this call of op, or 0. */
+static int injected(enum ferry_fsio_op op)
+{
+        pthread_once(&faults_once, load_faults);
+        if (!n_faults)
+                return 0;
+        long call = atomic_fetch_add(&op_calls[op], 1) + 1;
+        for (int i = 0; i < n_faults; i++)
+                if (faults[i].op == (int)op &&
+                    (faults[i].nth == 0 || faults[i].nth == call))
+                        return faults[i].err;
+        return 0;
+}
+
+void ferry_fsio_crashpoint(const char *point)
+{
+        pthread_once(&faults_once, load_faults);
+        if (!crash_point[0] || strcmp(point, crash_point) != 0)
+                return;
+        if (atomic_fetch_add(&crash_calls, 1) + 1 == crash_nth)
+                _exit(86);
+}
+#else
+static int injected(enum ferry_fsio_op op)
+{
+        (void)op;
+        return 0;
+}
+
+void ferry_fsio_crashpoint(const char *point)
+{
+        (void)point;
+}
+#endif
+
+#define FAULT(op)                                                              \
+        do {                                                                   \
+                int fault_ = injected(op);                                     \
+                if (fault_)                                                    \
+                        return fault_;                                         \
+        } while (0)
+
+/* Walks rel one component at a time from rootfd (for paths > PATH_MAX). */
+static int open_by_components(int rootfd, const char *rel, int flags,
+                              mode_t mode, bool create_dirs, int *out)
+{
+        int cur = rootfd, rc = 0;
+        const char *p = rel;
+        char name[NAME_MAX + 1];
+        while (*p) {
+                size_t len = strcspn(p, "/");
+                bool last = p[len] == '\0';
+                if (len > NAME_MAX) {
+                        rc = ENAMETOOLONG;
+                        break;
+                }
+                memcpy(name, p, len);
+                name[len] = '\0';
+                int next = -1;
+                int fl = last ? flags : (O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                do
+                        next = openat(cur, name, fl, mode);
+                while (next < 0 && errno == EINTR);
+                if (next < 0 && errno == ENOENT && create_dirs) {
+                        if (mkdirat(cur, name, 0700) && errno != EEXIST) {
+                                rc = errno;
+                                break;
+                        }
+                        next = openat(cur, name, fl, mode);
+                }
+                if (next < 0) {
+                        rc = errno;
+                        break;
+                }
+                if (cur != rootfd)
+                        close(cur);
+                cur = next;
+                p += len;
+                while (*p == '/')
+                        p++;
+        }
+        if (rc) {
+                if (cur != rootfd)
+                        close(cur);
+                return rc;
+        }
+        if (cur == rootfd) {
+                /* empty path: a new descriptor for rootfd itself */
+                cur = openat(rootfd, ".", flags, mode);
+                if (cur < 0)
+                        return errno;
+        }
+        *out = cur;
+        return 0;
+}
+
+int ferry_fsio_openat(int dirfd, const char *name, int flags, mode_t mode,
+                      int *fd)
+{
+        FAULT(FSIO_OPEN);
+        int r;
+        do
+                r = openat(dirfd, name, flags | O_CLOEXEC, mode);
+        while (r < 0 && errno == EINTR);
+        if (r >= 0) {
+                *fd = r;
+                return 0;
+        }
+        if (errno != ENAMETOOLONG || strlen(name) <= NAME_MAX)
+                return errno;
+        return open_by_components(dirfd, name, flags | O_CLOEXEC, mode, false,
+                                  fd);
+}
+
+int ferry_fsio_open_dir(int rootfd, const char *rel, int *fd)
+{
+        return ferry_fsio_openat(rootfd, rel[0] ? rel : ".",
+                                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, fd);
+}
+
+int ferry_fsio_make_dirs(int rootfd, const char *rel, int *fd)
+{
+        int rc = ferry_fsio_open_dir(rootfd, rel, fd);
+        if (rc != ENOENT)
+                return rc;
+        FAULT(FSIO_MKDIR);
+        return open_by_components(
+                rootfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0,
+                true, fd);
+}
+
+int ferry_fsio_read(int fd, void *buf, size_t len, size_t *got)
+{
+        FAULT(FSIO_READ);
+        size_t done = 0;
+        while (done < len) {
+                ssize_t n = read(fd, (char *)buf + done, len - done);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return errno;
+                }
+                if (n == 0)
+                        break;
+                done += (size_t)n;
+        }
+        *got = done;
+        return 0;
+}
+
+int ferry_fsio_pread(int fd, void *buf, size_t len, off_t off, size_t *got)
+{
+        FAULT(FSIO_READ);
+        size_t done = 0;
+        while (done < len) {
+                ssize_t n = pread(fd, (char *)buf + done, len - done,
+                                  off + (off_t)done);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return errno;
+                }
+                if (n == 0)
+                        break;
+                done += (size_t)n;
+        }
+        *got = done;
+        return 0;
+}
+
+int ferry_fsio_write(int fd, const void *buf, size_t len)
+{
+        FAULT(FSIO_WRITE);
+        size_t done = 0;
+        while (done < len) {
+                ssize_t n = write(fd, (const char *)buf + done, len - done);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return errno;
+                }
+                done += (size_t)n;
+        }
+        return 0;
+}
+
+int ferry_fsio_pwrite(int fd, const void *buf, size_t len, off_t off)
+{
+        FAULT(FSIO_WRITE);
+        size_t done = 0;
+        while (done < len) {
+                ssize_t n = pwrite(fd, (const char *)buf + done, len - done,
+                                   off + (off_t)done);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return errno;
+                }
+                done += (size_t)n;
+        }
+        return 0;
+}
+
+static int64_t ts_ns(struct timespec ts)
+{
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void from_stat(const struct stat *s, struct ferry_stat *st)
+{
+        st->size = (uint64_t)s->st_size;
+        st->blocks = (uint64_t)s->st_blocks;
+        st->mtime_ns = ts_ns(s->st_mtim);
+        st->ctime_ns = ts_ns(s->st_ctim);
+        st->atime_ns = ts_ns(s->st_atim);
+        st->dev = (uint64_t)s->st_dev;
+        st->ino = (uint64_t)s->st_ino;
+        st->mode = (uint32_t)s->st_mode;
+        st->nlink = (uint32_t)s->st_nlink;
+        st->uid = (uint32_t)s->st_uid;
+        st->gid = (uint32_t)s->st_gid;
+}
+
+int ferry_fsio_fstat(int fd, struct ferry_stat *st)
+{
+        FAULT(FSIO_STAT);
+        struct stat s;
+        if (fstat(fd, &s))
+                return errno;
+        from_stat(&s, st);
+        return 0;
+}
+
+int ferry_fsio_statat(int dirfd, const char *name, struct ferry_stat *st)
+{
+        FAULT(FSIO_STAT);
+#ifdef HAVE_STATX
+        struct statx sx;
+        unsigned mask = STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_UID |
+                        STATX_GID | STATX_MTIME | STATX_CTIME | STATX_ATIME |
+                        STATX_INO | STATX_SIZE | STATX_BLOCKS;
+        if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, mask,
+                  &sx) == 0) {
+                st->size = sx.stx_size;
+                st->blocks = sx.stx_blocks;
+                st->mtime_ns = (int64_t)sx.stx_mtime.tv_sec * 1000000000 +
+                               sx.stx_mtime.tv_nsec;
+                st->ctime_ns = (int64_t)sx.stx_ctime.tv_sec * 1000000000 +
+                               sx.stx_ctime.tv_nsec;
+                st->atime_ns = (int64_t)sx.stx_atime.tv_sec * 1000000000 +
+                               sx.stx_atime.tv_nsec;
+                st->dev = ((uint64_t)sx.stx_dev_major << 32) | sx.stx_dev_minor;
+                st->ino = sx.stx_ino;
+                st->mode = sx.stx_mode;
+                st->nlink = sx.stx_nlink;
+                st->uid = sx.stx_uid;
+                st->gid = sx.stx_gid;
+                return 0;
+        }
+        if (errno != ENOSYS)
+                return errno;
+#endif
+        struct stat s;
+        if (fstatat(dirfd, name, &s, AT_SYMLINK_NOFOLLOW))
+                return errno;
+        from_stat(&s, st);
+        return 0;
+}
+
+int ferry_fsio_fsync(int fd)
+{
+        FAULT(FSIO_FSYNC);
+        return fsync(fd) ? errno : 0;
+}
+
+int ferry_fsio_syncfs(int fd)
+{
+        FAULT(FSIO_SYNCFS);
+#ifdef HAVE_SYNCFS
+        return syncfs(fd) ? errno : 0;
+#else
+        sync();
+        return 0;
+#endif
+}
+
+int ferry_fsio_ftruncate(int fd, off_t len)
+{
+        FAULT(FSIO_WRITE);
+        int r;
+        do
+                r = ftruncate(fd, len);
+        while (r && errno == EINTR);
+        return r ? errno : 0;
+}
+
+int ferry_fsio_renameat(int dirfd, const char *from, const char *to)
+{
+        FAULT(FSIO_RENAME);
+        return renameat(dirfd, from, dirfd, to) ? errno : 0;
+}
+
+int ferry_fsio_unlinkat(int dirfd, const char *name, int flags)
+{
+        FAULT(FSIO_UNLINK);
+        return unlinkat(dirfd, name, flags) ? errno : 0;
+}
+
+int ferry_fsio_mkdirat(int dirfd, const char *name, mode_t mode)
+{
+        FAULT(FSIO_MKDIR);
+        return mkdirat(dirfd, name, mode) ? errno : 0;
+}
+
+int ferry_fsio_symlinkat(const char *target, int dirfd, const char *name)
+{
+        FAULT(FSIO_SYMLINK);
+        return symlinkat(target, dirfd, name) ? errno : 0;
+}
+
+int ferry_fsio_linkat(int fromfd, const char *from, int dirfd, const char *name)
+{
+        FAULT(FSIO_LINK);
+        return linkat(fromfd, from, dirfd, name, 0) ? errno : 0;
+}
+
+int ferry_fsio_readlinkat(int dirfd, const char *name, char **target,
+                          size_t *len)
+{
+        FAULT(FSIO_READ);
+        size_t cap = 256;
+        for (;;) {
+                char *buf = malloc(cap);
+                if (!buf)
+                        return ENOMEM;
+                ssize_t n = readlinkat(dirfd, name, buf, cap);
+                if (n < 0) {
+                        int e = errno;
+                        free(buf);
+                        return e;
+                }
+                if ((size_t)n < cap) {
+                        buf[n] = '\0';
+                        *target = buf;
+                        *len = (size_t)n;
+                        return 0;
+                }
+                free(buf);
+                cap *= 4;
+                if (cap > (1u << 20))
+                        return ENAMETOOLONG;
+        }
+}
+
+static void to_timespec(int64_t ns, struct timespec *ts)
+{
+        ts->tv_sec = (time_t)(ns / 1000000000);
+        ts->tv_nsec = (long)(ns % 1000000000);
+        if (ts->tv_nsec < 0) {
+                ts->tv_nsec += 1000000000;
+                ts->tv_sec--;
+        }
+}
+
+int ferry_fsio_futimens(int fd, int64_t atime_ns, int64_t mtime_ns)
+{
+        FAULT(FSIO_UTIMENS);
+        struct timespec ts[2];
+        to_timespec(atime_ns, &ts[0]);
+        to_timespec(mtime_ns, &ts[1]);
+        return futimens(fd, ts) ? errno : 0;
+}
+
+int ferry_fsio_utimensat(int dirfd, const char *name, int64_t atime_ns,
+                         int64_t mtime_ns, int flags)
+{
+        FAULT(FSIO_UTIMENS);
+        struct timespec ts[2];
+        to_timespec(atime_ns, &ts[0]);
+        to_timespec(mtime_ns, &ts[1]);
+        return utimensat(dirfd, name, ts, flags) ? errno : 0;
+}
+
+int ferry_fsio_fchmod(int fd, mode_t mode)
+{
+        FAULT(FSIO_CHMOD);
+        return fchmod(fd, mode) ? errno : 0;
+}
+
+int ferry_fsio_fchmodat(int dirfd, const char *name, mode_t mode)
+{
+        FAULT(FSIO_CHMOD);
+        return fchmodat(dirfd, name, mode, 0) ? errno : 0;
+}
+
+int ferry_fsio_fchown(int fd, uid_t uid, gid_t gid)
+{
+        FAULT(FSIO_CHOWN);
+        return fchown(fd, uid, gid) ? errno : 0;
+}
+
+int ferry_fsio_lchownat(int dirfd, const char *name, uid_t uid, gid_t gid)
+{
+        FAULT(FSIO_CHOWN);
+        return fchownat(dirfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) ? errno : 0;
+}
+
+int ferry_fsio_close(int *fd)
+{
+        if (*fd < 0)
+                return 0;
+        int r = close(*fd);
+        *fd = -1;
+        return r && errno != EINTR ? errno : 0;
+}
+
+static int remove_children(int dfd)
+{
+        DIR *d = fdopendir(dfd);
+        if (!d) {
+                int e = errno;
+                close(dfd);
+                return e;
+        }
+        int rc = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                int r = ferry_fsio_remove_tree(dirfd(d), de->d_name);
+                if (r && !rc)
+                        rc = r;
+        }
+        closedir(d);
+        return rc;
+}
+
+int ferry_fsio_remove_tree(int dirfd, const char *name)
+{
+        FAULT(FSIO_UNLINK);
+        if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+                return 0;
+        if (errno != EISDIR && errno != EPERM)
+                return errno;
+        int fd = openat(dirfd, name,
+                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return errno;
+        int rc = remove_children(fd);
+        if (rc)
+                return rc;
+        return unlinkat(dirfd, name, AT_REMOVEDIR) && errno != ENOENT ? errno
+                                                                      : 0;
+}

@@ -1,0 +1,493 @@
+/*
+ * job.c - the public API of include/ferry.h.
+ *
+ * Owns what a job needs before and after the journal runs: resolving and
+ * checking SRC and DST, the default manifest location, the job lock (one
+ * run per manifest, rule 6), opening the manifest, and the descriptors of
+ * SRC and DST that every other module works relative to.
+ *
+ * The lock is an open-file-description lock (F_OFD_SETLK) on
+ * "<manifest>.lock", which holds the owner's pid. F_OFD_GETLK tells whether
+ * someone holds it without taking it, so `ferry status` can see a run going
+ * on without disturbing it; unlike classic POSIX locks, closing another
+ * descriptor of the file in the same process does not drop it.
+ */
+#define _GNU_SOURCE
+#include "ferry.h"
+
+#include "ferry/journal.h"
+#include "ferry/manifest.h"
+#include "ferry/pattern.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+struct ferry_job {
+        struct ferry_options opt;
+        char *src, *dst, *manifest_path, *lock_path;
+        bool dst_exists;
+        int srcfd, dstfd, lockfd;
+        struct ferry_manifest *m;
+        struct ferry_patterns *excludes;
+};
+
+static atomic_bool stop_requested;
+
+void ferry_request_stop(void)
+{
+        atomic_store(&stop_requested, true);
+}
+
+void ferry_options_init(struct ferry_options *opt)
+{
+        memset(opt, 0, sizeof(*opt));
+        opt->jobs = 16;
+        opt->scanners = 8;
+        opt->retries = 3;
+        opt->durability = FERRY_DURABLE_BATCH;
+        opt->hard_links = true;
+        opt->perms = true;
+        opt->owner = true;
+        opt->times = true;
+}
+
+const char *ferry_code_str(int code)
+{
+        switch (code) {
+        case FERRY_OK: return "success";
+        case FERRY_EUSAGE: return "usage error";
+        case FERRY_EPATH: return "source or destination unusable";
+        case FERRY_EMANIFEST: return "manifest error";
+        case FERRY_ELOCKED: return "job locked by another run";
+        case FERRY_EVERIFY: return "verify found differences";
+        case FERRY_EINTERNAL: return "internal error";
+        case FERRY_ENOSPC: return "destination full";
+        case FERRY_EINTR: return "interrupted";
+        case FERRY_EPARTIAL: return "some files failed";
+        case FERRY_EVANISHED: return "some source files vanished";
+        default: return "unknown";
+        }
+}
+
+static int errf(struct ferry_error *err, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static int errf(struct ferry_error *err, int code, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+        return code;
+}
+
+static char *join(const char *dir, const char *name)
+{
+        char *p = NULL;
+        if (asprintf(&p, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", name) < 0)
+                return NULL;
+        return p;
+}
+
+/* The real path of SRC, which must be a directory. */
+static int resolve_src(const char *src, char **out, struct ferry_error *err)
+{
+        struct stat st;
+        if (stat(src, &st))
+                return errf(err, FERRY_EPATH, "source '%s': %s", src,
+                            strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+                return errf(err, FERRY_EPATH, "source '%s' is not a directory",
+                            src);
+        *out = realpath(src, NULL);
+        if (!*out)
+                return errf(err, FERRY_EPATH, "source '%s': %s", src,
+                            strerror(errno));
+        return 0;
+}
+
+/* The real path DST has or will have; its parent must exist. */
+static int resolve_dst(const char *dst, char **out, bool *exists,
+                       struct ferry_error *err)
+{
+        struct stat st;
+        *exists = stat(dst, &st) == 0;
+        if (*exists) {
+                if (!S_ISDIR(st.st_mode))
+                        return errf(err, FERRY_EPATH,
+                                    "destination '%s' is not a directory", dst);
+                *out = realpath(dst, NULL);
+                return *out ? 0
+                            : errf(err, FERRY_EPATH, "destination '%s': %s",
+                                   dst, strerror(errno));
+        }
+        if (errno != ENOENT)
+                return errf(err, FERRY_EPATH, "destination '%s': %s", dst,
+                            strerror(errno));
+        char *copy = strdup(dst), *slash;
+        if (!copy)
+                return errf(err, FERRY_EINTERNAL, "out of memory");
+        size_t len = strlen(copy);
+        while (len > 1 && copy[len - 1] == '/')
+                copy[--len] = '\0';
+        slash = strrchr(copy, '/');
+        const char *name = slash ? slash + 1 : copy;
+        char *parent = NULL;
+        if (slash == copy)
+                parent = realpath("/", NULL);
+        else if (slash) {
+                *slash = '\0';
+                parent = realpath(copy, NULL);
+        } else
+                parent = realpath(".", NULL);
+        int rc = 0;
+        if (!parent)
+                rc = errf(err, FERRY_EPATH,
+                          "destination '%s': parent directory: %s", dst,
+                          strerror(errno));
+        else if (!(*out = join(parent, name)))
+                rc = errf(err, FERRY_EINTERNAL, "out of memory");
+        free(parent);
+        free(copy);
+        return rc;
+}
+
+static bool inside(const char *dir, const char *path)
+{
+        size_t n = strlen(dir);
+        if (!strcmp(dir, "/"))
+                return true;
+        return !strncmp(dir, path, n) && (path[n] == '/' || path[n] == '\0');
+}
+
+static int make_state_dir(char *path)
+{
+        for (char *p = path + 1; *p; p++) {
+                if (*p != '/')
+                        continue;
+                *p = '\0';
+                int rc = mkdir(path, 0700) && errno != EEXIST ? errno : 0;
+                *p = '/';
+                if (rc)
+                        return rc;
+        }
+        return mkdir(path, 0700) && errno != EEXIST ? errno : 0;
+}
+
+/* $XDG_STATE_HOME/ferry/<hash of the pair>.db, else ~/.local/state/... */
+static int default_manifest(const char *src, const char *dst, char **out,
+                            struct ferry_error *err)
+{
+        const char *xdg = getenv("XDG_STATE_HOME");
+        const char *home = getenv("HOME");
+        char *dir = NULL;
+        int n;
+        if (xdg && xdg[0] == '/')
+                n = asprintf(&dir, "%s/ferry", xdg);
+        else if (home && home[0])
+                n = asprintf(&dir, "%s/.local/state/ferry", home);
+        else
+                return errf(err, FERRY_EMANIFEST,
+                            "no HOME or XDG_STATE_HOME: use --manifest FILE");
+        if (n < 0)
+                return errf(err, FERRY_EINTERNAL, "out of memory");
+        int rc = make_state_dir(dir);
+        if (rc) {
+                errf(err, FERRY_EMANIFEST, "cannot create '%s': %s", dir,
+                     strerror(rc));
+                free(dir);
+                return FERRY_EMANIFEST;
+        }
+        XXH64_state_t *h = XXH64_createState();
+        if (!h) {
+                free(dir);
+                return errf(err, FERRY_EINTERNAL, "out of memory");
+        }
+        XXH64_reset(h, 0);
+        XXH64_update(h, src, strlen(src) + 1);
+        XXH64_update(h, dst, strlen(dst) + 1);
+        unsigned long long key = XXH64_digest(h);
+        XXH64_freeState(h);
+        n = asprintf(out, "%s/%016llx.db", dir, key);
+        free(dir);
+        return n < 0 ? errf(err, FERRY_EINTERNAL, "out of memory") : 0;
+}
+
+/* The pid of the run holding the lock on fd's file, or 0. */
+static long lock_holder(int fd)
+{
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fcntl(fd, F_OFD_GETLK, &fl) || fl.l_type == F_UNLCK)
+                return 0;
+        char buf[32] = "";
+        ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+        long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+        return pid > 0 ? pid : -1;
+}
+
+/* Takes the job lock or names who holds it. */
+static int take_lock(struct ferry_job *job, struct ferry_error *err)
+{
+        if (asprintf(&job->lock_path, "%s.lock", job->manifest_path) < 0)
+                return errf(err, FERRY_EINTERNAL, "out of memory");
+        job->lockfd = open(job->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (job->lockfd < 0)
+                return errf(err, FERRY_EMANIFEST, "cannot open lock '%s': %s",
+                            job->lock_path, strerror(errno));
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fcntl(job->lockfd, F_OFD_SETLK, &fl)) {
+                long pid = lock_holder(job->lockfd);
+                return errf(err, FERRY_ELOCKED,
+                            "job is already running in process %ld "
+                            "(manifest '%s')",
+                            pid, job->manifest_path);
+        }
+        char buf[32];
+        int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+        if (ftruncate(job->lockfd, 0) == 0 &&
+            pwrite(job->lockfd, buf, (size_t)n, 0) != n)
+                return errf(err, FERRY_EMANIFEST, "cannot write lock '%s'",
+                            job->lock_path);
+        return 0;
+}
+
+static int check_options(const struct ferry_options *opt,
+                         struct ferry_error *err)
+{
+        if (!opt->src || !opt->dst)
+                return errf(err, FERRY_EUSAGE, "SRC and DST are required");
+        if (opt->jobs < 1 || opt->jobs > 1024)
+                return errf(err, FERRY_EUSAGE, "jobs must be 1 to 1024");
+        return 0;
+}
+
+static int resolve_paths(struct ferry_job *job, struct ferry_error *err)
+{
+        int rc = resolve_src(job->opt.src, &job->src, err);
+        if (!rc)
+                rc = resolve_dst(job->opt.dst, &job->dst, &job->dst_exists,
+                                 err);
+        if (rc)
+                return rc;
+        if (inside(job->src, job->dst))
+                return errf(err, FERRY_EPATH,
+                            "destination '%s' is inside the source '%s'",
+                            job->dst, job->src);
+        if (job->opt.verify && !job->dst_exists)
+                return errf(err, FERRY_EPATH, "destination '%s' does not exist",
+                            job->opt.dst);
+        const char *probe = job->dst;
+        char *parent = NULL;
+        if (!job->dst_exists) {
+                parent = strdup(job->dst);
+                if (!parent)
+                        return errf(err, FERRY_EINTERNAL, "out of memory");
+                char *slash = strrchr(parent, '/');
+                if (slash)
+                        slash[slash == parent] = '\0';
+                probe = parent;
+        }
+        int writable = access(probe, W_OK | X_OK);
+        free(parent);
+        if (writable && !job->opt.verify && !job->opt.dry_run)
+                return errf(err, FERRY_EPATH,
+                            "destination '%s' is not writable", job->opt.dst);
+        return 0;
+}
+
+static int open_manifest(struct ferry_job *job, struct ferry_error *err)
+{
+        int rc = job->opt.manifest
+                         ? ((job->manifest_path = strdup(job->opt.manifest))
+                                    ? 0
+                                    : errf(err, FERRY_EINTERNAL,
+                                           "out of memory"))
+                         : default_manifest(job->src, job->dst,
+                                            &job->manifest_path, err);
+        if (rc)
+                return rc;
+        bool exists = access(job->manifest_path, F_OK) == 0;
+        if (job->opt.verify && !exists)
+                return errf(err, FERRY_EMANIFEST,
+                            "no manifest at '%s': nothing was copied yet",
+                            job->manifest_path);
+        int flags = MF_CREATE;
+        if (job->opt.dry_run && !exists)
+                flags = MF_MEMORY; /* a dry run creates nothing */
+        else if ((rc = take_lock(job, err)))
+                return rc;
+        rc = ferry_manifest_open(job->manifest_path, flags, &job->m, err);
+        if (!rc && ferry_manifest_bind_job(job->m, job->src, job->dst))
+                rc = errf(err, FERRY_EMANIFEST, "%s",
+                          ferry_manifest_errmsg(job->m));
+        return rc;
+}
+
+static int open_trees(struct ferry_job *job, struct ferry_error *err)
+{
+        job->srcfd = open(job->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (job->srcfd < 0)
+                return errf(err, FERRY_EPATH, "source '%s': %s", job->opt.src,
+                            strerror(errno));
+        if (job->opt.dry_run && !job->dst_exists)
+                return 0;
+        if (!job->dst_exists && mkdir(job->dst, 0700) && errno != EEXIST)
+                return errf(err, FERRY_EPATH,
+                            "cannot create destination '%s': %s", job->opt.dst,
+                            strerror(errno));
+        job->dstfd = open(job->dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (job->dstfd < 0)
+                return errf(err, FERRY_EPATH, "destination '%s': %s",
+                            job->opt.dst, strerror(errno));
+        return 0;
+}
+
+int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
+                   struct ferry_error *err)
+{
+        *out = NULL;
+        int rc = check_options(opt, err);
+        if (rc)
+                return rc;
+        struct ferry_job *job = calloc(1, sizeof(*job));
+        if (!job)
+                return errf(err, FERRY_EINTERNAL, "out of memory");
+        job->opt = *opt;
+        job->srcfd = job->dstfd = job->lockfd = -1;
+        rc = resolve_paths(job, err);
+        if (!rc) {
+                rc = ferry_patterns_new(opt->excludes, opt->n_excludes,
+                                        &job->excludes);
+                if (rc)
+                        rc = errf(err, FERRY_EUSAGE, "bad --exclude pattern");
+        }
+        if (!rc)
+                rc = open_manifest(job, err);
+        if (!rc)
+                rc = open_trees(job, err);
+        if (rc) {
+                ferry_job_close(job);
+                return rc;
+        }
+        *out = job;
+        return 0;
+}
+
+static void journal_cfg(struct ferry_job *job, struct ferry_journal_cfg *cfg,
+                        const char *command)
+{
+        memset(cfg, 0, sizeof(*cfg));
+        cfg->m = job->m;
+        cfg->srcfd = job->srcfd;
+        cfg->dstfd = job->dstfd;
+        cfg->opt = &job->opt;
+        cfg->excludes = job->excludes;
+        cfg->stop = &stop_requested;
+        cfg->command = command;
+}
+
+int ferry_job_run(struct ferry_job *job, struct ferry_summary *sum,
+                  struct ferry_error *err)
+{
+        struct ferry_journal_cfg cfg;
+        journal_cfg(job, &cfg, job->opt.dry_run ? "dry-run" : "copy");
+        err->msg[0] = '\0';
+        return ferry_journal_copy(&cfg, sum, err);
+}
+
+int ferry_job_verify(struct ferry_job *job, enum ferry_verify_mode mode,
+                     struct ferry_summary *sum, struct ferry_error *err)
+{
+        struct ferry_journal_cfg cfg;
+        journal_cfg(job, &cfg, "verify");
+        err->msg[0] = '\0';
+        return ferry_journal_verify(&cfg, mode, sum, err);
+}
+
+const char *ferry_job_manifest(const struct ferry_job *job)
+{
+        return job->manifest_path;
+}
+
+void ferry_job_close(struct ferry_job *job)
+{
+        if (!job)
+                return;
+        ferry_manifest_close(job->m);
+        ferry_patterns_free(job->excludes);
+        if (job->srcfd >= 0)
+                close(job->srcfd);
+        if (job->dstfd >= 0)
+                close(job->dstfd);
+        if (job->lockfd >= 0)
+                close(job->lockfd); /* releases the lock */
+        free(job->src);
+        free(job->dst);
+        free(job->manifest_path);
+        free(job->lock_path);
+        free(job);
+}
+
+/* ---- status ------------------------------------------------------------ */
+
+static int status_path(const char *manifest, const char *src, const char *dst,
+                       char **out, struct ferry_error *err)
+{
+        if (manifest) {
+                *out = strdup(manifest);
+                return *out ? 0 : errf(err, FERRY_EINTERNAL, "out of memory");
+        }
+        char *rs = NULL, *rd = NULL;
+        bool exists;
+        int rc = resolve_src(src, &rs, err);
+        if (!rc)
+                rc = resolve_dst(dst, &rd, &exists, err);
+        if (!rc)
+                rc = default_manifest(rs, rd, out, err);
+        free(rs);
+        free(rd);
+        return rc;
+}
+
+int ferry_status_read(const char *manifest, const char *src, const char *dst,
+                      struct ferry_status_info *info,
+                      ferry_failure_fn on_failure, void *arg,
+                      struct ferry_error *err)
+{
+        memset(info, 0, sizeof(*info));
+        info->last_result = -1;
+        char *path = NULL, *lock = NULL;
+        int rc = status_path(manifest, src, dst, &path, err);
+        if (rc)
+                return rc;
+        snprintf(info->manifest, sizeof(info->manifest), "%s", path);
+        if (asprintf(&lock, "%s.lock", path) < 0) {
+                free(path);
+                return errf(err, FERRY_EINTERNAL, "out of memory");
+        }
+        int fd = open(lock, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+                info->running_pid = lock_holder(fd);
+                close(fd);
+        }
+        struct ferry_manifest *m;
+        rc = ferry_manifest_open(path, MF_READONLY, &m, err);
+        if (!rc) {
+                if (ferry_manifest_status(m, info, on_failure, arg))
+                        rc = errf(err, FERRY_EMANIFEST, "%s",
+                                  ferry_manifest_errmsg(m));
+                ferry_manifest_close(m);
+        }
+        free(lock);
+        free(path);
+        return rc;
+}

@@ -1,0 +1,1132 @@
+/*
+ * journal.c - the journal thread (include/ferry/journal.h).
+ *
+ * Owns the manifest's write transaction, the inbox (listings from the
+ * scanners, finished batches from the workers, finished barriers), the work
+ * queue, and the barrier thread. Crash-safety rule 1 lives here: a row is
+ * marked done only in on_barrier(), after the barrier thread's syncfs and
+ * directory fsyncs succeeded, and the mark becomes true with the COMMIT that
+ * follows. In-flight state is memory only: a crash leaves those rows pending.
+ *
+ * Hand-out order: pass 1 follows the scan by row id (copying overlaps the
+ * scan) and skips hardlink followers; later passes, started only when every
+ * result so far is committed, pick up what pass 1 could not: rows that
+ * became pending behind its cursor, and followers whose first name is done.
+ */
+#define _GNU_SOURCE
+#include "ferry/journal.h"
+
+#include "ferry/copy.h"
+#include "ferry/fsio.h"
+#include "ferry/queue.h"
+#include "ferry/scan.h"
+#include "ferry/workers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BATCH_ITEMS     32
+#define BATCH_BYTES     (32ull << 20)
+#define INBOX_CAP       256
+#define MAX_OUTSTANDING 8192 /* items handed out but not yet committed */
+#define BARRIER_ITEMS   2048
+#define BARRIER_SECONDS 0.25
+#define COMMIT_SECONDS  1.0
+#define MAX_PASSES      4
+#define LISTING_CHUNK   256
+#define DIR_CACHE       8
+
+struct barrier_job {
+        struct ferry_msg msg;
+        struct ferry_batch *list;
+};
+
+struct dir_slot {
+        char *path;
+        size_t len;
+        int64_t id;
+        bool is_new;
+};
+
+struct journal {
+        const struct ferry_journal_cfg *cfg;
+        const struct ferry_options *opt;
+        struct ferry_manifest *m;
+        struct ferry_summary *sum;
+        struct ferry_error *err;
+        int64_t gen, run_id;
+        struct ferry_queue inbox, work, barrier_q;
+        bool barrier_thread_started;
+        pthread_t barrier_thread;
+        struct ferry_scan *scan;
+        struct ferry_workers *workers;
+        int work_kind;
+        /* hand-out */
+        enum ferry_query query;
+        int pass;
+        int64_t cursor;
+        bool pass_gave, exhausted;
+        unsigned in_flight, max_in_flight;
+        size_t outstanding;
+        /* results waiting for the barrier */
+        struct ferry_batch *done_head, *done_tail;
+        size_t done_items;
+        double done_since;
+        struct barrier_job *barrier;
+        bool barrier_failed;
+        bool scan_done;
+        int stop_code;
+        struct dir_slot dcache[DIR_CACHE];
+        unsigned dcache_next;
+        struct ferry_progress prog;
+        double t0, last_prog, last_commit;
+        char *pathbuf;
+        size_t pathcap;
+};
+
+static double now(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void set_error(struct journal *j, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/* Records the first fatal error and asks every thread to stop. */
+static void set_error(struct journal *j, int code, const char *fmt, ...)
+{
+        if (!j->stop_code || j->stop_code == FERRY_EINTR) {
+                j->stop_code = code;
+                va_list ap;
+                va_start(ap, fmt);
+                vsnprintf(j->err->msg, sizeof(j->err->msg), fmt, ap);
+                va_end(ap);
+        }
+        atomic_store(j->cfg->stop, true);
+}
+
+static void manifest_error(struct journal *j)
+{
+        set_error(j, FERRY_EMANIFEST, "%s", ferry_manifest_errmsg(j->m));
+}
+
+static const char *join_path(struct journal *j, const char *dir,
+                             const char *name, size_t *len)
+{
+        size_t dl = strlen(dir), nl = strlen(name);
+        if (dl + nl + 2 > j->pathcap) {
+                size_t cap = (dl + nl + 2) * 2;
+                char *p = realloc(j->pathbuf, cap);
+                if (!p)
+                        return NULL;
+                j->pathbuf = p;
+                j->pathcap = cap;
+        }
+        size_t n = 0;
+        if (dl) {
+                memcpy(j->pathbuf, dir, dl);
+                j->pathbuf[dl] = '/';
+                n = dl + 1;
+        }
+        memcpy(j->pathbuf + n, name, nl + 1);
+        *len = n + nl;
+        return j->pathbuf;
+}
+
+static void emit(struct journal *j, enum ferry_event ev, const char *dir,
+                 const char *name, const char *detail)
+{
+        if (!j->opt->event)
+                return;
+        size_t len = 0;
+        const char *path = join_path(j, dir, name, &len);
+        if (path)
+                j->opt->event(ev, path, len, detail, j->opt->cb_arg);
+}
+
+static void emit_item(struct journal *j, enum ferry_event ev,
+                      const struct ferry_batch *b, const struct ferry_item *it,
+                      const char *detail)
+{
+        emit(j, ev, ferry_batch_at(b, it->dir_off),
+             ferry_batch_at(b, it->name_off), detail);
+}
+
+static void commit(struct journal *j)
+{
+        if (j->stop_code == FERRY_EMANIFEST)
+                return;
+        ferry_fsio_crashpoint("before_commit");
+        if (ferry_manifest_commit(j->m) || ferry_manifest_begin(j->m)) {
+                manifest_error(j);
+                return;
+        }
+        ferry_fsio_crashpoint("after_commit");
+        j->last_commit = now();
+}
+
+static void progress(struct journal *j, bool final)
+{
+        if (!j->opt->progress)
+                return;
+        j->prog.elapsed = now() - j->t0;
+        j->prog.scanning = !j->scan_done;
+        j->prog.final = final;
+        j->opt->progress(&j->prog, j->opt->cb_arg);
+        j->last_prog = now();
+}
+
+/* ---- the barrier thread ------------------------------------------------ */
+
+static int cmp_i64(const void *a, const void *b)
+{
+        int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+        return (x > y) - (x < y);
+}
+
+/* fsyncs each destination directory that received a file. */
+static int sync_dirs(const struct ferry_journal_cfg *cfg,
+                     struct ferry_batch *list)
+{
+        size_t n = 0, cap = 0;
+        for (struct ferry_batch *b = list; b; b = b->next)
+                cap += b->n;
+        /* pairs: dir id, then batch index + item index packed */
+        struct ent {
+                int64_t dir;
+                struct ferry_batch *b;
+                uint32_t off;
+        } *e = malloc(cap * sizeof(*e) + 1);
+        if (!e)
+                return ENOMEM;
+        for (struct ferry_batch *b = list; b; b = b->next)
+                for (size_t i = 0; i < b->n; i++)
+                        if (b->items[i].result == R_DONE &&
+                            (!n || e[n - 1].dir != b->items[i].dir_id))
+                                e[n++] = (struct ent){b->items[i].dir_id, b,
+                                                      b->items[i].dir_off};
+        qsort(e, n, sizeof(*e), cmp_i64);
+        int rc = 0;
+        for (size_t i = 0; i < n && !rc; i++) {
+                if (i && e[i].dir == e[i - 1].dir)
+                        continue;
+                int fd = -1;
+                rc = ferry_fsio_open_dir(cfg->dstfd,
+                                         ferry_batch_at(e[i].b, e[i].off), &fd);
+                if (!rc)
+                        rc = ferry_fsio_fsync(fd);
+                ferry_fsio_close(&fd);
+        }
+        free(e);
+        return rc;
+}
+
+static bool any_done(const struct ferry_batch *list)
+{
+        for (const struct ferry_batch *b = list; b; b = b->next)
+                for (size_t i = 0; i < b->n; i++)
+                        if (b->items[i].result == R_DONE)
+                                return true;
+        return false;
+}
+
+static int run_barrier(const struct ferry_journal_cfg *cfg,
+                       struct ferry_batch *list)
+{
+        if (!any_done(list) || cfg->opt->durability == FERRY_DURABLE_NONE)
+                return 0;
+        ferry_fsio_crashpoint("before_barrier");
+        int rc = 0;
+        if (cfg->opt->durability == FERRY_DURABLE_BATCH)
+                rc = ferry_fsio_syncfs(cfg->dstfd);
+        if (!rc)
+                rc = sync_dirs(cfg, list);
+        if (!rc)
+                ferry_fsio_crashpoint("after_barrier");
+        return rc;
+}
+
+static void *barrier_main(void *arg)
+{
+        struct journal *j = arg;
+        void *p;
+        while (ferry_queue_pop(&j->barrier_q, &p, -1) == FERRY_QUEUE_OK) {
+                struct barrier_job *job = p;
+                job->msg.err = run_barrier(j->cfg, job->list);
+                ferry_queue_push(&j->inbox, job);
+        }
+        return NULL;
+}
+
+/* ---- results ----------------------------------------------------------- */
+
+static void reason(const struct ferry_item *it, char *buf, size_t size)
+{
+        if (it->err)
+                snprintf(buf, size, "%s: %s", it->what ? it->what : "copy",
+                         strerror(it->err));
+        else
+                snprintf(buf, size, "%s", it->what ? it->what : "failed");
+}
+
+static int record_copy(struct journal *j, const struct ferry_batch *b,
+                       const struct ferry_item *it, bool durable,
+                       int64_t *last_dir)
+{
+        char why[512];
+        int rc = 0;
+        switch (it->result) {
+        case R_DONE:
+                if (!durable)
+                        return 0; /* stays pending: copied again later */
+                rc = ferry_manifest_file_done(j->m, it);
+                if (!rc && *last_dir != it->dir_id)
+                        rc = ferry_manifest_dir_touch(j->m, it->dir_id);
+                *last_dir = it->dir_id;
+                j->sum->files_copied++;
+                j->sum->bytes_copied += it->bytes;
+                j->prog.bytes_done += it->bytes;
+                emit_item(j, FERRY_EV_COPIED, b, it, NULL);
+                break;
+        case R_FAILED:
+        case R_CHANGED:
+        case R_MISMATCH:
+        case R_MISSING:
+                reason(it, why, sizeof(why));
+                rc = ferry_manifest_file_set_state(j->m, it->id, ST_FAILED,
+                                                   why);
+                j->sum->files_failed++;
+                j->prog.errors++;
+                emit_item(j, FERRY_EV_FAILED, b, it, why);
+                break;
+        case R_VANISHED:
+                rc = ferry_manifest_file_set_state(j->m, it->id, ST_VANISHED,
+                                                   "vanished from the source");
+                j->sum->files_vanished++;
+                emit_item(j, FERRY_EV_VANISHED, b, it, "vanished");
+                break;
+        case R_NOSPACE:
+                set_error(j, FERRY_ENOSPC,
+                          "destination is full: free some space and run the "
+                          "same command to resume");
+                return 0;
+        case R_NONE: return 0;
+        }
+        j->prog.files_done++;
+        return rc;
+}
+
+static void free_list(struct ferry_batch *list)
+{
+        while (list) {
+                struct ferry_batch *next = list->next;
+                ferry_batch_free(list);
+                list = next;
+        }
+}
+
+static void on_barrier(struct journal *j, struct barrier_job *job)
+{
+        j->barrier = NULL;
+        bool durable = job->msg.err == 0;
+        if (!durable && !j->barrier_failed) {
+                j->barrier_failed = true;
+                if (j->opt->event)
+                        j->opt->event(
+                                FERRY_EV_WARNING, "", 0,
+                                "durability barrier on the destination "
+                                "failed; those files will be copied again",
+                                j->opt->cb_arg);
+        }
+        for (struct ferry_batch *b = job->list; b; b = b->next) {
+                int64_t last_dir = -1;
+                for (size_t i = 0; i < b->n && j->stop_code != FERRY_EMANIFEST;
+                     i++)
+                        if (record_copy(j, b, &b->items[i], durable, &last_dir))
+                                manifest_error(j);
+                j->outstanding -= b->n;
+        }
+        free_list(job->list);
+        free(job);
+        commit(j);
+}
+
+static void start_barrier(struct journal *j)
+{
+        struct barrier_job *job = calloc(1, sizeof(*job));
+        if (!job) {
+                set_error(j, FERRY_EINTERNAL, "out of memory");
+                return;
+        }
+        job->msg.kind = MSG_BARRIER;
+        job->list = j->done_head;
+        j->done_head = j->done_tail = NULL;
+        j->done_items = 0;
+        j->barrier = job;
+        ferry_queue_push(&j->barrier_q, job);
+}
+
+static void maybe_barrier(struct journal *j)
+{
+        if (j->barrier || !j->done_head)
+                return;
+        if (j->done_items >= BARRIER_ITEMS || j->in_flight == 0 ||
+            now() - j->done_since >= BARRIER_SECONDS || j->stop_code)
+                start_barrier(j);
+}
+
+static void record_verify(struct journal *j, const struct ferry_batch *b,
+                          const struct ferry_item *it)
+{
+        char why[512];
+        int rc = 0;
+        j->prog.files_done++;
+        j->prog.bytes_done += it->st.size;
+        switch (it->result) {
+        case R_DONE: j->sum->verified++; return;
+        case R_MISMATCH:
+        case R_MISSING:
+                snprintf(why, sizeof(why), "verify: %s %s", it->what,
+                         it->result == R_MISSING ? "is missing" : "differs");
+                rc = ferry_manifest_file_set_state(j->m, it->id, ST_PENDING,
+                                                   why);
+                j->sum->verified++;
+                j->sum->mismatched++;
+                emit_item(j,
+                          it->result == R_MISSING ? FERRY_EV_MISSING
+                                                  : FERRY_EV_MISMATCH,
+                          b, it, it->what);
+                break;
+        default:
+                reason(it, why, sizeof(why));
+                j->sum->files_failed++;
+                j->prog.errors++;
+                emit_item(j, FERRY_EV_FAILED, b, it, why);
+                break;
+        }
+        if (rc)
+                manifest_error(j);
+}
+
+static void on_batch(struct journal *j, struct ferry_batch *b)
+{
+        j->in_flight--;
+        if (b->work != WORK_COPY) {
+                for (size_t i = 0; i < b->n; i++)
+                        if (b->items[i].result != R_NONE)
+                                record_verify(j, b, &b->items[i]);
+                j->outstanding -= b->n;
+                ferry_batch_free(b);
+                return;
+        }
+        b->next = NULL;
+        if (j->done_tail)
+                j->done_tail->next = b;
+        else
+                j->done_head = b;
+        if (!j->done_items)
+                j->done_since = now();
+        j->done_tail = b;
+        j->done_items += b->n;
+}
+
+/* ---- scan results ------------------------------------------------------ */
+
+static struct dir_slot *dcache_find(struct journal *j, const char *path,
+                                    size_t len)
+{
+        for (unsigned i = 0; i < DIR_CACHE; i++) {
+                struct dir_slot *s = &j->dcache[i];
+                if (s->path && s->len == len && !memcmp(s->path, path, len))
+                        return s;
+        }
+        return NULL;
+}
+
+static void dcache_put(struct journal *j, const char *path, size_t len,
+                       int64_t id, bool is_new)
+{
+        struct dir_slot *s = &j->dcache[j->dcache_next++ % DIR_CACHE];
+        free(s->path);
+        s->path = malloc(len + 1);
+        if (!s->path)
+                return;
+        memcpy(s->path, path, len + 1);
+        s->len = len;
+        s->id = id;
+        s->is_new = is_new;
+}
+
+static int listing_dir(struct journal *j, const struct ferry_listing *l,
+                       int64_t *id, bool *is_new)
+{
+        if (l->first) {
+                int rc = ferry_manifest_dir_upsert(j->m, l->path, l->path_len,
+                                                   &l->dir_st, j->gen, id,
+                                                   is_new);
+                if (!rc)
+                        dcache_put(j, l->path, l->path_len, *id, *is_new);
+                return rc;
+        }
+        struct dir_slot *s = dcache_find(j, l->path, l->path_len);
+        if (s) {
+                *id = s->id;
+                *is_new = s->is_new;
+                return 0;
+        }
+        *is_new = false;
+        return ferry_manifest_dir_find(j->m, l->path, l->path_len, id);
+}
+
+static void count_entry(struct journal *j, const struct ferry_listing *l,
+                        const struct ferry_entry *e, enum ferry_upsert res)
+{
+        j->sum->files_seen++;
+        bool special = !S_ISREG(e->st.mode) && !S_ISLNK(e->st.mode);
+        if (special) {
+                j->sum->files_skipped++;
+                if (res != UP_UNCHANGED)
+                        emit(j, FERRY_EV_SKIPPED, l->path,
+                             l->arena + e->name_off,
+                             "special file (fifo, socket or device) skipped");
+                return;
+        }
+        if (res == UP_UNCHANGED) {
+                j->sum->files_unchanged++;
+                return;
+        }
+        j->prog.files_total++;
+        if (S_ISREG(e->st.mode))
+                j->prog.bytes_total += e->st.size;
+}
+
+static void on_listing(struct journal *j, struct ferry_listing *l)
+{
+        int64_t dir = 0;
+        bool is_new = false;
+        int rc = listing_dir(j, l, &dir, &is_new);
+        if (!rc && !dir)
+                rc = -1; /* a chunk whose directory is unknown: cannot be */
+        for (size_t i = 0; i < l->n && !rc; i++) {
+                const struct ferry_entry *e = &l->entries[i];
+                enum ferry_upsert res;
+                rc = ferry_manifest_file_upsert(
+                        j->m, dir, is_new, l->arena + e->name_off, e->name_len,
+                        &e->st, j->gen, j->opt->hard_links, &res);
+                if (!rc)
+                        count_entry(j, l, e, res);
+        }
+        if (rc)
+                manifest_error(j);
+        if (l->open_err) {
+                char why[256];
+                snprintf(why, sizeof(why), "cannot read directory: %s",
+                         strerror(l->open_err));
+                j->sum->scan_errors++;
+                j->prog.errors++;
+                emit(j, FERRY_EV_WARNING, "", l->path, why);
+        }
+        ferry_listing_free(l);
+}
+
+static void human(uint64_t n, char *buf, size_t size)
+{
+        const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+        double v = (double)n;
+        int u = 0;
+        while (v >= 1024 && u < 5) {
+                v /= 1024;
+                u++;
+        }
+        snprintf(buf, size, "%.1f %s", v, unit[u]);
+}
+
+/* Stops at once when what is left to copy cannot fit. */
+static void check_space(struct journal *j)
+{
+        uint64_t files, bytes;
+        struct statvfs vfs;
+        if (ferry_manifest_pending(j->m, &files, &bytes)) {
+                manifest_error(j);
+                return;
+        }
+        if (fstatvfs(j->cfg->dstfd, &vfs) || !vfs.f_blocks)
+                return;
+        uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+        if (bytes <= avail)
+                return;
+        char need[32], have[32];
+        human(bytes, need, sizeof(need));
+        human(avail, have, sizeof(have));
+        set_error(j, FERRY_ENOSPC,
+                  "destination has %s free but %s are still to copy: free "
+                  "some space and run the same command to resume",
+                  have, need);
+}
+
+static void on_scan_done(struct journal *j)
+{
+        j->scan_done = true;
+        if (j->work_kind == WORK_COPY && !j->opt->dry_run && !j->stop_code)
+                check_space(j);
+}
+
+static void handle(struct journal *j, void *p)
+{
+        struct ferry_msg *msg = p;
+        switch (msg->kind) {
+        case MSG_LISTING: on_listing(j, (struct ferry_listing *)msg); break;
+        case MSG_SCAN_DONE: on_scan_done(j); break;
+        case MSG_BATCH: on_batch(j, (struct ferry_batch *)msg); break;
+        case MSG_BARRIER: on_barrier(j, (struct barrier_job *)msg); break;
+        }
+}
+
+/* ---- hand-out ---------------------------------------------------------- */
+
+static bool all_committed(const struct journal *j)
+{
+        return !j->in_flight && !j->barrier && !j->done_head;
+}
+
+static struct ferry_batch *fill(struct journal *j, enum ferry_query q)
+{
+        struct ferry_batch *b = ferry_batch_new(j->work_kind, BATCH_ITEMS);
+        if (!b) {
+                set_error(j, FERRY_EINTERNAL, "out of memory");
+                return NULL;
+        }
+        if (ferry_manifest_fill(j->m, q, j->gen, &j->cursor, b, BATCH_ITEMS,
+                                BATCH_BYTES)) {
+                manifest_error(j);
+                ferry_batch_free(b);
+                return NULL;
+        }
+        if (!b->n) {
+                ferry_batch_free(b);
+                return NULL;
+        }
+        return b;
+}
+
+static struct ferry_batch *next_copy_batch(struct journal *j)
+{
+        struct ferry_batch *b;
+        if (j->pass == 1) {
+                if ((b = fill(j, Q_FIRST_PASS)) || !j->scan_done ||
+                    !all_committed(j))
+                        return b;
+                j->pass = 2;
+                j->cursor = 0;
+                j->pass_gave = false;
+        }
+        if ((b = fill(j, Q_NEXT_PASS))) {
+                j->pass_gave = true;
+                return b;
+        }
+        if (!all_committed(j))
+                return NULL;
+        if (!j->pass_gave || j->pass >= MAX_PASSES) {
+                j->exhausted = true;
+                return NULL;
+        }
+        j->pass++;
+        j->cursor = 0;
+        j->pass_gave = false;
+        return NULL;
+}
+
+static struct ferry_batch *next_batch(struct journal *j)
+{
+        if (j->work_kind == WORK_COPY)
+                return next_copy_batch(j);
+        struct ferry_batch *b = fill(j, Q_VERIFY);
+        if (!b)
+                j->exhausted = true;
+        return b;
+}
+
+static void refill(struct journal *j)
+{
+        while (!j->stop_code && !j->exhausted &&
+               j->in_flight < j->max_in_flight &&
+               j->outstanding < MAX_OUTSTANDING) {
+                struct ferry_batch *b = next_batch(j);
+                if (!b)
+                        return;
+                j->outstanding += b->n;
+                j->in_flight++;
+                ferry_queue_push(&j->work, b);
+        }
+}
+
+/* ---- the loop ---------------------------------------------------------- */
+
+static bool finished(const struct journal *j)
+{
+        bool done = j->stop_code || (j->scan_done && j->exhausted);
+        return done && all_committed(j);
+}
+
+static void check_stop(struct journal *j)
+{
+        if (atomic_load(j->cfg->stop) && !j->stop_code) {
+                j->stop_code = FERRY_EINTR;
+                snprintf(j->err->msg, sizeof(j->err->msg),
+                         "interrupted: resume with the same command");
+        }
+}
+
+static void tick(struct journal *j)
+{
+        double t = now();
+        if (t - j->last_prog >= 1.0)
+                progress(j, false);
+        if (!j->barrier && t - j->last_commit >= COMMIT_SECONDS)
+                commit(j);
+}
+
+static void run_loop(struct journal *j)
+{
+        for (;;) {
+                check_stop(j);
+                refill(j);
+                if (finished(j))
+                        return;
+                maybe_barrier(j);
+                void *msg;
+                int rc = ferry_queue_pop(&j->inbox, &msg, 100);
+                for (int k = 0; rc == FERRY_QUEUE_OK && k < 64; k++) {
+                        handle(j, msg);
+                        rc = ferry_queue_try_pop(&j->inbox, &msg);
+                }
+                if (rc == FERRY_QUEUE_OK)
+                        handle(j, msg);
+                tick(j);
+        }
+}
+
+/* ---- set-up and tear-down ---------------------------------------------- */
+
+static int start_threads(struct journal *j, bool scan, bool work)
+{
+        int rc = 0;
+        if (work) {
+                struct ferry_copy_cfg cc = {
+                        .srcfd = j->cfg->srcfd,
+                        .dstfd = j->cfg->dstfd,
+                        .perms = j->opt->perms,
+                        .owner = j->opt->owner,
+                        .times = j->opt->times,
+                        .fsync_each = j->opt->durability == FERRY_DURABLE_FILE,
+                        .retries = j->opt->retries,
+                        .stop = j->cfg->stop,
+                };
+                mode_t um = umask(022);
+                umask(um);
+                cc.umask = um;
+                rc = ferry_workers_start(&cc, j->opt->jobs, &j->work, &j->inbox,
+                                         &j->workers);
+                if (!rc && j->work_kind == WORK_COPY) {
+                        rc = pthread_create(&j->barrier_thread, NULL,
+                                            barrier_main, j);
+                        j->barrier_thread_started = rc == 0;
+                }
+        }
+        if (!rc && scan) {
+                struct ferry_scan_cfg sc = {
+                        .srcfd = j->cfg->srcfd,
+                        .excludes = j->cfg->excludes,
+                        .inbox = &j->inbox,
+                        .stop = j->cfg->stop,
+                        .threads = j->opt->scanners ? j->opt->scanners : 1,
+                        .chunk = LISTING_CHUNK,
+                };
+                rc = ferry_scan_start(&sc, &j->scan);
+        }
+        if (rc)
+                set_error(j, FERRY_EINTERNAL, "cannot start threads: %s",
+                          strerror(rc));
+        return rc;
+}
+
+static void drain_inbox(struct journal *j)
+{
+        void *p;
+        while (ferry_queue_try_pop(&j->inbox, &p) == FERRY_QUEUE_OK) {
+                struct ferry_msg *msg = p;
+                if (msg->kind == MSG_LISTING)
+                        ferry_listing_free((struct ferry_listing *)msg);
+                else if (msg->kind == MSG_BATCH)
+                        ferry_batch_free((struct ferry_batch *)msg);
+                else if (msg->kind == MSG_BARRIER) {
+                        free_list(((struct barrier_job *)msg)->list);
+                        free(msg);
+                }
+        }
+}
+
+static void stop_threads(struct journal *j)
+{
+        ferry_queue_close(&j->work);
+        ferry_workers_join(j->workers);
+        j->workers = NULL;
+        ferry_queue_close(&j->barrier_q);
+        if (j->barrier_thread_started)
+                pthread_join(j->barrier_thread, NULL);
+        j->barrier_thread_started = false;
+        atomic_store(j->cfg->stop, true); /* a scan cut short must end */
+        ferry_queue_close(&j->inbox);
+        ferry_scan_join(j->scan);
+        j->scan = NULL;
+        drain_inbox(j);
+        free_list(j->done_head);
+        j->done_head = j->done_tail = NULL;
+}
+
+static int journal_init(struct journal *j, const struct ferry_journal_cfg *cfg,
+                        struct ferry_summary *sum, struct ferry_error *err,
+                        int work_kind)
+{
+        memset(j, 0, sizeof(*j));
+        memset(sum, 0, sizeof(*sum));
+        j->cfg = cfg;
+        j->opt = cfg->opt;
+        j->m = cfg->m;
+        j->sum = sum;
+        j->err = err;
+        j->work_kind = work_kind;
+        j->pass = 1;
+        j->max_in_flight = cfg->opt->jobs * 2;
+        j->t0 = j->last_prog = j->last_commit = now();
+        if (ferry_queue_init(&j->inbox, INBOX_CAP) ||
+            ferry_queue_init(&j->work, j->max_in_flight + 1) ||
+            ferry_queue_init(&j->barrier_q, 2)) {
+                snprintf(err->msg, sizeof(err->msg), "out of memory");
+                return FERRY_EINTERNAL;
+        }
+        return 0;
+}
+
+static void journal_release(struct journal *j)
+{
+        ferry_queue_release(&j->inbox);
+        ferry_queue_release(&j->work);
+        ferry_queue_release(&j->barrier_q);
+        for (unsigned i = 0; i < DIR_CACHE; i++)
+                free(j->dcache[i].path);
+        free(j->pathbuf);
+        j->sum->seconds = now() - j->t0;
+}
+
+/* Prepares the manifest for a run: new generation, failed rows retried. */
+static int begin_run(struct journal *j)
+{
+        if (ferry_manifest_begin(j->m) ||
+            ferry_manifest_run_start(j->m, j->cfg->command, &j->run_id) ||
+            ferry_manifest_next_gen(j->m, &j->gen) ||
+            ferry_manifest_retry_failed(j->m) ||
+            ferry_manifest_pending(j->m, &j->prog.files_total,
+                                   &j->prog.bytes_total)) {
+                manifest_error(j);
+                return j->stop_code;
+        }
+        return 0;
+}
+
+/* ---- after the copy: deletions and directory metadata ------------------ */
+
+static bool protected_path(struct journal *j, const char *dir, const char *name,
+                           bool is_dir)
+{
+        if (!j->cfg->excludes)
+                return false;
+        size_t len;
+        const char *path = join_path(j, dir, name, &len);
+        if (!path)
+                return true;
+        /* an excluded ancestor protects everything below it */
+        char *copy = strdup(path);
+        if (!copy)
+                return true;
+        bool hit = false;
+        for (char *slash = copy; !hit;) {
+                char *next = strchr(slash, '/');
+                if (next)
+                        *next = '\0';
+                const char *base = strrchr(copy, '/');
+                base = base ? base + 1 : copy;
+                hit = ferry_patterns_match(j->cfg->excludes, copy, base,
+                                           next ? true : is_dir);
+                if (!next)
+                        break;
+                *next = '/';
+                slash = next + 1;
+        }
+        free(copy);
+        return hit;
+}
+
+static void delete_file(struct journal *j, const struct ferry_batch *b,
+                        const struct ferry_item *it)
+{
+        const char *dir = ferry_batch_at(b, it->dir_off);
+        const char *name = ferry_batch_at(b, it->name_off);
+        if (!protected_path(j, dir, name, false)) {
+                int dfd = -1,
+                    rc = ferry_fsio_open_dir(j->cfg->dstfd, dir, &dfd);
+                struct ferry_stat st;
+                if (!rc)
+                        rc = ferry_fsio_statat(dfd, name, &st);
+                if (!rc && !S_ISDIR(st.mode))
+                        rc = ferry_fsio_unlinkat(dfd, name, 0);
+                ferry_fsio_close(&dfd);
+                if (!rc) {
+                        j->sum->files_deleted++;
+                        emit(j, FERRY_EV_DELETED, dir, name, NULL);
+                        if (ferry_manifest_dir_touch(j->m, it->dir_id))
+                                manifest_error(j);
+                } else if (rc != ENOENT) {
+                        char why[256];
+                        snprintf(why, sizeof(why), "cannot delete: %s",
+                                 strerror(rc));
+                        emit(j, FERRY_EV_WARNING, dir, name, why);
+                        return; /* keep the row: try again next time */
+                }
+        }
+        if (ferry_manifest_file_delete(j->m, it->id))
+                manifest_error(j);
+}
+
+static void delete_dir(struct journal *j, const struct ferry_batch *b,
+                       const struct ferry_item *it)
+{
+        const char *path = ferry_batch_at(b, it->dir_off);
+        if (!protected_path(j, "", path, true)) {
+                int rc =
+                        unlinkat(j->cfg->dstfd, path, AT_REMOVEDIR) ? errno : 0;
+                if (!rc) {
+                        j->sum->files_deleted++;
+                        emit(j, FERRY_EV_DELETED, "", path, NULL);
+                        if (it->dir_id &&
+                            ferry_manifest_dir_touch(j->m, it->dir_id))
+                                manifest_error(j);
+                } else if (rc != ENOENT) {
+                        char why[256];
+                        snprintf(why, sizeof(why), "directory not deleted: %s",
+                                 strerror(rc));
+                        emit(j, FERRY_EV_WARNING, "", path, why);
+                }
+        }
+        if (ferry_manifest_dir_delete(j->m, it->id))
+                manifest_error(j);
+}
+
+typedef void (*row_fn)(struct journal *j, const struct ferry_batch *b,
+                       const struct ferry_item *it);
+
+/* Runs fn over every row of query q, a chunk at a time. */
+static void each_row(struct journal *j, enum ferry_query q, int64_t start,
+                     row_fn fn)
+{
+        j->cursor = start;
+        while (!j->stop_code) {
+                struct ferry_batch *b = ferry_batch_new(0, 256);
+                if (!b) {
+                        set_error(j, FERRY_EINTERNAL, "out of memory");
+                        return;
+                }
+                if (ferry_manifest_fill(j->m, q, j->gen, &j->cursor, b, 256,
+                                        UINT64_MAX))
+                        manifest_error(j);
+                size_t n = b->n;
+                for (size_t i = 0; i < n && !j->stop_code; i++)
+                        fn(j, b, &b->items[i]);
+                ferry_batch_free(b);
+                if (!n)
+                        return;
+        }
+}
+
+static void apply_dir(struct journal *j, const struct ferry_batch *b,
+                      const struct ferry_item *it)
+{
+        const char *path = ferry_batch_at(b, it->dir_off);
+        const char *what = "create directory";
+        int fd = -1, rc = ferry_fsio_make_dirs(j->cfg->dstfd, path, &fd);
+        if (!rc && j->opt->owner && geteuid() == 0 &&
+            (rc = ferry_fsio_fchown(fd, it->st.uid, it->st.gid)))
+                what = "set directory owner";
+        if (!rc && j->opt->perms &&
+            (rc = ferry_fsio_fchmod(fd, it->st.mode & 07777)))
+                what = "set directory mode";
+        if (!rc && j->opt->times &&
+            (rc = ferry_fsio_futimens(fd, it->st.mtime_ns, it->st.mtime_ns)))
+                what = "set directory times";
+        ferry_fsio_close(&fd);
+        if (rc) {
+                char why[256];
+                snprintf(why, sizeof(why), "%s: %s", what, strerror(rc));
+                j->sum->files_failed++;
+                emit(j, FERRY_EV_FAILED, "", path, why);
+                return;
+        }
+        if (ferry_manifest_dir_applied(j->m, it->id))
+                manifest_error(j);
+}
+
+static void finish_tree(struct journal *j)
+{
+        if (j->opt->delete_removed) {
+                if (j->sum->scan_errors)
+                        emit(j, FERRY_EV_WARNING, "", "",
+                             "the scan had errors: nothing deleted");
+                else {
+                        each_row(j, Q_REMOVED_FILES, 0, delete_file);
+                        each_row(j, Q_REMOVED_DIRS, INT64_MAX, delete_dir);
+                }
+        }
+        each_row(j, Q_PENDING_DIRS, INT64_MAX, apply_dir);
+        if (j->opt->durability != FERRY_DURABLE_NONE &&
+            ferry_fsio_syncfs(j->cfg->dstfd))
+                set_error(j, FERRY_EPARTIAL,
+                          "syncfs of the destination failed");
+}
+
+static int result_code(const struct journal *j)
+{
+        if (j->stop_code)
+                return j->stop_code;
+        if (j->sum->files_failed || j->sum->scan_errors || j->barrier_failed)
+                return FERRY_EPARTIAL;
+        if (j->sum->files_vanished)
+                return FERRY_EVANISHED;
+        return FERRY_OK;
+}
+
+static void end_run(struct journal *j, int code)
+{
+        if (j->stop_code == FERRY_EMANIFEST) {
+                ferry_manifest_rollback(j->m);
+                return;
+        }
+        if (ferry_manifest_run_finish(j->m, j->run_id, code) ||
+            ferry_manifest_commit(j->m))
+                manifest_error(j);
+}
+
+/* ---- dry run ----------------------------------------------------------- */
+
+static void would_copy(struct journal *j, const struct ferry_batch *b,
+                       const struct ferry_item *it)
+{
+        j->sum->files_copied++;
+        j->sum->bytes_copied += it->type == FT_REG ? it->st.size : 0;
+        emit_item(j, FERRY_EV_WOULD_COPY, b, it, NULL);
+}
+
+static void would_delete(struct journal *j, const struct ferry_batch *b,
+                         const struct ferry_item *it)
+{
+        const char *dir = ferry_batch_at(b, it->dir_off);
+        const char *name = ferry_batch_at(b, it->name_off);
+        if (protected_path(j, dir, name, false))
+                return;
+        j->sum->files_deleted++;
+        emit(j, FERRY_EV_WOULD_DELETE, dir, name, NULL);
+}
+
+static int dry_run(struct journal *j)
+{
+        if (!start_threads(j, true, false))
+                run_loop(j); /* with no workers: exhausted stays false */
+        stop_threads(j);
+        if (!j->stop_code) {
+                each_row(j, Q_PENDING, 0, would_copy);
+                if (j->opt->delete_removed && !j->sum->scan_errors)
+                        each_row(j, Q_REMOVED_FILES, 0, would_delete);
+        }
+        int code = result_code(j);
+        ferry_manifest_rollback(j->m);
+        return code;
+}
+
+int ferry_journal_copy(const struct ferry_journal_cfg *cfg,
+                       struct ferry_summary *sum, struct ferry_error *err)
+{
+        struct journal j;
+        int code = journal_init(&j, cfg, sum, err, WORK_COPY);
+        if (code)
+                return code;
+        if (begin_run(&j))
+                goto out;
+        if (cfg->opt->dry_run) {
+                j.exhausted = true; /* hand nothing out */
+                code = dry_run(&j);
+                goto out;
+        }
+        if (!start_threads(&j, true, true))
+                run_loop(&j);
+        stop_threads(&j);
+        if (!j.stop_code)
+                finish_tree(&j);
+        end_run(&j, result_code(&j));
+out:
+        if (!code)
+                code = result_code(&j);
+        progress(&j, true);
+        journal_release(&j);
+        return code;
+}
+
+int ferry_journal_verify(const struct ferry_journal_cfg *cfg,
+                         enum ferry_verify_mode mode, struct ferry_summary *sum,
+                         struct ferry_error *err)
+{
+        struct journal j;
+        int kind = (mode & FERRY_VERIFY_DEST ? WORK_VERIFY_DST : 0) |
+                   (mode & FERRY_VERIFY_SOURCE ? WORK_VERIFY_SRC : 0);
+        int code = journal_init(&j, cfg, sum, err, kind);
+        if (code)
+                return code;
+        uint64_t not_done = 0;
+        if (ferry_manifest_begin(j.m) ||
+            ferry_manifest_not_done(j.m, &not_done)) {
+                manifest_error(&j);
+        } else {
+                j.scan_done = true;
+                if (!start_threads(&j, false, true))
+                        run_loop(&j);
+                stop_threads(&j);
+                if (j.stop_code != FERRY_EMANIFEST &&
+                    ferry_manifest_commit(j.m))
+                        manifest_error(&j);
+        }
+        code = j.stop_code;
+        if (!code && (j.sum->mismatched || j.sum->files_failed)) {
+                code = FERRY_EVERIFY;
+                snprintf(err->msg, sizeof(err->msg),
+                         "verify found %llu missing or differing files%s",
+                         (unsigned long long)j.sum->mismatched,
+                         j.sum->files_failed ? " and unreadable ones" : "");
+        }
+        if (!code && not_done) {
+                code = FERRY_EVERIFY;
+                snprintf(err->msg, sizeof(err->msg),
+                         "%llu files are not copied yet: run the copy first",
+                         (unsigned long long)not_done);
+        }
+        progress(&j, true);
+        journal_release(&j);
+        return code;
+}

@@ -1,0 +1,410 @@
+/*
+ * main.c - the ferry command: a thin client of include/ferry.h.
+ *
+ * Parses the command line (cli.c), installs the signal handlers that ask a
+ * run to stop cleanly, and prints what the library reports: progress on
+ * stderr, per-file events, the final summary, the list of failures, and the
+ * exit code, which is the library's result code (see man/ferry.1).
+ */
+#define _GNU_SOURCE
+#include "ferry.h"
+#include "ferry/cli.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct out {
+        const struct ferry_cli *cli;
+        bool tty;
+        double last_plain;
+        bool line_open; /* a \r progress line is on the terminal */
+        unsigned long failures_listed;
+};
+
+static void human(uint64_t n, char *buf, size_t size)
+{
+        const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+        double v = (double)n;
+        int u = 0;
+        while (v >= 1024 && u < 5) {
+                v /= 1024;
+                u++;
+        }
+        snprintf(buf, size, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+static void clear_line(struct out *o)
+{
+        if (o->line_open) {
+                fputs("\r\033[K", stderr);
+                o->line_open = false;
+        }
+}
+
+static void on_progress(const struct ferry_progress *p, void *arg)
+{
+        struct out *o = arg;
+        if (o->cli->quiet || o->cli->json)
+                return;
+        if (!o->tty && (p->final || p->elapsed - o->last_plain < 10.0))
+                return;
+        char done[32], total[32], rate[32];
+        human(p->bytes_done, done, sizeof(done));
+        human(p->bytes_total, total, sizeof(total));
+        human(p->elapsed > 0 ? (uint64_t)((double)p->bytes_done / p->elapsed)
+                             : 0,
+              rate, sizeof(rate));
+        char eta[32] = "?";
+        if (!p->scanning && p->bytes_done && p->bytes_total > p->bytes_done) {
+                double s = p->elapsed *
+                           (double)(p->bytes_total - p->bytes_done) /
+                           (double)p->bytes_done;
+                snprintf(eta, sizeof(eta), "%lu:%02lu:%02lu",
+                         (unsigned long)s / 3600, (unsigned long)s / 60 % 60,
+                         (unsigned long)s % 60);
+        }
+        if (o->tty)
+                fputs("\r\033[K", stderr);
+        fprintf(stderr,
+                "ferry: %llu/%llu%s files, %s/%s, %s/s, ETA %s, %llu errors",
+                (unsigned long long)p->files_done,
+                (unsigned long long)p->files_total, p->scanning ? "+" : "",
+                done, total, rate, eta, (unsigned long long)p->errors);
+        if (o->tty && !p->final) {
+                o->line_open = true;
+        } else {
+                fputc('\n', stderr);
+                o->line_open = false;
+        }
+        o->last_plain = p->elapsed;
+        fflush(stderr);
+}
+
+static void put_line(FILE *f, const char *prefix, const char *path, size_t len,
+                     bool quote, const char *detail)
+{
+        fputs(prefix, f);
+        if (len)
+                ferry_cli_put_path(f, path, len, quote);
+        if (detail)
+                fprintf(f, "%s%s", len ? ": " : "", detail);
+        fputc('\n', f);
+}
+
+static void on_event(enum ferry_event ev, const char *path, size_t len,
+                     const char *detail, void *arg)
+{
+        struct out *o = arg;
+        bool loud = !o->cli->quiet;
+        clear_line(o);
+        switch (ev) {
+        case FERRY_EV_COPIED:
+                if (o->cli->verbose)
+                        put_line(stdout, "", path, len, false, NULL);
+                break;
+        case FERRY_EV_DELETED:
+                if (o->cli->verbose)
+                        put_line(stdout, "deleting ", path, len, false, NULL);
+                break;
+        case FERRY_EV_WOULD_COPY:
+                put_line(stdout, "", path, len, false, NULL);
+                break;
+        case FERRY_EV_WOULD_DELETE:
+                put_line(stdout, "deleting ", path, len, false, NULL);
+                break;
+        case FERRY_EV_MISMATCH:
+                put_line(stdout, "mismatch: ", path, len, false, NULL);
+                break;
+        case FERRY_EV_MISSING:
+                put_line(stdout, "missing: ", path, len, false, NULL);
+                break;
+        case FERRY_EV_FAILED:
+                if (o->cli->command == CMD_VERIFY)
+                        put_line(stderr, "ferry: failed: ", path, len, true,
+                                 detail);
+                break; /* copy failures are listed from the manifest */
+        case FERRY_EV_VANISHED:
+                if (loud)
+                        put_line(stderr, "ferry: vanished: ", path, len, true,
+                                 NULL);
+                break;
+        case FERRY_EV_SKIPPED:
+        case FERRY_EV_WARNING:
+                if (loud)
+                        put_line(stderr, "ferry: warning: ", path, len, true,
+                                 detail);
+                break;
+        }
+        fflush(stdout);
+}
+
+static void on_failure(const char *path, size_t len, const char *reason,
+                       void *arg)
+{
+        struct out *o = arg;
+        if (++o->failures_listed <= 100)
+                put_line(stderr, "ferry: failed: ", path, len, true, reason);
+}
+
+static void handle_stop(int sig)
+{
+        ferry_request_stop();
+        signal(sig, SIG_DFL); /* a second signal ends ferry at once */
+}
+
+static void install_signals(void)
+{
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = handle_stop;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL);
+        signal(SIGPIPE, SIG_IGN);
+}
+
+static void print_json_summary(const struct ferry_cli *cli,
+                               const struct ferry_summary *s, int code)
+{
+        if (cli->command == CMD_VERIFY) {
+                printf("{\"verified\": %llu, \"mismatched\": %llu, "
+                       "\"failed\": %llu, \"seconds\": %.3f, \"exit_code\": "
+                       "%d}\n",
+                       (unsigned long long)s->verified,
+                       (unsigned long long)s->mismatched,
+                       (unsigned long long)s->files_failed, s->seconds, code);
+                return;
+        }
+        printf("{\"files_seen\": %llu, \"files_copied\": %llu, "
+               "\"bytes_copied\": %llu, \"files_unchanged\": %llu, "
+               "\"files_failed\": %llu, \"files_vanished\": %llu, "
+               "\"files_skipped\": %llu, \"files_deleted\": %llu, "
+               "\"scan_errors\": %llu, \"dry_run\": %s, \"seconds\": %.3f, "
+               "\"exit_code\": %d}\n",
+               (unsigned long long)s->files_seen,
+               (unsigned long long)s->files_copied,
+               (unsigned long long)s->bytes_copied,
+               (unsigned long long)s->files_unchanged,
+               (unsigned long long)s->files_failed,
+               (unsigned long long)s->files_vanished,
+               (unsigned long long)s->files_skipped,
+               (unsigned long long)s->files_deleted,
+               (unsigned long long)s->scan_errors,
+               cli->opt.dry_run ? "true" : "false", s->seconds, code);
+}
+
+static void print_summary(const struct ferry_cli *cli,
+                          const struct ferry_summary *s)
+{
+        char bytes[32];
+        human(s->bytes_copied, bytes, sizeof(bytes));
+        if (cli->command == CMD_VERIFY) {
+                fprintf(stderr,
+                        "ferry: verified %llu files, %llu differ or are "
+                        "missing, %llu unreadable, %.1f s\n",
+                        (unsigned long long)s->verified,
+                        (unsigned long long)s->mismatched,
+                        (unsigned long long)s->files_failed, s->seconds);
+                return;
+        }
+        fprintf(stderr,
+                "ferry: %s%llu files %s (%s), %llu unchanged, %llu "
+                "failed, %llu vanished, %llu skipped, %llu deleted, %.1f s\n",
+                cli->opt.dry_run ? "dry run: " : "",
+                (unsigned long long)s->files_copied,
+                cli->opt.dry_run ? "to copy" : "copied", bytes,
+                (unsigned long long)s->files_unchanged,
+                (unsigned long long)s->files_failed,
+                (unsigned long long)s->files_vanished,
+                (unsigned long long)s->files_skipped,
+                (unsigned long long)s->files_deleted, s->seconds);
+}
+
+static void list_failures(struct out *o, const char *manifest)
+{
+        struct ferry_status_info info;
+        struct ferry_error err;
+        if (ferry_status_read(manifest, NULL, NULL, &info, on_failure, o, &err))
+                return;
+        if (o->failures_listed > 100)
+                fprintf(stderr,
+                        "ferry: ... and %lu more; `ferry status` lists "
+                        "them all\n",
+                        o->failures_listed - 100);
+}
+
+static int run_job(struct ferry_cli *cli)
+{
+        struct out o = {.cli = cli, .tty = isatty(STDERR_FILENO) == 1};
+        cli->opt.progress = on_progress;
+        cli->opt.event = on_event;
+        cli->opt.cb_arg = &o;
+        struct ferry_error err = {""};
+        struct ferry_summary sum;
+        memset(&sum, 0, sizeof(sum));
+        struct ferry_job *job;
+        int code = ferry_job_open(&cli->opt, &job, &err);
+        if (code) {
+                fprintf(stderr, "ferry: %s\n", err.msg);
+                return code;
+        }
+        install_signals();
+        code = cli->command == CMD_VERIFY
+                       ? ferry_job_verify(job, cli->verify, &sum, &err)
+                       : ferry_job_run(job, &sum, &err);
+        char *manifest = strdup(ferry_job_manifest(job));
+        ferry_job_close(job);
+        clear_line(&o);
+        if (cli->json)
+                print_json_summary(cli, &sum, code);
+        else if (!cli->quiet)
+                print_summary(cli, &sum);
+        if (manifest && sum.files_failed && cli->command == CMD_COPY &&
+            !cli->opt.dry_run)
+                list_failures(&o, manifest);
+        free(manifest);
+        if (err.msg[0])
+                fprintf(stderr, "ferry: %s\n", err.msg);
+        else if (code == FERRY_EPARTIAL)
+                fprintf(stderr, "ferry: some files failed (listed above); run "
+                                "the same command to retry them\n");
+        return code;
+}
+
+static void status_failure(const char *path, size_t len, const char *reason,
+                           void *arg)
+{
+        int *n = arg;
+        if (*n < 0) {
+                fputs(*n == -2 ? ", " : "", stdout);
+                fputs("{\"path\": ", stdout);
+                ferry_cli_put_json(stdout, path, len);
+                fputs(", \"reason\": ", stdout);
+                ferry_cli_put_json(stdout, reason, strlen(reason));
+                fputs("}", stdout);
+                *n = -2;
+                return;
+        }
+        put_line(stdout, "failed: ", path, len, true, reason);
+}
+
+static void put_time(const char *label, int64_t t)
+{
+        char buf[64] = "never";
+        if (t) {
+                time_t tt = (time_t)t;
+                struct tm tm;
+                strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S",
+                         localtime_r(&tt, &tm));
+        }
+        printf("%s%s", label, buf);
+}
+
+static void status_text(const struct ferry_status_info *i)
+{
+        printf("manifest: %s\nsource: %s\ndestination: %s\n", i->manifest,
+               i->src, i->dst);
+        if (i->running_pid)
+                printf("running: yes (pid %ld)\n", i->running_pid);
+        else
+                printf("running: no\n");
+        put_time("last run: ", i->last_start);
+        if (i->last_start) {
+                put_time(", finished ", i->last_end);
+                if (i->last_result >= 0)
+                        printf(", result %d (%s)", i->last_result,
+                               ferry_code_str(i->last_result));
+        }
+        printf("\ndone: %llu files, %llu bytes\npending: %llu files, %llu "
+               "bytes\n"
+               "failed: %llu files\nskipped: %llu files\nvanished: %llu files\n"
+               "not in source: %llu files\ndirectories: %llu\n",
+               (unsigned long long)i->done.files,
+               (unsigned long long)i->done.bytes,
+               (unsigned long long)i->pending.files,
+               (unsigned long long)i->pending.bytes,
+               (unsigned long long)i->failed.files,
+               (unsigned long long)i->skipped.files,
+               (unsigned long long)i->vanished.files,
+               (unsigned long long)i->not_in_source,
+               (unsigned long long)i->dirs);
+}
+
+static void status_json_head(const struct ferry_status_info *i)
+{
+        fputs("{\"manifest\": ", stdout);
+        ferry_cli_put_json(stdout, i->manifest, strlen(i->manifest));
+        fputs(", \"source\": ", stdout);
+        ferry_cli_put_json(stdout, i->src, strlen(i->src));
+        fputs(", \"destination\": ", stdout);
+        ferry_cli_put_json(stdout, i->dst, strlen(i->dst));
+        printf(", \"running_pid\": %ld, \"last_start\": %lld, \"last_end\": "
+               "%lld,"
+               " \"last_result\": %d, \"done\": %llu, \"done_bytes\": %llu,"
+               " \"pending\": %llu, \"pending_bytes\": %llu, \"failed\": %llu,"
+               " \"skipped\": %llu, \"vanished\": %llu, \"not_in_source\": "
+               "%llu,"
+               " \"directories\": %llu, \"failures\": [",
+               i->running_pid, (long long)i->last_start, (long long)i->last_end,
+               i->last_result, (unsigned long long)i->done.files,
+               (unsigned long long)i->done.bytes,
+               (unsigned long long)i->pending.files,
+               (unsigned long long)i->pending.bytes,
+               (unsigned long long)i->failed.files,
+               (unsigned long long)i->skipped.files,
+               (unsigned long long)i->vanished.files,
+               (unsigned long long)i->not_in_source,
+               (unsigned long long)i->dirs);
+}
+
+static int run_status(const struct ferry_cli *cli)
+{
+        struct ferry_status_info info;
+        struct ferry_error err = {""};
+        /* failures are printed after the counts: read twice, cheaply */
+        int code = ferry_status_read(cli->opt.manifest, cli->opt.src,
+                                     cli->opt.dst, &info, NULL, NULL, &err);
+        if (code) {
+                fprintf(stderr, "ferry: %s\n", err.msg);
+                return code;
+        }
+        int n = cli->json ? -1 : 0;
+        if (cli->json)
+                status_json_head(&info);
+        else
+                status_text(&info);
+        code = ferry_status_read(cli->opt.manifest, cli->opt.src, cli->opt.dst,
+                                 &info, status_failure, &n, &err);
+        if (cli->json)
+                puts("]}");
+        if (code)
+                fprintf(stderr, "ferry: %s\n", err.msg);
+        return code;
+}
+
+int main(int argc, char **argv)
+{
+        struct ferry_cli cli;
+        struct ferry_error err = {""};
+        int code = ferry_cli_parse(argc, argv, &cli, &err);
+        if (code) {
+                fprintf(stderr, "ferry: %s\n", err.msg);
+        } else if (cli.command == CMD_HELP) {
+                ferry_cli_help(stdout);
+        } else if (cli.command == CMD_VERSION) {
+                printf("ferry %s\n", FERRY_VERSION);
+        } else if (cli.command == CMD_STATUS) {
+                code = run_status(&cli);
+        } else {
+                code = run_job(&cli);
+        }
+        ferry_cli_release(&cli);
+        if (fflush(stdout) && !code)
+                code = FERRY_EINTERNAL;
+        return code;
+}

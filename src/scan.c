@@ -1,0 +1,313 @@
+/*
+ * scan.c - parallel directory walk (include/ferry/scan.h).
+ *
+ * Owns a stack of directories still to read and a pool of threads. Each
+ * thread pops a directory, opens it relative to SRC's descriptor, reads it
+ * with readdir + statx relative to the directory's descriptor, and sends
+ * its entries as listings. Subdirectories are pushed onto the stack only
+ * after the listing that named them was queued. When the stack is empty and
+ * every thread is idle, the last one queues MSG_SCAN_DONE.
+ */
+#define _GNU_SOURCE
+#include "ferry/scan.h"
+
+#include "ferry/batch.h"
+#include "ferry/fsio.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct pending_dir {
+        struct pending_dir *next;
+        struct ferry_stat st;
+        size_t len;
+        char path[];
+};
+
+struct ferry_scan {
+        struct ferry_scan_cfg cfg;
+        pthread_mutex_t lock;
+        pthread_cond_t wake;
+        struct pending_dir *stack;
+        unsigned busy; /* threads holding a directory */
+        bool finished;
+        unsigned n_threads;
+        pthread_t *threads;
+};
+
+static struct pending_dir *pending_new(const char *path, size_t len,
+                                       const struct ferry_stat *st)
+{
+        struct pending_dir *d = malloc(sizeof(*d) + len + 1);
+        if (!d)
+                return NULL;
+        memcpy(d->path, path, len);
+        d->path[len] = '\0';
+        d->len = len;
+        d->st = *st;
+        d->next = NULL;
+        return d;
+}
+
+static void push_dirs(struct ferry_scan *sc, struct pending_dir *list)
+{
+        if (!list)
+                return;
+        pthread_mutex_lock(&sc->lock);
+        while (list) {
+                struct pending_dir *next = list->next;
+                list->next = sc->stack;
+                sc->stack = list;
+                list = next;
+        }
+        pthread_cond_broadcast(&sc->wake);
+        pthread_mutex_unlock(&sc->lock);
+}
+
+/* Blocks until there is a directory to read; NULL when the walk is over. */
+static struct pending_dir *pop_dir(struct ferry_scan *sc)
+{
+        pthread_mutex_lock(&sc->lock);
+        sc->busy--;
+        for (;;) {
+                if (atomic_load(sc->cfg.stop))
+                        sc->finished = true;
+                if (sc->finished)
+                        break;
+                if (sc->stack) {
+                        struct pending_dir *d = sc->stack;
+                        sc->stack = d->next;
+                        sc->busy++;
+                        pthread_mutex_unlock(&sc->lock);
+                        return d;
+                }
+                if (sc->busy == 0) {
+                        sc->finished = true;
+                        pthread_cond_broadcast(&sc->wake);
+                        pthread_mutex_unlock(&sc->lock);
+                        static struct ferry_msg done = {MSG_SCAN_DONE, 0};
+                        ferry_queue_push(sc->cfg.inbox, &done);
+                        return NULL;
+                }
+                pthread_cond_wait(&sc->wake, &sc->lock);
+        }
+        pthread_cond_broadcast(&sc->wake);
+        pthread_mutex_unlock(&sc->lock);
+        return NULL;
+}
+
+/* Per-directory state of one read. */
+struct reader {
+        struct ferry_scan *sc;
+        struct pending_dir *dir;
+        struct ferry_listing *cur;
+        struct pending_dir *subdirs; /* found in the current chunk */
+        char *relbuf;                /* dir path + '/' + name, for patterns */
+        size_t relcap;
+};
+
+/* Queues the current chunk, then releases the subdirectories it named. */
+static int flush_chunk(struct reader *r, bool last)
+{
+        struct ferry_listing *l = r->cur;
+        r->cur = NULL;
+        if (ferry_queue_push(r->sc->cfg.inbox, l) != FERRY_QUEUE_OK) {
+                ferry_listing_free(l);
+                return ECANCELED;
+        }
+        push_dirs(r->sc, r->subdirs);
+        r->subdirs = NULL;
+        if (last)
+                return 0;
+        r->cur = ferry_listing_new(r->dir->path, r->dir->len, r->sc->cfg.chunk);
+        return r->cur ? 0 : ENOMEM;
+}
+
+static const char *rel_path(struct reader *r, const char *name, size_t len)
+{
+        size_t need = r->dir->len + len + 2;
+        if (need > r->relcap) {
+                char *p = realloc(r->relbuf, need);
+                if (!p)
+                        return NULL;
+                r->relbuf = p;
+                r->relcap = need;
+        }
+        size_t n = 0;
+        if (r->dir->len) {
+                memcpy(r->relbuf, r->dir->path, r->dir->len);
+                r->relbuf[r->dir->len] = '/';
+                n = r->dir->len + 1;
+        }
+        memcpy(r->relbuf + n, name, len + 1);
+        return r->relbuf;
+}
+
+static int add_subdir(struct reader *r, const char *name, size_t len,
+                      const struct ferry_stat *st)
+{
+        const char *rel = rel_path(r, name, len);
+        if (!rel)
+                return ENOMEM;
+        struct pending_dir *d =
+                pending_new(rel, r->dir->len ? r->dir->len + 1 + len : len, st);
+        if (!d)
+                return ENOMEM;
+        d->next = r->subdirs;
+        r->subdirs = d;
+        return 0;
+}
+
+static bool excluded(struct reader *r, const char *name, size_t len,
+                     bool is_dir)
+{
+        const struct ferry_patterns *p = r->sc->cfg.excludes;
+        if (!p)
+                return false;
+        const char *rel =
+                ferry_patterns_need_path(p) ? rel_path(r, name, len) : NULL;
+        return ferry_patterns_match(p, rel, name, is_dir);
+}
+
+static int read_entry(struct reader *r, int dfd, const char *name)
+{
+        size_t len = strlen(name);
+        struct ferry_stat st;
+        int rc = ferry_fsio_statat(dfd, name, &st);
+        if (rc == ENOENT)
+                return 0; /* vanished while we read: not there */
+        if (rc)
+                return rc;
+        bool is_dir = S_ISDIR(st.mode);
+        if (excluded(r, name, len, is_dir))
+                return 0;
+        if (is_dir)
+                return add_subdir(r, name, len, &st);
+        if (r->cur->n == r->cur->cap && (rc = flush_chunk(r, false)))
+                return rc;
+        return ferry_listing_add(r->cur, name, len, &st);
+}
+
+static void read_dir(struct reader *r)
+{
+        int fd = -1,
+            err = ferry_fsio_open_dir(r->sc->cfg.srcfd, r->dir->path, &fd);
+        DIR *d = err ? NULL : fdopendir(fd);
+        if (!err && !d) {
+                err = errno;
+                close(fd);
+        }
+        while (d && !atomic_load(r->sc->cfg.stop)) {
+                errno = 0;
+                struct dirent *de = readdir(d);
+                if (!de) {
+                        err = errno;
+                        break;
+                }
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                int rc = read_entry(r, dirfd(d), de->d_name);
+                if (rc == ECANCELED || rc == ENOMEM) {
+                        err = rc;
+                        break;
+                }
+                if (rc && !err)
+                        err = rc; /* one entry failed; report and go on */
+        }
+        if (d)
+                closedir(d);
+        if (r->cur) {
+                r->cur->open_err = err;
+                flush_chunk(r, true);
+        }
+}
+
+static void *scan_thread(void *arg)
+{
+        struct ferry_scan *sc = arg;
+        struct reader r = {.sc = sc};
+        struct pending_dir *dir;
+        while ((dir = pop_dir(sc))) {
+                r.dir = dir;
+                r.cur = ferry_listing_new(dir->path, dir->len, sc->cfg.chunk);
+                if (r.cur) {
+                        r.cur->first = true;
+                        r.cur->dir_st = dir->st;
+                        read_dir(&r);
+                }
+                while (r.subdirs) { /* only left when the inbox closed */
+                        struct pending_dir *n = r.subdirs->next;
+                        free(r.subdirs);
+                        r.subdirs = n;
+                }
+                free(dir);
+        }
+        free(r.relbuf);
+        return NULL;
+}
+
+int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out)
+{
+        struct ferry_scan *sc = calloc(1, sizeof(*sc));
+        if (!sc)
+                return ENOMEM;
+        sc->cfg = *cfg;
+        struct ferry_stat root;
+        int rc = ferry_fsio_fstat(cfg->srcfd, &root);
+        if (rc) {
+                free(sc);
+                return rc;
+        }
+        sc->stack = pending_new("", 0, &root);
+        sc->threads = calloc(cfg->threads, sizeof(*sc->threads));
+        if (!sc->stack || !sc->threads) {
+                free(sc->stack);
+                free(sc->threads);
+                free(sc);
+                return ENOMEM;
+        }
+        pthread_mutex_init(&sc->lock, NULL);
+        pthread_cond_init(&sc->wake, NULL);
+        sc->busy = cfg->threads; /* each thread starts by popping */
+        for (unsigned i = 0; i < cfg->threads; i++) {
+                if (pthread_create(&sc->threads[i], NULL, scan_thread, sc))
+                        break;
+                sc->n_threads++;
+        }
+        if (sc->n_threads < cfg->threads) {
+                pthread_mutex_lock(&sc->lock);
+                sc->busy -= cfg->threads - sc->n_threads;
+                pthread_cond_broadcast(&sc->wake);
+                pthread_mutex_unlock(&sc->lock);
+        }
+        if (!sc->n_threads) {
+                ferry_scan_join(sc);
+                return EAGAIN;
+        }
+        *out = sc;
+        return 0;
+}
+
+void ferry_scan_join(struct ferry_scan *sc)
+{
+        if (!sc)
+                return;
+        pthread_mutex_lock(&sc->lock);
+        pthread_cond_broadcast(&sc->wake);
+        pthread_mutex_unlock(&sc->lock);
+        for (unsigned i = 0; i < sc->n_threads; i++)
+                pthread_join(sc->threads[i], NULL);
+        while (sc->stack) {
+                struct pending_dir *n = sc->stack->next;
+                free(sc->stack);
+                sc->stack = n;
+        }
+        pthread_mutex_destroy(&sc->lock);
+        pthread_cond_destroy(&sc->wake);
+        free(sc->threads);
+        free(sc);
+}

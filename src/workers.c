@@ -1,0 +1,94 @@
+/*
+ * workers.c - the copy/verify thread pool (include/ferry/workers.h).
+ * A worker owns its copier; the only shared things are the two queues.
+ */
+#include "ferry/workers.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+struct worker {
+        struct ferry_workers *pool;
+        struct ferry_copier *copier;
+        pthread_t thread;
+};
+
+struct ferry_workers {
+        struct ferry_queue *work, *inbox;
+        atomic_bool *stop;
+        unsigned n;
+        struct worker w[];
+};
+
+static void run_batch(struct worker *w, struct ferry_batch *b)
+{
+        for (size_t i = 0; i < b->n; i++) {
+                struct ferry_item *it = &b->items[i];
+                if (atomic_load(w->pool->stop)) {
+                        it->result = R_NONE;
+                        continue;
+                }
+                if (b->work & WORK_COPY)
+                        ferry_copier_copy(w->copier, b, it);
+                else
+                        ferry_copier_verify(w->copier, b, it);
+        }
+}
+
+static void *worker_main(void *arg)
+{
+        struct worker *w = arg;
+        void *item;
+        while (ferry_queue_pop(w->pool->work, &item, -1) == FERRY_QUEUE_OK) {
+                struct ferry_batch *b = item;
+                run_batch(w, b);
+                /* the journal drains the inbox until every batch is back */
+                if (ferry_queue_push(w->pool->inbox, b) != FERRY_QUEUE_OK)
+                        ferry_batch_free(b);
+        }
+        return NULL;
+}
+
+int ferry_workers_start(const struct ferry_copy_cfg *cfg, unsigned n,
+                        struct ferry_queue *work, struct ferry_queue *inbox,
+                        struct ferry_workers **out)
+{
+        struct ferry_workers *p =
+                calloc(1, sizeof(*p) + n * sizeof(struct worker));
+        if (!p)
+                return ENOMEM;
+        p->work = work;
+        p->inbox = inbox;
+        p->stop = cfg->stop;
+        int rc = 0;
+        for (unsigned i = 0; i < n; i++) {
+                struct worker *w = &p->w[i];
+                w->pool = p;
+                if ((rc = ferry_copier_new(cfg, &w->copier)))
+                        break;
+                if (pthread_create(&w->thread, NULL, worker_main, w)) {
+                        ferry_copier_free(w->copier);
+                        rc = EAGAIN;
+                        break;
+                }
+                p->n++;
+        }
+        if (rc && !p->n) {
+                free(p);
+                return rc;
+        }
+        *out = p; /* fewer threads than asked still make progress */
+        return 0;
+}
+
+void ferry_workers_join(struct ferry_workers *p)
+{
+        if (!p)
+                return;
+        for (unsigned i = 0; i < p->n; i++) {
+                pthread_join(p->w[i].thread, NULL);
+                ferry_copier_free(p->w[i].copier);
+        }
+        free(p);
+}
