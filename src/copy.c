@@ -438,8 +438,9 @@ static int link_once(struct ferry_copier *c, const struct ferry_batch *b,
                 return rc;
         *what = "rename into place";
         rc = install(c, tmp, name);
-        if (rc)
-                ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
+        /* rename() does nothing when name already is a link to the same
+         * inode (a re-run after a crash): the temp name must still go */
+        ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
         it->st = st;
         return rc;
 }

@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -84,6 +85,8 @@ struct journal {
         bool barrier_failed;
         bool scan_done;
         int stop_code;
+        int64_t committed_id; /* rows up to here are committed */
+        bool dirty;           /* scan rows not committed yet */
         struct dir_slot dcache[DIR_CACHE];
         unsigned dcache_next;
         struct ferry_progress prog;
@@ -173,6 +176,9 @@ static void commit(struct journal *j)
         }
         ferry_fsio_crashpoint("after_commit");
         j->last_commit = now();
+        j->dirty = false;
+        if (ferry_manifest_max_id(j->m, &j->committed_id))
+                manifest_error(j);
 }
 
 static void progress(struct journal *j, bool final)
@@ -501,10 +507,10 @@ static void count_entry(struct journal *j, const struct ferry_listing *l,
                              "special file (fifo, socket or device) skipped");
                 return;
         }
-        if (res == UP_UNCHANGED) {
+        if (res == UP_UNCHANGED)
                 j->sum->files_unchanged++;
-                return;
-        }
+        if (res == UP_UNCHANGED || res == UP_RESUMED)
+                return; /* resumed rows were counted at the start */
         j->prog.files_total++;
         if (S_ISREG(e->st.mode))
                 j->prog.bytes_total += e->st.size;
@@ -514,6 +520,7 @@ static void on_listing(struct journal *j, struct ferry_listing *l)
 {
         int64_t dir = 0;
         bool is_new = false;
+        j->dirty = true;
         int rc = listing_dir(j, l, &dir, &is_new);
         if (!rc && !dir)
                 rc = -1; /* a chunk whose directory is unknown: cannot be */
@@ -556,7 +563,7 @@ static void check_space(struct journal *j)
 {
         uint64_t files, bytes;
         struct statvfs vfs;
-        if (ferry_manifest_pending(j->m, &files, &bytes)) {
+        if (ferry_manifest_pending(j->m, j->gen, &files, &bytes)) {
                 manifest_error(j);
                 return;
         }
@@ -606,8 +613,8 @@ static struct ferry_batch *fill(struct journal *j, enum ferry_query q)
                 set_error(j, FERRY_EINTERNAL, "out of memory");
                 return NULL;
         }
-        if (ferry_manifest_fill(j->m, q, j->gen, &j->cursor, b, BATCH_ITEMS,
-                                BATCH_BYTES)) {
+        if (ferry_manifest_fill(j->m, q, j->gen, j->committed_id, &j->cursor, b,
+                                BATCH_ITEMS, BATCH_BYTES)) {
                 manifest_error(j);
                 ferry_batch_free(b);
                 return NULL;
@@ -619,12 +626,27 @@ static struct ferry_batch *fill(struct journal *j, enum ferry_query q)
         return b;
 }
 
+/* Commits scanned rows early when workers would otherwise starve: only
+ * committed rows are handed out. */
+static bool commit_for_work(struct journal *j)
+{
+        if (!j->dirty || j->stop_code)
+                return false;
+        if (!j->scan_done && j->in_flight >= j->max_in_flight / 2 &&
+            now() - j->last_commit < 0.05)
+                return false;
+        commit(j);
+        return !j->stop_code;
+}
+
 static struct ferry_batch *next_copy_batch(struct journal *j)
 {
         struct ferry_batch *b;
         if (j->pass == 1) {
-                if ((b = fill(j, Q_FIRST_PASS)) || !j->scan_done ||
-                    !all_committed(j))
+                b = fill(j, Q_FIRST_PASS);
+                if (!b && commit_for_work(j))
+                        b = fill(j, Q_FIRST_PASS);
+                if (b || !j->scan_done || j->dirty || !all_committed(j))
                         return b;
                 j->pass = 2;
                 j->cursor = 0;
@@ -829,15 +851,36 @@ static void journal_release(struct journal *j)
         j->sum->seconds = now() - j->t0;
 }
 
+/* A destination deleted or swapped behind ferry's back holds none of the
+ * files the manifest calls done: copy them all again. */
+static int check_destination(struct journal *j)
+{
+        struct ferry_stat st;
+        if (j->cfg->dstfd < 0 || ferry_fsio_fstat(j->cfg->dstfd, &st))
+                return 0;
+        char id[64];
+        bool replaced;
+        snprintf(id, sizeof(id), "%llu:%llu", (unsigned long long)st.dev,
+                 (unsigned long long)st.ino);
+        if (ferry_manifest_check_dst(j->m, id, &replaced))
+                return -1;
+        if (replaced)
+                emit(j, FERRY_EV_WARNING, "", "",
+                     "the destination was replaced since the last run: "
+                     "copying everything again");
+        return 0;
+}
+
 /* Prepares the manifest for a run: new generation, failed rows retried. */
 static int begin_run(struct journal *j)
 {
         if (ferry_manifest_begin(j->m) ||
             ferry_manifest_run_start(j->m, j->cfg->command, &j->run_id) ||
-            ferry_manifest_next_gen(j->m, &j->gen) ||
+            check_destination(j) || ferry_manifest_next_gen(j->m, &j->gen) ||
             ferry_manifest_retry_failed(j->m) ||
-            ferry_manifest_pending(j->m, &j->prog.files_total,
-                                   &j->prog.bytes_total)) {
+            ferry_manifest_pending(j->m, 0, &j->prog.files_total,
+                                   &j->prog.bytes_total) ||
+            ferry_manifest_max_id(j->m, &j->committed_id)) {
                 manifest_error(j);
                 return j->stop_code;
         }
@@ -946,8 +989,8 @@ static void each_row(struct journal *j, enum ferry_query q, int64_t start,
                         set_error(j, FERRY_EINTERNAL, "out of memory");
                         return;
                 }
-                if (ferry_manifest_fill(j->m, q, j->gen, &j->cursor, b, 256,
-                                        UINT64_MAX))
+                if (ferry_manifest_fill(j->m, q, j->gen, INT64_MAX, &j->cursor,
+                                        b, 256, UINT64_MAX))
                         manifest_error(j);
                 size_t n = b->n;
                 for (size_t i = 0; i < n && !j->stop_code; i++)
@@ -985,8 +1028,22 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
                 manifest_error(j);
 }
 
+/* A pending row that the scan no longer sees may have left a temp file. */
+static void remove_temp(struct journal *j, const struct ferry_batch *b,
+                        const struct ferry_item *it)
+{
+        char tmp[NAME_MAX + 1];
+        int dfd = -1;
+        ferry_copy_temp_name(ferry_batch_at(b, it->name_off), it->id, tmp);
+        if (!ferry_fsio_open_dir(j->cfg->dstfd, ferry_batch_at(b, it->dir_off),
+                                 &dfd))
+                ferry_fsio_unlinkat(dfd, tmp, 0);
+        ferry_fsio_close(&dfd);
+}
+
 static void finish_tree(struct journal *j)
 {
+        each_row(j, Q_STALE_TEMPS, 0, remove_temp);
         if (j->opt->delete_removed) {
                 if (j->sum->scan_errors)
                         emit(j, FERRY_EV_WARNING, "", "",

@@ -95,19 +95,21 @@ static const char *const stmt_sql[S_NSTMTS] = {
         "f.id, f.dir, d.path, f.name, f.type, f.size, f.mtime_ns,"             \
         " f.ctime_ns, f.mode, f.uid, f.gid, f.dev, f.ino, f.hash"
 
+/* ?1 cursor, ?2 limit, ?3 generation, ?4 highest row id to hand out */
+// clang-format off
 static const char *const query_sql[Q_NQUERIES] = {
         [Q_FIRST_PASS] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
-                " WHERE f.state = 0 AND f.id > ?1 AND (f.hl IS NULL OR f.hl = "
-                "-1)"
+                " WHERE f.state = 0 AND f.id > ?1 AND f.id <= ?4"
+                " AND f.gen = ?3 AND (f.hl IS NULL OR f.hl = -1)"
                 " ORDER BY f.id LIMIT ?2",
         [Q_NEXT_PASS] =
                 "SELECT " FILE_COLS ", l.state, l.gen, ld.path, l.name, l.hash"
                 " FROM files f JOIN dirs d ON d.id = f.dir"
                 " LEFT JOIN files l ON f.hl > 0 AND l.id = f.hl"
                 " LEFT JOIN dirs ld ON ld.id = l.dir"
-                " WHERE f.state = 0 AND f.id > ?1"
-                " AND (l.state IS NULL OR l.state != 0)"
+                " WHERE f.state = 0 AND f.id > ?1 AND f.id <= ?4"
+                " AND f.gen = ?3 AND (l.state IS NULL OR l.state != 0)"
                 " ORDER BY f.id LIMIT ?2",
         [Q_VERIFY] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
@@ -115,22 +117,27 @@ static const char *const query_sql[Q_NQUERIES] = {
                 " ORDER BY f.id LIMIT ?2",
         [Q_PENDING] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
-                " WHERE f.state = 0 AND f.id > ?1 ORDER BY f.id LIMIT ?2",
+                " WHERE f.state = 0 AND f.gen = ?3 AND f.id > ?1"
+                " ORDER BY f.id LIMIT ?2",
         [Q_REMOVED_FILES] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
                 " WHERE (f.gen < ?3 OR f.state = 4) AND f.id > ?1"
                 " ORDER BY f.id LIMIT ?2",
+        [Q_STALE_TEMPS] =
+                "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
+                " WHERE f.state = 0 AND f.gen < ?3 AND f.id > ?1"
+                " ORDER BY f.id LIMIT ?2",
         [Q_REMOVED_DIRS] =
-                "SELECT id, coalesce(parent, 0), path, '', 0, 0, mtime_ns, 0, "
-                "mode,"
-                " uid, gid, 0, 0, NULL FROM dirs WHERE gen < ?3 AND id < ?1"
-                " ORDER BY id DESC LIMIT ?2",
+                "SELECT id, coalesce(parent, 0), path, '', 0, 0, mtime_ns, 0,"
+                " mode, uid, gid, 0, 0, NULL FROM dirs"
+                " WHERE gen < ?3 AND id < ?1 ORDER BY id DESC LIMIT ?2",
         [Q_PENDING_DIRS] =
-                "SELECT id, id, path, '', 0, 0, mtime_ns, 0, mode, uid, gid, "
-                "0, 0,"
-                " NULL FROM dirs WHERE state = 0 AND gen = ?3 AND id < ?1"
+                "SELECT id, id, path, '', 0, 0, mtime_ns, 0, mode, uid, gid,"
+                " 0, 0, NULL FROM dirs"
+                " WHERE state = 0 AND gen = ?3 AND id < ?1"
                 " ORDER BY id DESC LIMIT ?2",
 };
+// clang-format on
 
 struct ferry_manifest {
         sqlite3 *db;
@@ -539,6 +546,32 @@ int ferry_manifest_run_finish(struct ferry_manifest *m, int64_t run_id,
         return rc == SQLITE_DONE ? 0 : db_fail(m, "write");
 }
 
+int ferry_manifest_check_dst(struct ferry_manifest *m, const char *identity,
+                             bool *replaced)
+{
+        sqlite3_stmt *row;
+        *replaced = false;
+        int rc = meta_get(m, "dst_identity", &row);
+        if (rc)
+                return rc;
+        if (row) {
+                const void *v = sqlite3_column_blob(row, 0);
+                size_t n = (size_t)sqlite3_column_bytes(row, 0);
+                *replaced = n != strlen(identity) ||
+                            (n && memcmp(v, identity, n) != 0);
+                sqlite3_reset(row);
+                if (!*replaced)
+                        return 0;
+                rc = exec_sql(m,
+                              "UPDATE files SET state = 0 WHERE state = 1;"
+                              "UPDATE dirs SET state = 0;",
+                              "reset after a replaced destination");
+                if (rc)
+                        return rc;
+        }
+        return meta_set_text(m, "dst_identity", identity);
+}
+
 int ferry_manifest_retry_failed(struct ferry_manifest *m)
 {
         return exec_sql(m, "UPDATE files SET state = 0 WHERE state = 2",
@@ -785,12 +818,14 @@ int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
                     sqlite3_column_int64(s, 4) == st->ctime_ns &&
                     (uint32_t)sqlite3_column_int64(s, 5) == st->mode &&
                     (uint64_t)sqlite3_column_int64(s, 6) == st->ino;
+        int state = sqlite3_column_int(s, 7);
         sqlite3_reset(s);
         if (!same) {
                 *res = UP_CHANGED;
                 return file_update(m, id, st, gen, hard_links);
         }
-        *res = UP_UNCHANGED;
+        *res = state == ST_DONE || state == ST_SKIPPED ? UP_UNCHANGED
+                                                       : UP_RESUMED;
         s = stmt(m, S_FILE_SEEN);
         if (!s)
                 return db_fail(m, "write");
@@ -899,8 +934,8 @@ static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum ferry_query q,
 }
 
 int ferry_manifest_fill(struct ferry_manifest *m, enum ferry_query q,
-                        int64_t gen, int64_t *cursor, struct ferry_batch *b,
-                        size_t max, uint64_t max_bytes)
+                        int64_t gen, int64_t max_id, int64_t *cursor,
+                        struct ferry_batch *b, size_t max, uint64_t max_bytes)
 {
         uint64_t bytes = 0;
         sqlite3_stmt *s = query(m, q);
@@ -911,6 +946,7 @@ int ferry_manifest_fill(struct ferry_manifest *m, enum ferry_query q,
         sqlite3_bind_int64(s, 1, *cursor);
         sqlite3_bind_int64(s, 2, (int64_t)max);
         sqlite3_bind_int64(s, 3, gen);
+        sqlite3_bind_int64(s, 4, max_id);
         int rc;
         while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
                 if (read_item(b, s, q, gen)) {
@@ -926,21 +962,28 @@ int ferry_manifest_fill(struct ferry_manifest *m, enum ferry_query q,
         return rc == SQLITE_DONE ? 0 : db_fail(m, "query");
 }
 
-int ferry_manifest_pending(struct ferry_manifest *m, uint64_t *files,
-                           uint64_t *bytes)
+int ferry_manifest_pending(struct ferry_manifest *m, int64_t gen,
+                           uint64_t *files, uint64_t *bytes)
 {
-        int64_t n = 0, v = 0;
-        int rc =
-                pragma_int(m, "SELECT count(*) FROM files WHERE state = 0", &n);
-        if (!rc)
-                rc = pragma_int(m,
-                                "SELECT coalesce(sum(size), 0) FROM files"
-                                " WHERE state = 0 AND type = 1"
-                                " AND (hl IS NULL OR hl = -1)",
-                                &v);
-        *files = (uint64_t)n;
-        *bytes = (uint64_t)v;
-        return rc;
+        sqlite3_stmt *s;
+        if (sqlite3_prepare_v2(
+                    m->db,
+                    "SELECT count(*), coalesce(sum(CASE WHEN type = 1"
+                    " AND (hl IS NULL OR hl = -1) THEN size END), 0)"
+                    " FROM files WHERE state = 0 AND gen >= ?1",
+                    -1, &s, NULL) != SQLITE_OK)
+                return db_fail(m, "read");
+        sqlite3_bind_int64(s, 1, gen);
+        int rc = sqlite3_step(s);
+        *files = (uint64_t)sqlite3_column_int64(s, 0);
+        *bytes = (uint64_t)sqlite3_column_int64(s, 1);
+        sqlite3_finalize(s);
+        return rc == SQLITE_ROW ? 0 : db_fail(m, "read");
+}
+
+int ferry_manifest_max_id(struct ferry_manifest *m, int64_t *id)
+{
+        return pragma_int(m, "SELECT coalesce(max(id), 0) FROM files", id);
 }
 
 int ferry_manifest_not_done(struct ferry_manifest *m, uint64_t *files)

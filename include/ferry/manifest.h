@@ -40,7 +40,8 @@ enum ferry_manifest_flags {
         MF_MEMORY = 4,   /* an in-memory manifest (dry run of a new job) */
 };
 
-enum ferry_upsert { UP_NEW = 1, UP_CHANGED, UP_UNCHANGED };
+/* UP_RESUMED: unchanged, but not copied yet (pending or failed before). */
+enum ferry_upsert { UP_NEW = 1, UP_CHANGED, UP_UNCHANGED, UP_RESUMED };
 
 /* What ferry_manifest_fill selects. */
 enum ferry_query {
@@ -49,6 +50,7 @@ enum ferry_query {
         Q_VERIFY,         /* done regular files and symlinks */
         Q_PENDING,        /* dry run: all pending rows */
         Q_REMOVED_FILES,  /* rows not seen by this scan, or vanished */
+        Q_STALE_TEMPS,    /* pending rows not seen: may have a temp file */
         Q_REMOVED_DIRS,   /* dirs not seen by this scan, deepest first */
         Q_PENDING_DIRS, /* dirs whose metadata must be applied, deepest first */
         Q_NQUERIES
@@ -76,6 +78,10 @@ int ferry_manifest_run_start(struct ferry_manifest *m, const char *command,
                              int64_t *run_id);
 int ferry_manifest_run_finish(struct ferry_manifest *m, int64_t run_id,
                               int result);
+/* Compares DST's identity (device and inode of its root) with the one
+ * recorded; when DST was replaced, every done row becomes pending again. */
+int ferry_manifest_check_dst(struct ferry_manifest *m, const char *identity,
+                             bool *replaced);
 /* Failed rows of earlier runs become pending again. */
 int ferry_manifest_retry_failed(struct ferry_manifest *m);
 
@@ -108,16 +114,21 @@ int ferry_manifest_file_delete(struct ferry_manifest *m, int64_t id);
  * Appends up to max rows of query q with id beyond *cursor to b (items and
  * their paths in b's arena) and moves *cursor past them. Ascending queries
  * start at cursor 0, descending ones (dirs) at INT64_MAX. Stops early once
- * the rows add up to max_bytes.
+ * the rows add up to max_bytes. Copy passes hand out only rows of
+ * generation gen with ids up to max_id: a row must be committed before a
+ * temp file named after its id can exist, or a crash could lose the id and
+ * leave the temp file behind.
  */
 int ferry_manifest_fill(struct ferry_manifest *m, enum ferry_query q,
-                        int64_t gen, int64_t *cursor, struct ferry_batch *b,
-                        size_t max, uint64_t max_bytes);
+                        int64_t gen, int64_t max_id, int64_t *cursor,
+                        struct ferry_batch *b, size_t max, uint64_t max_bytes);
+/* The highest file row id; rows up to it are committed after a COMMIT. */
+int ferry_manifest_max_id(struct ferry_manifest *m, int64_t *id);
 
 /* Files and bytes of regular files still to copy (hardlink followers
  * excluded from the bytes). */
-int ferry_manifest_pending(struct ferry_manifest *m, uint64_t *files,
-                           uint64_t *bytes);
+int ferry_manifest_pending(struct ferry_manifest *m, int64_t gen,
+                           uint64_t *files, uint64_t *bytes);
 /* Rows that are neither done nor skipped (verify: not copied yet). */
 int ferry_manifest_not_done(struct ferry_manifest *m, uint64_t *files);
 
