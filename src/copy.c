@@ -225,11 +225,28 @@ static int stream_sparse(struct ferry_copier *c, int in, int out, uint64_t size,
 }
 
 /* Creates the temp file for it; a leftover of a crashed run is removed. */
+/* Not root and the destination directory is read-only (its mode came from
+ * the source on an earlier run): give the owner write access back; the
+ * directory's own mode is applied again at the end of the run. */
+static bool make_dir_writable(struct ferry_copier *c)
+{
+        struct ferry_stat st;
+        if (c->root || ferry_fsio_fstat(c->dst_dir, &st) ||
+            st.uid != geteuid() || (st.mode & S_IWUSR))
+                return false;
+        return ferry_fsio_fchmod(c->dst_dir,
+                                 (st.mode & 07777) | S_IWUSR | S_IXUSR) == 0;
+}
+
 static int create_temp(struct ferry_copier *c, const char *tmp, int *fd)
 {
         int rc = ferry_fsio_openat(c->dst_dir, tmp,
                                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
                                    0600, fd);
+        if (rc == EACCES && make_dir_writable(c))
+                rc = ferry_fsio_openat(c->dst_dir, tmp,
+                                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+                                       0600, fd);
         if (rc != EEXIST)
                 return rc;
         ferry_fsio_unlinkat(c->dst_dir, tmp, 0);

@@ -22,6 +22,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(HAVE_LINUX_OPENAT2_H) && defined(HAVE_SYS_OPENAT2)
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#define USE_OPENAT2 1
+#endif
 
 #ifdef FERRY_TESTING
 #define MAX_FAULTS 16
@@ -153,10 +158,21 @@ static int open_by_components(int rootfd, const char *rel, int flags,
                 memcpy(name, p, len);
                 name[len] = '\0';
                 int next = -1;
-                int fl = last ? flags : (O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                int fl = last ? flags
+                              : (O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                 O_CLOEXEC);
                 do
                         next = openat(cur, name, fl, mode);
                 while (next < 0 && errno == EINTR);
+                if (next < 0 && (errno == ENOTDIR || errno == ELOOP) &&
+                    create_dirs) {
+                        /* a file or symlink where the source now has a
+                         * directory (rsync replaces it too) */
+                        if (unlinkat(cur, name, 0) == 0)
+                                errno = ENOENT;
+                        else
+                                errno = ENOTDIR;
+                }
                 if (next < 0 && errno == ENOENT && create_dirs) {
                         if (mkdirat(cur, name, 0700) && errno != EEXIST) {
                                 rc = errno;
@@ -190,14 +206,40 @@ static int open_by_components(int rootfd, const char *rel, int flags,
         return 0;
 }
 
+/*
+ * ferry never follows a symlink, not even in the middle of a path: a
+ * directory replaced by a symlink between scan and copy must not lead the
+ * copy outside SRC or DST. openat2(RESOLVE_NO_SYMLINKS) says so for every
+ * component; without it, only the last one is protected by O_NOFOLLOW.
+ */
+static int open_nofollow(int dirfd, const char *name, int flags, mode_t mode)
+{
+#ifdef USE_OPENAT2
+        static atomic_bool no_openat2;
+        if (!atomic_load(&no_openat2)) {
+                struct open_how how = {
+                        .flags = (uint64_t)(flags | O_CLOEXEC),
+                        .mode = (flags & O_CREAT) ? mode : 0,
+                        .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH,
+                };
+                int r = (int)syscall(SYS_openat2, dirfd, name, &how,
+                                     sizeof(how));
+                if (r >= 0 || errno != ENOSYS)
+                        return r;
+                atomic_store(&no_openat2, true);
+        }
+#endif
+        return openat(dirfd, name, flags | O_CLOEXEC, mode);
+}
+
 int ferry_fsio_openat(int dirfd, const char *name, int flags, mode_t mode,
                       int *fd)
 {
         FAULT(FSIO_OPEN);
         int r;
         do
-                r = openat(dirfd, name, flags | O_CLOEXEC, mode);
-        while (r < 0 && errno == EINTR);
+                r = open_nofollow(dirfd, name, flags, mode);
+        while (r < 0 && (errno == EINTR || errno == EAGAIN));
         if (r >= 0) {
                 *fd = r;
                 return 0;
@@ -217,7 +259,7 @@ int ferry_fsio_open_dir(int rootfd, const char *rel, int *fd)
 int ferry_fsio_make_dirs(int rootfd, const char *rel, int *fd)
 {
         int rc = ferry_fsio_open_dir(rootfd, rel, fd);
-        if (rc != ENOENT)
+        if (rc != ENOENT && rc != ENOTDIR && rc != ELOOP)
                 return rc;
         FAULT(FSIO_MKDIR);
         return open_by_components(
