@@ -433,6 +433,25 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
         return rc;
 }
 
+/* Links the leader's copy ("dir/name" under DST) to tmp; the leader's
+ * directory is opened on its own, so paths beyond PATH_MAX work too. */
+static int link_leader(struct ferry_copier *c, const char *leader,
+                       const char *tmp)
+{
+        const char *slash = strrchr(leader, '/');
+        if (!slash)
+                return ferry_fsio_linkat(c->cfg.dstfd, leader, c->dst_dir, tmp);
+        char *dir = strndup(leader, (size_t)(slash - leader));
+        if (!dir)
+                return ENOMEM;
+        int dfd = -1, rc = ferry_fsio_open_dir(c->cfg.dstfd, dir, &dfd);
+        free(dir);
+        if (!rc)
+                rc = ferry_fsio_linkat(dfd, slash + 1, c->dst_dir, tmp);
+        ferry_fsio_close(&dfd);
+        return rc;
+}
+
 /* A hardlink follower: link to the leader's copy. ENOENT: copy instead. */
 static int link_once(struct ferry_copier *c, const struct ferry_batch *b,
                      const char *name, struct ferry_item *it, const char **what)
@@ -445,11 +464,10 @@ static int link_once(struct ferry_copier *c, const struct ferry_batch *b,
                 return rc;
         ferry_copy_temp_name(name, it->id, tmp);
         *what = "link to first name";
-        const char *leader = ferry_batch_at(b, it->link_off);
-        rc = ferry_fsio_linkat(c->cfg.dstfd, leader, c->dst_dir, tmp);
+        rc = link_leader(c, ferry_batch_at(b, it->link_off), tmp);
         if (rc == EEXIST) {
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
-                rc = ferry_fsio_linkat(c->cfg.dstfd, leader, c->dst_dir, tmp);
+                rc = link_leader(c, ferry_batch_at(b, it->link_off), tmp);
         }
         if (rc)
                 return rc;

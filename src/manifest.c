@@ -959,7 +959,7 @@ int ferry_manifest_fill(struct ferry_manifest *m, enum ferry_query q,
                         break;
         }
         sqlite3_reset(s);
-        return rc == SQLITE_DONE ? 0 : db_fail(m, "query");
+        return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : db_fail(m, "query");
 }
 
 int ferry_manifest_pending(struct ferry_manifest *m, int64_t gen,
