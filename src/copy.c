@@ -105,6 +105,23 @@ void ferry_copy_temp_name(const char *name, int64_t id, char *out)
         memcpy(out + 1 + keep, suffix, (size_t)slen + 1);
 }
 
+int ferry_copy_open_dst_dir(int dstfd, const char *path, bool create, int *fd)
+{
+        int rc = create ? ferry_fsio_make_dirs(dstfd, path, fd)
+                        : ferry_fsio_open_dir(dstfd, path, fd);
+        if (rc != EACCES || geteuid() == 0 || !path[0])
+                return rc;
+        /* an earlier run gave the directory a mode without owner access
+         * (the source's): take it back, the end of the run restores it */
+        struct ferry_stat st;
+        if (ferry_fsio_statat(dstfd, path, &st) || st.uid != geteuid() ||
+            !S_ISDIR(st.mode) ||
+            ferry_fsio_fchmodat(dstfd, path, (st.mode & 07777) | S_IRWXU))
+                return rc;
+        return create ? ferry_fsio_make_dirs(dstfd, path, fd)
+                      : ferry_fsio_open_dir(dstfd, path, fd);
+}
+
 /* Opens the directories of it (source, destination or both) unless cached. */
 static void enter_dir(struct ferry_copier *c, const struct ferry_batch *b,
                       const struct ferry_item *it)
@@ -117,12 +134,9 @@ static void enter_dir(struct ferry_copier *c, const struct ferry_batch *b,
         if (b->work & (WORK_COPY | WORK_VERIFY_SRC))
                 c->src_err =
                         ferry_fsio_open_dir(c->cfg.srcfd, dir, &c->src_dir);
-        if (b->work & WORK_COPY)
-                c->dst_err =
-                        ferry_fsio_make_dirs(c->cfg.dstfd, dir, &c->dst_dir);
-        else if (b->work & WORK_VERIFY_DST)
-                c->dst_err =
-                        ferry_fsio_open_dir(c->cfg.dstfd, dir, &c->dst_dir);
+        if (b->work & (WORK_COPY | WORK_VERIFY_DST))
+                c->dst_err = ferry_copy_open_dst_dir(
+                        c->cfg.dstfd, dir, b->work & WORK_COPY, &c->dst_dir);
         c->dir_id = it->dir_id;
 }
 

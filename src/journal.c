@@ -1006,7 +1006,8 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
 {
         const char *path = ferry_batch_at(b, it->dir_off);
         const char *what = "create directory";
-        int fd = -1, rc = ferry_fsio_make_dirs(j->cfg->dstfd, path, &fd);
+        int fd = -1,
+            rc = ferry_copy_open_dst_dir(j->cfg->dstfd, path, true, &fd);
         if (!rc && j->opt->owner && geteuid() == 0 &&
             (rc = ferry_fsio_fchown(fd, it->st.uid, it->st.gid)))
                 what = "set directory owner";

@@ -48,6 +48,10 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
 void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,
                          struct ferry_item *it);
 
+/* Opens (create: and makes) directory path under DST; when not root and
+ * an earlier run left it without owner access, gives that back first. */
+int ferry_copy_open_dst_dir(int dstfd, const char *path, bool create, int *fd);
+
 /* True for errors worth retrying (EIO, EAGAIN, ETIMEDOUT, ESTALE, ...). */
 bool ferry_copy_transient(int err);
 
