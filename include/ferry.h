@@ -158,7 +158,7 @@ typedef void (*ferry_failure_fn)(const char *path, size_t path_len,
 struct ferry_job;
 
 /* Fills opt with the defaults (batch durability, hard links, perms, owner,
- * times on, 16 jobs, 4 scanners, 3 retries). */
+ * times on, 32 jobs, 16 scanners, 3 retries). */
 void ferry_options_init(struct ferry_options *opt);
 
 /*

@@ -42,7 +42,7 @@ struct opt_def {
 
 static const struct opt_def opts[] = {
         {"jobs", required_argument, O_JOBS, "N",
-         "parallel copy workers (default 16)"},
+         "parallel copy workers (default 32)"},
         {"manifest", required_argument, O_MANIFEST, "FILE",
          "manifest file (default: $XDG_STATE_HOME/ferry/<hash>.db)"},
         {"exclude", required_argument, O_EXCLUDE, "PATTERN",

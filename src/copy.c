@@ -22,7 +22,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define BUF_SIZE (256 * 1024)
+#define BUF_SIZE (128 * 1024)
 
 struct ferry_copier {
         struct ferry_copy_cfg cfg;

@@ -50,8 +50,8 @@ void ferry_request_stop(void)
 void ferry_options_init(struct ferry_options *opt)
 {
         memset(opt, 0, sizeof(*opt));
-        opt->jobs = 16;
-        opt->scanners = 8;
+        opt->jobs = 32;
+        opt->scanners = 16;
         opt->retries = 3;
         opt->durability = FERRY_DURABLE_BATCH;
         opt->hard_links = true;

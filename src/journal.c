@@ -36,13 +36,13 @@
 
 #define BATCH_ITEMS     32
 #define BATCH_BYTES     (32ull << 20)
-#define INBOX_CAP       256
-#define MAX_OUTSTANDING 8192 /* items handed out but not yet committed */
+#define INBOX_CAP       128
+#define MAX_OUTSTANDING 4096 /* items handed out but not yet committed */
 #define BARRIER_ITEMS   2048
 #define BARRIER_SECONDS 0.25
 #define COMMIT_SECONDS  1.0
 #define MAX_PASSES      4
-#define LISTING_CHUNK   256
+#define LISTING_CHUNK   128
 #define DIR_CACHE       8
 
 struct barrier_job {

@@ -321,7 +321,7 @@ static int configure(struct ferry_manifest *m, bool readonly, bool memory)
                 return FERRY_EMANIFEST;
         return exec_sql(m,
                         "PRAGMA synchronous = FULL;"
-                        "PRAGMA cache_size = -4096;"
+                        "PRAGMA cache_size = -2048;"
                         "PRAGMA temp_store = MEMORY;"
                         "PRAGMA wal_autocheckpoint = 4000;",
                         "configuration");
