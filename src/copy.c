@@ -551,7 +551,7 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                         backoff(attempt);
                         continue;
                 }
-                if (rc == ENOENT && !strcmp(what, "open source")) {
+                if (rc == ENOENT && strstr(what, "source")) {
                         it->result = R_VANISHED;
                         return;
                 }

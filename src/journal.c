@@ -86,6 +86,7 @@ struct journal {
         bool scan_done;
         int stop_code;
         int64_t committed_id; /* rows up to here are committed */
+        mode_t umask;         /* the process umask, for --no-perms */
         bool dirty;           /* scan rows not committed yet */
         struct dir_slot dcache[DIR_CACHE];
         unsigned dcache_next;
@@ -516,6 +517,23 @@ static void count_entry(struct journal *j, const struct ferry_listing *l,
                 j->prog.bytes_total += e->st.size;
 }
 
+/* A directory the scan could not read: say so, record why, and keep what
+ * the manifest knew below it as seen, so nothing there looks deleted. */
+static int scan_error(struct journal *j, const struct ferry_listing *l,
+                      int64_t dir)
+{
+        char why[256];
+        snprintf(why, sizeof(why), "cannot read directory: %s",
+                 strerror(l->open_err));
+        j->sum->scan_errors++;
+        j->prog.errors++;
+        emit(j, FERRY_EV_WARNING, "", l->path, why);
+        int rc = ferry_manifest_dir_set_error(j->m, dir, why);
+        return rc ? rc
+                  : ferry_manifest_keep_subtree(j->m, l->path, l->path_len,
+                                                j->gen);
+}
+
 static void on_listing(struct journal *j, struct ferry_listing *l)
 {
         int64_t dir = 0;
@@ -535,14 +553,10 @@ static void on_listing(struct journal *j, struct ferry_listing *l)
         }
         if (rc)
                 manifest_error(j);
-        if (l->open_err) {
-                char why[256];
-                snprintf(why, sizeof(why), "cannot read directory: %s",
-                         strerror(l->open_err));
-                j->sum->scan_errors++;
-                j->prog.errors++;
-                emit(j, FERRY_EV_WARNING, "", l->path, why);
-        }
+        if (!rc && l->open_err)
+                rc = scan_error(j, l, dir);
+        else if (!rc && l->first)
+                rc = ferry_manifest_dir_set_error(j->m, dir, NULL);
         ferry_listing_free(l);
 }
 
@@ -754,9 +768,7 @@ static int start_threads(struct journal *j, bool scan, bool work)
                         .retries = j->opt->retries,
                         .stop = j->cfg->stop,
                 };
-                mode_t um = umask(022);
-                umask(um);
-                cc.umask = um;
+                cc.umask = j->umask;
                 rc = ferry_workers_start(&cc, j->opt->jobs, &j->work, &j->inbox,
                                          &j->workers);
                 if (!rc && j->work_kind == WORK_COPY) {
@@ -831,6 +843,8 @@ static int journal_init(struct journal *j, const struct ferry_journal_cfg *cfg,
         j->pass = 1;
         j->max_in_flight = cfg->opt->jobs * 2;
         j->t0 = j->last_prog = j->last_commit = now();
+        j->umask = umask(022); /* read it: no thread runs yet */
+        umask(j->umask);
         if (ferry_queue_init(&j->inbox, INBOX_CAP) ||
             ferry_queue_init(&j->work, j->max_in_flight + 1) ||
             ferry_queue_init(&j->barrier_q, 2)) {
@@ -1011,8 +1025,8 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
         if (!rc && j->opt->owner && geteuid() == 0 &&
             (rc = ferry_fsio_fchown(fd, it->st.uid, it->st.gid)))
                 what = "set directory owner";
-        if (!rc && j->opt->perms &&
-            (rc = ferry_fsio_fchmod(fd, it->st.mode & 07777)))
+        mode_t mode = j->opt->perms ? it->st.mode & 07777 : 0777 & ~j->umask;
+        if (!rc && (rc = ferry_fsio_fchmod(fd, mode)))
                 what = "set directory mode";
         if (!rc && j->opt->times &&
             (rc = ferry_fsio_futimens(fd, it->st.mtime_ns, it->st.mtime_ns)))
@@ -1023,6 +1037,8 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
                 snprintf(why, sizeof(why), "%s: %s", what, strerror(rc));
                 j->sum->files_failed++;
                 emit(j, FERRY_EV_FAILED, "", path, why);
+                if (ferry_manifest_dir_set_error(j->m, it->id, why))
+                        manifest_error(j);
                 return;
         }
         if (ferry_manifest_dir_applied(j->m, it->id))

@@ -264,8 +264,8 @@ static int run_job(struct ferry_cli *cli)
                 print_json_summary(cli, &sum, code);
         else if (!cli->quiet)
                 print_summary(cli, &sum);
-        if (manifest && sum.files_failed && cli->command == CMD_COPY &&
-            !cli->opt.dry_run)
+        if (manifest && (sum.files_failed || sum.scan_errors) &&
+            cli->command == CMD_COPY && !cli->opt.dry_run)
                 list_failures(&o, manifest);
         free(manifest);
         if (err.msg[0])

@@ -35,6 +35,7 @@ enum stmt_id {
         S_DIR_TOUCH,
         S_DIR_APPLIED,
         S_DIR_DELETE,
+        S_DIR_ERROR,
         S_FILE_FIND,
         S_FILE_INSERT,
         S_FILE_SEEN,
@@ -66,6 +67,8 @@ static const char *const stmt_sql[S_NSTMTS] = {
                 "UPDATE dirs SET state = 0 WHERE id = ?1 AND state != 0",
         [S_DIR_APPLIED] = "UPDATE dirs SET state = 1 WHERE id = ?1",
         [S_DIR_DELETE] = "DELETE FROM dirs WHERE id = ?1",
+        [S_DIR_ERROR] = "UPDATE dirs SET error = ?2 WHERE id = ?1"
+                        " AND error IS NOT ?2",
         [S_FILE_FIND] = "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
                         " state FROM files WHERE dir = ?1 AND name = ?2",
         [S_FILE_INSERT] = "INSERT INTO files (dir, name, type, size, mtime_ns,"
@@ -312,8 +315,6 @@ static int setup_new(struct ferry_manifest *m)
 
 static int configure(struct ferry_manifest *m, bool readonly, bool memory)
 {
-        sqlite3_busy_timeout(m->db, 5000);
-        sqlite3_extended_result_codes(m->db, 1);
         if (readonly)
                 return 0;
         if (!memory &&
@@ -357,6 +358,10 @@ int ferry_manifest_open(const char *path, int flags,
                           m->db ? sqlite3_errmsg(m->db) : "out of memory");
                 goto out;
         }
+        /* a run and `ferry status` meet here: wait for each other's locks
+         * instead of reporting a busy manifest as unreadable */
+        sqlite3_busy_timeout(m->db, 10000);
+        sqlite3_extended_result_codes(m->db, 1);
         if (exists) {
                 rc = check_identity(m, path);
                 if (rc)
@@ -686,6 +691,65 @@ int ferry_manifest_dir_applied(struct ferry_manifest *m, int64_t id)
 int ferry_manifest_dir_delete(struct ferry_manifest *m, int64_t id)
 {
         return by_id(m, S_DIR_DELETE, id, "directory delete");
+}
+
+int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
+                                 const char *error)
+{
+        sqlite3_stmt *s = stmt(m, S_DIR_ERROR);
+        if (!s)
+                return db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, id);
+        if (error)
+                sqlite3_bind_text(s, 2, error, -1, SQLITE_TRANSIENT);
+        return exec_stmt(m, s, "directory update");
+}
+
+int ferry_manifest_keep_subtree(struct ferry_manifest *m, const char *path,
+                                size_t len, int64_t gen)
+{
+        /* the subtree of "p" is every path in ["p/", "p0"): '0' follows '/' */
+        char *lo = malloc(len + 2), *hi = malloc(len + 2);
+        sqlite3_stmt *d = NULL, *f = NULL;
+        int rc = FERRY_EINTERNAL;
+        if (!lo || !hi)
+                goto out;
+        memcpy(lo, path, len);
+        memcpy(hi, path, len);
+        lo[len] = '/';
+        hi[len] = '0';
+        size_t n = len ? len + 1 : 0; /* the root: every row */
+        const char *sql_d = len ? "UPDATE dirs SET gen = ?1 WHERE path >= ?2"
+                                  " AND path < ?3"
+                                : "UPDATE dirs SET gen = ?1";
+        const char *sql_f = len ? "UPDATE files SET gen = ?1 WHERE dir IN"
+                                  " (SELECT id FROM dirs WHERE path = ?4 OR"
+                                  " (path >= ?2 AND path < ?3))"
+                                : "UPDATE files SET gen = ?1";
+        if (sqlite3_prepare_v2(m->db, sql_d, -1, &d, NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(m->db, sql_f, -1, &f, NULL) != SQLITE_OK) {
+                rc = db_fail(m, "write");
+                goto out;
+        }
+        sqlite3_stmt *both[2] = {d, f};
+        for (int i = 0; i < 2; i++) {
+                sqlite3_bind_int64(both[i], 1, gen);
+                if (len) {
+                        bind_bytes(both[i], 2, lo, n);
+                        bind_bytes(both[i], 3, hi, n);
+                }
+        }
+        if (len)
+                bind_bytes(f, 4, path, len);
+        rc = exec_stmt(m, d, "directory update");
+        if (!rc)
+                rc = exec_stmt(m, f, "file update");
+out:
+        sqlite3_finalize(d);
+        sqlite3_finalize(f);
+        free(lo);
+        free(hi);
+        return rc;
 }
 
 int ferry_manifest_file_delete(struct ferry_manifest *m, int64_t id)
@@ -1024,6 +1088,11 @@ static int status_counts(struct ferry_manifest *m,
 
 static int status_meta(struct ferry_manifest *m, struct ferry_status_info *info)
 {
+        int64_t bad_dirs = 0;
+        if (pragma_int(m, "SELECT count(*) FROM dirs WHERE error IS NOT NULL",
+                       &bad_dirs))
+                return FERRY_EMANIFEST;
+        info->failed.files += (uint64_t)bad_dirs;
         sqlite3_stmt *s;
         if (sqlite3_prepare_v2(m->db, "SELECT key, value FROM meta", -1, &s,
                                NULL) != SQLITE_OK)
@@ -1078,9 +1147,12 @@ static int status_failures(struct ferry_manifest *m, ferry_failure_fn fn,
 {
         sqlite3_stmt *s;
         if (sqlite3_prepare_v2(m->db,
-                               "SELECT d.path, f.name, coalesce(f.error, '')"
+                               "SELECT path, '', error FROM dirs"
+                               " WHERE error IS NOT NULL"
+                               " UNION ALL"
+                               " SELECT d.path, f.name, coalesce(f.error, '')"
                                " FROM files f JOIN dirs d ON d.id = f.dir"
-                               " WHERE f.state = 2 ORDER BY f.id",
+                               " WHERE f.state = 2",
                                -1, &s, NULL) != SQLITE_OK)
                 return db_fail(m, "read");
         char *buf = NULL;
@@ -1099,8 +1171,8 @@ static int status_failures(struct ferry_manifest *m, ferry_failure_fn fn,
                 size_t n = 0;
                 if (dl) {
                         memcpy(buf, sqlite3_column_blob(s, 0), dl);
-                        buf[dl] = '/';
-                        n = dl + 1;
+                        buf[dl] = nl ? '/' : '\0';
+                        n = nl ? dl + 1 : dl;
                 }
                 if (nl)
                         memcpy(buf + n, sqlite3_column_blob(s, 1), nl);

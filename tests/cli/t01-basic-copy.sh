@@ -1,0 +1,94 @@
+#!/bin/bash
+# t01-basic-copy: a first copy is identical to its source.
+#
+# The source is the hostile tree (odd names, 255-byte names, a path deeper
+# than PATH_MAX, symlinks incl. dangling ones, hardlinks, sparse files, odd
+# modes, owners) next to a few thousand generated files. Proves:
+#  - every oracle (diff -r, rsync -c, find metadata, deep hashes) finds the
+#    trees equal: content, names, modes and ns mtimes of files and dirs, owners;
+#  - sparse files stay sparse, hardlinks stay hardlinks, symlinks are copied
+#    as symlinks and never followed;
+#  - no temporary file is left, and the manifest lives in $XDG_STATE_HOME;
+#  - --no-hard-links makes independent copies with the same content;
+#  - fifos are reported and skipped, the rest is copied.
+. "$(dirname "$0")/lib.sh" || exit 1
+
+build_source() {
+	gen_tree src/generated --seed 101 --files 3000 --sparse --max-size 4M
+	make_hostile_tree src/hostile
+	touch -d @1234567890.123456789 src
+}
+
+check_symlinks_not_followed() {
+	local d=$1/hostile
+	check "link-to-dir is still a symlink to a/b" \
+		test -L "$d/link-to-dir" -a "$(readlink "$d/link-to-dir")" = a/b
+	check "dangling symlink copied as is" \
+		test -L "$d/link-dangling" -a "$(readlink "$d/link-dangling")" = does/not/exist
+	check "absolute symlink target kept verbatim" \
+		test "$(readlink "$d/link-absolute")" = /etc/hostname
+	check "symlink loop copied as a symlink" test -L "$d/link-loop"
+}
+
+check_sparse_files() {
+	local f
+	sparse_kept src dst hostile/sparse.img
+	sparse_kept src dst hostile/a/sparse-small.img
+	# gentree --sparse makes one file of --max-size with 64 KiB per MiB
+	while IFS= read -r -d '' f; do
+		sparse_kept src dst "generated/$f"
+	done < <(cd src/generated && find . -maxdepth 1 -type f -size +1M -printf '%P\0')
+}
+
+check_manifest_location() {
+	local m
+	m=$(manifest_path src dst)
+	case $m in
+	"$XDG_STATE_HOME"/ferry/*.db) ok "manifest is under \$XDG_STATE_HOME/ferry" ;;
+	*) fail "manifest is under \$XDG_STATE_HOME/ferry (status says '$m')" ;;
+	esac
+	check "manifest file exists" test -f "$m"
+}
+
+check_no_hard_links() {
+	expect_code 0 "$FERRY" -q --no-hard-links src dst-nolinks
+	link_groups dst-nolinks >"$LOG/nolinks"
+	if [[ ! -s $LOG/nolinks ]]; then
+		ok "--no-hard-links: no file in the copy has a second name"
+	else
+		fail "--no-hard-links: no file in the copy has a second name"
+		show "$LOG/nolinks"
+	fi
+	if diff -r --no-dereference -x "$LONG_DIR" src dst-nolinks >"$LOG/diff" 2>&1; then
+		ok "--no-hard-links: same content"
+	else
+		fail "--no-hard-links: same content"
+		show "$LOG/diff"
+	fi
+	check "--no-hard-links: former links differ in inode" test \
+		"$(stat -c %i dst-nolinks/hostile/tri1)" != "$(stat -c %i dst-nolinks/hostile/a/b/tri2)"
+}
+
+# fifos cannot be copied: a warning names it, the run still succeeds.
+check_special_files() {
+	mkdir special
+	printf 'data\n' >special/regular
+	mkfifo special/a-fifo
+	expect_code 0 "$FERRY" special dst-special
+	check "warning names the fifo" grep -q a-fifo "$LOG/err"
+	check "regular file next to the fifo copied" cmp -s special/regular dst-special/regular
+	check "fifo not created in DST" test ! -e dst-special/a-fifo
+}
+
+build_source
+expect_code 0 "$FERRY" -q src dst
+check "nothing on stdout with -q" test ! -s "$LOG/out"
+tree_equal src dst
+hardlinks_equal src dst
+check_sparse_files
+check_symlinks_not_followed dst
+no_temp_files dst
+check_manifest_location
+check_no_hard_links
+check_special_files
+finish
