@@ -10,7 +10,8 @@ CREATE TABLE meta (
 ) WITHOUT ROWID;
 
 -- One row per directory of SRC. path is relative to SRC ('' for SRC itself);
--- state 0 means its mode and times still have to be applied in DST.
+-- state 0 means its mode and times still have to be applied in DST; error
+-- says why the last run could not read it or set its metadata.
 CREATE TABLE dirs (
     id       INTEGER PRIMARY KEY,
     parent   INTEGER,
@@ -20,6 +21,7 @@ CREATE TABLE dirs (
     gid      INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
     state    INTEGER NOT NULL DEFAULT 0,
+    error    TEXT,
     gen      INTEGER NOT NULL
 );
 

@@ -95,6 +95,13 @@ int ferry_manifest_dir_find(struct ferry_manifest *m, const char *path,
 int ferry_manifest_dir_touch(struct ferry_manifest *m, int64_t id);
 int ferry_manifest_dir_applied(struct ferry_manifest *m, int64_t id);
 int ferry_manifest_dir_delete(struct ferry_manifest *m, int64_t id);
+/* Records why a directory failed (NULL clears it). */
+int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
+                                 const char *error);
+/* Marks every row below path (a directory the scan could not read) as
+ * seen in generation gen. */
+int ferry_manifest_keep_subtree(struct ferry_manifest *m, const char *path,
+                                size_t len, int64_t gen);
 
 /* Records one scanned non-directory entry; *res and *size_to_copy say what
  * the row became. dir_is_new skips the lookup. */
