@@ -271,7 +271,7 @@ int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
         }
         shorts[ns] = '\0';
         memset(&lopts[N_OPTS], 0, sizeof(lopts[N_OPTS]));
-        optind = 1;
+        optind = 0; /* 0, not 1: glibc's full reset, so parsing twice works */
         opterr = 0;
         int c, rc = 0;
         while (!rc &&
@@ -306,13 +306,29 @@ void ferry_cli_release(struct ferry_cli *cli)
 /* Length of the valid UTF-8 sequence at s, or 0. */
 static size_t utf8_len(const unsigned char *s, size_t left)
 {
-        size_t n = s[0] >= 0xf0 && s[0] <= 0xf4  ? 4
-                   : s[0] >= 0xe0                ? 3
-                   : s[0] >= 0xc2 && s[0] < 0xe0 ? 2
-                                                 : 0;
-        if (!n || n > left)
+        /* well-formed UTF-8 only (RFC 3629): no overlong forms, no
+         * surrogates, nothing above U+10FFFF */
+        size_t n;
+        unsigned char lo = 0x80, hi = 0xbf;
+        if (s[0] >= 0xc2 && s[0] <= 0xdf)
+                n = 2;
+        else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+                n = 3;
+                if (s[0] == 0xe0)
+                        lo = 0xa0;
+                else if (s[0] == 0xed)
+                        hi = 0x9f;
+        } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+                n = 4;
+                if (s[0] == 0xf0)
+                        lo = 0x90;
+                else if (s[0] == 0xf4)
+                        hi = 0x8f;
+        } else
                 return 0;
-        for (size_t i = 1; i < n; i++)
+        if (n > left || s[1] < lo || s[1] > hi)
+                return 0;
+        for (size_t i = 2; i < n; i++)
                 if ((s[i] & 0xc0) != 0x80)
                         return 0;
         return n;

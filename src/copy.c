@@ -315,7 +315,9 @@ static int install(struct ferry_copier *c, const char *tmp, const char *name)
 
 static int open_source(struct ferry_copier *c, const char *name, int *fd)
 {
-        int flags = O_RDONLY | O_NOFOLLOW;
+        /* O_NONBLOCK: a file turned FIFO must not hang the worker; it means
+         * nothing for the regular files we read */
+        int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK;
 #ifdef HAVE_O_NOATIME
         int rc = ferry_fsio_openat(c->src_dir, name, flags | O_NOATIME, 0, fd);
         if (rc != EPERM)
@@ -584,7 +586,8 @@ static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
                 return 0;
         }
         int fd = -1;
-        int rc = ferry_fsio_openat(dirfd, name, O_RDONLY | O_NOFOLLOW, 0, &fd);
+        int rc = ferry_fsio_openat(dirfd, name,
+                                   O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0, &fd);
         if (rc)
                 return rc;
         XXH3_128bits_reset(c->xxh);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #if defined(HAVE_LINUX_OPENAT2_H) && defined(HAVE_SYS_OPENAT2)
 #include <linux/openat2.h>
@@ -387,7 +388,8 @@ int ferry_fsio_statat(int dirfd, const char *name, struct ferry_stat *st)
                                sx.stx_ctime.tv_nsec;
                 st->atime_ns = (int64_t)sx.stx_atime.tv_sec * 1000000000 +
                                sx.stx_atime.tv_nsec;
-                st->dev = ((uint64_t)sx.stx_dev_major << 32) | sx.stx_dev_minor;
+                /* the same encoding as fstat's st_dev: rows compare both */
+                st->dev = (uint64_t)makedev(sx.stx_dev_major, sx.stx_dev_minor);
                 st->ino = sx.stx_ino;
                 st->mode = sx.stx_mode;
                 st->nlink = sx.stx_nlink;

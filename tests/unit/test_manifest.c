@@ -1,0 +1,1048 @@
+/*
+ * test_manifest.c - the SQLite manifest (include/ferry/manifest.h): schema
+ * identity, refusal of files that are not ferry manifests (left byte for
+ * byte untouched), job binding, upsert results, names as BLOBs, hardlink
+ * leaders and followers, fill()'s limits, and status counts. SQLite itself
+ * (a second connection) is the oracle for what was stored.
+ */
+#define _GNU_SOURCE
+#include "unit.h"
+
+#include "ferry/manifest.h"
+
+#include <sqlite3.h>
+
+struct fixture {
+        char dir[PATH_MAX];
+        char db[PATH_MAX + 16];
+        struct ferry_manifest *m;
+        struct ferry_error err;
+};
+
+static void fx_open(struct fixture *fx)
+{
+        unit_tmpdir(fx->dir, "manifest");
+        snprintf(fx->db, sizeof(fx->db), "%s/m.db", fx->dir);
+        fx->m = NULL;
+        int rc = ferry_manifest_open(fx->db, MF_CREATE, &fx->m, &fx->err);
+        CHECK_EQ(rc, 0);
+        if (rc)
+                fprintf(stderr, "  open: %s\n", fx->err.msg);
+        CHECK_EQ(ferry_manifest_bind_job(fx->m, "/the/src", "/the/dst"), 0);
+}
+
+static void fx_close(struct fixture *fx)
+{
+        ferry_manifest_close(fx->m);
+        fx->m = NULL;
+        unit_rmtree(fx->dir);
+}
+
+static struct ferry_stat mkstat(uint32_t mode, uint64_t size, int64_t mtime,
+                                uint64_t ino, uint32_t nlink)
+{
+        struct ferry_stat st;
+        memset(&st, 0, sizeof(st));
+        st.mode = mode;
+        st.size = size;
+        st.blocks = (size + 511) / 512;
+        st.mtime_ns = mtime;
+        st.ctime_ns = mtime + 7;
+        st.atime_ns = mtime + 3;
+        st.dev = 0xfe00;
+        st.ino = ino;
+        st.nlink = nlink;
+        st.uid = 1000;
+        st.gid = 100;
+        return st;
+}
+
+/* One integer from the manifest, read through a connection of our own;
+ * -999 when the query has no row or fails. */
+static int64_t sql_int(const char *db, const char *sql, int64_t arg)
+{
+        sqlite3 *h = NULL;
+        sqlite3_stmt *s = NULL;
+        int64_t v = -999;
+        if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+            sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK) {
+                if (sqlite3_bind_parameter_count(s) >= 1)
+                        sqlite3_bind_int64(s, 1, arg);
+                if (sqlite3_step(s) == SQLITE_ROW)
+                        v = sqlite3_column_type(s, 0) == SQLITE_NULL
+                                    ? -1000
+                                    : sqlite3_column_int64(s, 0);
+        }
+        sqlite3_finalize(s);
+        sqlite3_close(h);
+        return v;
+}
+#define SQL_NULL (-1000)
+
+static int sql_exec(const char *db, const char *sql)
+{
+        sqlite3 *h = NULL;
+        int rc = sqlite3_open(db, &h);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_exec(h, sql, NULL, NULL, NULL);
+        sqlite3_close(h);
+        return rc;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+        return unit_read_file(AT_FDCWD, path, len);
+}
+
+static bool file_exists(const char *path)
+{
+        struct stat s;
+        return stat(path, &s) == 0;
+}
+
+/* ---- identity ---- */
+
+static void test_create_and_reopen(void)
+{
+        CHECK(ferry_n_migrations >= 1);
+        for (int i = 1; i < ferry_n_migrations; i++)
+                CHECK(ferry_migrations[i].version >
+                      ferry_migrations[i - 1].version);
+        const int latest = ferry_migrations[ferry_n_migrations - 1].version;
+
+        struct fixture fx;
+        fx_open(&fx);
+        ferry_manifest_close(fx.m);
+        fx.m = NULL;
+        CHECK_EQ(sql_int(fx.db, "PRAGMA application_id", 0),
+                 FERRY_APPLICATION_ID);
+        CHECK_EQ(sql_int(fx.db, "PRAGMA user_version", 0), latest);
+        CHECK_EQ(sql_int(fx.db,
+                         "SELECT count(*) FROM sqlite_schema WHERE type ="
+                         " 'table' AND name IN ('meta','dirs','files','runs')",
+                         0),
+                 4);
+
+        /* reopen: writable, then read-only */
+        CHECK_EQ(ferry_manifest_open(fx.db, MF_CREATE, &fx.m, &fx.err), 0);
+        CHECK_EQ(ferry_manifest_bind_job(fx.m, "/the/src", "/the/dst"), 0);
+        ferry_manifest_close(fx.m);
+        CHECK_EQ(ferry_manifest_open(fx.db, 0, &fx.m, &fx.err), 0);
+        ferry_manifest_close(fx.m);
+        CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &fx.m, &fx.err), 0);
+        ferry_manifest_close(fx.m);
+        fx.m = NULL;
+        CHECK_EQ(sql_int(fx.db, "PRAGMA user_version", 0), latest);
+
+        /* a missing file is created only when asked */
+        char missing[PATH_MAX + 16];
+        snprintf(missing, sizeof(missing), "%s/none.db", fx.dir);
+        struct ferry_manifest *m = (struct ferry_manifest *)&m;
+        CHECK_EQ(ferry_manifest_open(missing, 0, &m, &fx.err), FERRY_EMANIFEST);
+        CHECK(m == NULL);
+        CHECK(strstr(fx.err.msg, "none.db") != NULL);
+        CHECK_EQ(ferry_manifest_open(missing, MF_READONLY, &m, &fx.err),
+                 FERRY_EMANIFEST);
+        CHECK(!file_exists(missing));
+
+        /* in memory: no file at all */
+        CHECK_EQ(ferry_manifest_open(missing, MF_MEMORY | MF_CREATE, &m,
+                                     &fx.err),
+                 0);
+        CHECK_EQ(ferry_manifest_bind_job(m, "/a", "/b"), 0);
+        ferry_manifest_close(m);
+        CHECK(!file_exists(missing));
+        fx_close(&fx);
+}
+
+/* Opens path and expects a refusal that leaves the file as it was. */
+static void expect_refused(const char *path, const char *what,
+                           const char *msg_part)
+{
+        size_t before_len = 0, after_len = 0;
+        char *before = slurp(path, &before_len);
+        struct ferry_manifest *m = NULL;
+        struct ferry_error err = {""};
+        int rc = ferry_manifest_open(path, MF_CREATE, &m, &err);
+        if (rc != FERRY_EMANIFEST) {
+                unit_fail(__FILE__, __LINE__,
+                          "%s: open returned %d, not FERRY_EMANIFEST", what,
+                          rc);
+                ferry_manifest_close(m);
+        } else {
+                fprintf(stderr, "  %s: refused: %s\n", what, err.msg);
+                CHECK(m == NULL);
+                if (msg_part && !strstr(err.msg, msg_part))
+                        unit_fail(__FILE__, __LINE__,
+                                  "%s: message '%s' lacks '%s'", what, err.msg,
+                                  msg_part);
+        }
+        char *after = slurp(path, &after_len);
+        if (!before || !after || before_len != after_len ||
+            memcmp(before, after, before_len))
+                unit_fail(__FILE__, __LINE__, "%s: the file was changed", what);
+        else
+                atomic_fetch_add(&unit_passed, 1);
+        char side[PATH_MAX + 16];
+        snprintf(side, sizeof(side), "%s-wal", path);
+        CHECK(!file_exists(side));
+        snprintf(side, sizeof(side), "%s-journal", path);
+        CHECK(!file_exists(side));
+        free(before);
+        free(after);
+}
+
+static void make_foreign_db(const char *path, const char *extra)
+{
+        char sql[512];
+        snprintf(sql, sizeof(sql),
+                 "CREATE TABLE files (id INTEGER PRIMARY KEY, name TEXT);"
+                 "INSERT INTO files (name) VALUES ('someone else''s');%s",
+                 extra);
+        CHECK_EQ(sql_exec(path, sql), SQLITE_OK);
+}
+
+static void test_refuses_what_is_not_a_manifest(void)
+{
+        char dir[PATH_MAX], path[PATH_MAX + 32];
+        unit_tmpdir(dir, "manifest");
+        int root = open(dir, O_RDONLY | O_DIRECTORY);
+
+        snprintf(path, sizeof(path), "%s/text.db", dir);
+        const char text[] = "my precious notes\nnot a database at all\n";
+        unit_write_file(root, "text.db", text, sizeof(text) - 1);
+        expect_refused(path, "text file", "not an SQLite database");
+
+        snprintf(path, sizeof(path), "%s/empty.db", dir);
+        unit_write_file(root, "empty.db", "", 0);
+        expect_refused(path, "empty file", NULL);
+
+        snprintf(path, sizeof(path), "%s/short.db", dir);
+        unit_write_file(root, "short.db", "SQLite for", 10);
+        expect_refused(path, "10-byte file", NULL);
+
+        /* SQLite's magic followed by garbage */
+        char junk[8192];
+        unit_fill(junk, sizeof(junk), 42);
+        memcpy(junk, "SQLite format 3", 16);
+        snprintf(path, sizeof(path), "%s/junk.db", dir);
+        unit_write_file(root, "junk.db", junk, sizeof(junk));
+        expect_refused(path, "SQLite header then garbage", NULL);
+
+        snprintf(path, sizeof(path), "%s/foreign.db", dir);
+        make_foreign_db(path, "PRAGMA application_id = 305419896;");
+        expect_refused(path, "foreign SQLite db", "not a ferry manifest");
+
+        snprintf(path, sizeof(path), "%s/plain.db", dir);
+        make_foreign_db(path, "");
+        expect_refused(path, "SQLite db without application_id",
+                       "not a ferry manifest");
+
+        /* a ferry manifest from the future */
+        snprintf(path, sizeof(path), "%s/future.db", dir);
+        struct ferry_manifest *m = NULL;
+        struct ferry_error err;
+        CHECK_EQ(ferry_manifest_open(path, MF_CREATE, &m, &err), 0);
+        ferry_manifest_close(m);
+        char sql[64];
+        snprintf(sql, sizeof(sql), "PRAGMA user_version = %d;",
+                 ferry_migrations[ferry_n_migrations - 1].version + 1);
+        CHECK_EQ(sql_exec(path, sql), SQLITE_OK);
+        expect_refused(path, "newer schema", "newer");
+        /* read-only (status) refuses it as well */
+        CHECK_EQ(ferry_manifest_open(path, MF_READONLY, &m, &err),
+                 FERRY_EMANIFEST);
+        close(root);
+        unit_rmtree(dir);
+}
+
+/* A real manifest with enough rows for several pages, then cut short. */
+static void test_refuses_truncated_manifest(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        int64_t gen, dir;
+        bool is_new;
+        struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 1, 1, 2);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        ferry_manifest_next_gen(fx.m, &gen);
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &dir, &is_new);
+        for (int i = 0; i < 3000; i++) {
+                char name[128];
+                int n = snprintf(name, sizeof(name),
+                                 "file-%06d-with-a-long-enough-name", i);
+                struct ferry_stat st = mkstat(S_IFREG | 0644, (uint64_t)i,
+                                              1000 + i, 10 + (uint64_t)i, 1);
+                enum ferry_upsert res;
+                ferry_manifest_file_upsert(fx.m, dir, is_new, name, (size_t)n,
+                                           &st, gen, true, &res);
+        }
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        ferry_manifest_close(fx.m);
+        fx.m = NULL;
+        size_t len = 0;
+        char *whole = slurp(fx.db, &len);
+        CHECK(whole && len > 16 * 4096);
+
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof(path), "%s/cut.db", fx.dir);
+        size_t cuts[] = {100, 4096, len / 2, len - 4096};
+        const char *names[] = {"truncated inside page 1", "truncated to page 1",
+                               "truncated to half", "last page missing"};
+        for (size_t i = 0; i < 4; i++) {
+                unlink(path);
+                int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                CHECK(write(fd, whole, cuts[i]) == (ssize_t)cuts[i]);
+                close(fd);
+                expect_refused(path, names[i], "corrupt");
+        }
+        free(whole);
+        fx_close(&fx);
+}
+
+static void test_bind_job(void)
+{
+        struct fixture fx;
+        fx_open(&fx); /* bound to /the/src -> /the/dst */
+        CHECK_EQ(ferry_manifest_bind_job(fx.m, "/the/src", "/the/dst"), 0);
+        CHECK_EQ(ferry_manifest_bind_job(fx.m, "/other/src", "/the/dst"),
+                 FERRY_EMANIFEST);
+        const char *msg = ferry_manifest_errmsg(fx.m);
+        CHECK(strstr(msg, "another job") != NULL);
+        CHECK(strstr(msg, "/the/src") != NULL); /* names the real job */
+        CHECK(strstr(msg, "/the/dst") != NULL);
+        CHECK_EQ(ferry_manifest_bind_job(fx.m, "/the/src", "/the/dst2"),
+                 FERRY_EMANIFEST);
+        CHECK(strstr(ferry_manifest_errmsg(fx.m), "another job") != NULL);
+        CHECK_EQ(ferry_manifest_bind_job(fx.m, "/the/sr", "/the/dst"),
+                 FERRY_EMANIFEST); /* a prefix is another path */
+        /* a refused bind leaves no transaction open and nothing changed */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        ferry_manifest_close(fx.m);
+        CHECK_EQ(ferry_manifest_open(fx.db, 0, &fx.m, &fx.err), 0);
+        CHECK_EQ(ferry_manifest_bind_job(fx.m, "/other", "/dst"),
+                 FERRY_EMANIFEST);
+        CHECK_EQ(ferry_manifest_bind_job(fx.m, "/the/src", "/the/dst"), 0);
+        struct ferry_status_info info;
+        memset(&info, 0, sizeof(info));
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL), 0);
+        CHECK_STR(info.src, "/the/src");
+        CHECK_STR(info.dst, "/the/dst");
+        fx_close(&fx);
+}
+
+/* ---- rows ---- */
+
+struct named {
+        const char *name;
+        size_t len;
+};
+
+static void test_upserts_and_byte_names(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        char longname[256];
+        memset(longname, 'L', 255);
+        longname[255] = '\0';
+        const struct named names[] = {
+                {"plain", 5},
+                {"new\nline", 8},
+                {"\xff\xfe not utf-8", 12},
+                {"tab\there\r", 9},
+                {"emoji \xf0\x9f\x98\x80", 10},
+                {longname, 255},
+        };
+        enum { N = sizeof(names) / sizeof(names[0]) };
+        const char sub[] = "sub\ndir \xc3\x28";
+        int64_t gen = 0, root = 0, dsub = 0, again = 0;
+        bool is_new = false;
+        struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
+
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
+        CHECK_EQ(gen, 1);
+        CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root,
+                                           &is_new),
+                 0);
+        CHECK(is_new);
+        CHECK_EQ(ferry_manifest_dir_upsert(fx.m, sub, sizeof(sub) - 1, &dst,
+                                           gen, &dsub, &is_new),
+                 0);
+        CHECK(is_new && dsub != root);
+        CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &again,
+                                           &is_new),
+                 0);
+        CHECK(!is_new && again == root);
+        int64_t found = 0;
+        CHECK_EQ(ferry_manifest_dir_find(fx.m, sub, sizeof(sub) - 1, &found),
+                 0);
+        CHECK_EQ(found, dsub);
+        CHECK_EQ(ferry_manifest_dir_find(fx.m, "sub", 3, &found), 0);
+        CHECK_EQ(found, 0);
+
+        for (int i = 0; i < N; i++) {
+                struct ferry_stat st =
+                        mkstat(S_IFREG | 0600, 100 + i, 1000 + i, 50 + i, 1);
+                enum ferry_upsert res = 0;
+                CHECK_EQ(ferry_manifest_file_upsert(fx.m, dsub, false,
+                                                    names[i].name, names[i].len,
+                                                    &st, gen, true, &res),
+                         0);
+                CHECK_EQ(res, UP_NEW);
+        }
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_int(fx.db, "SELECT parent FROM dirs WHERE id = ?1", dsub),
+                 root);
+        CHECK_EQ(sql_int(fx.db,
+                         "SELECT count(*) FROM files WHERE typeof(name) !="
+                         " 'blob'",
+                         0),
+                 0);
+        CHECK_EQ(sql_int(fx.db,
+                         "SELECT count(*) FROM dirs WHERE typeof(path) !="
+                         " 'blob'",
+                         0),
+                 0);
+
+        /* the names come back byte for byte */
+        int64_t max_id = 0, cursor = 0;
+        CHECK_EQ(ferry_manifest_max_id(fx.m, &max_id), 0);
+        CHECK_EQ(max_id, N);
+        struct ferry_batch *b = ferry_batch_new(WORK_COPY, 64);
+        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, max_id, &cursor,
+                                     b, 64, UINT64_MAX),
+                 0);
+        CHECK_EQ(b->n, N);
+        CHECK_EQ(cursor, max_id);
+        for (size_t i = 0; i < b->n && i < N; i++) {
+                const struct ferry_item *it = &b->items[i];
+                const char *nm = ferry_batch_at(b, it->name_off);
+                const char *dp = ferry_batch_at(b, it->dir_off);
+                CHECK(strlen(nm) == names[i].len &&
+                      !memcmp(nm, names[i].name, names[i].len));
+                CHECK(strlen(dp) == sizeof(sub) - 1 &&
+                      !memcmp(dp, sub, sizeof(sub) - 1));
+                CHECK_EQ(it->dir_id, dsub);
+                CHECK_EQ(it->type, FT_REG);
+                CHECK_EQ(it->st.size, 100 + i);
+                CHECK_EQ(it->st.mtime_ns, 1000 + (int64_t)i);
+                CHECK_EQ(it->st.ctime_ns, 1007 + (int64_t)i);
+                CHECK_EQ(it->st.mode, S_IFREG | 0600);
+                CHECK_EQ(it->st.ino, 50 + i);
+                CHECK_EQ(it->st.uid, 1000);
+                CHECK_EQ(it->st.gid, 100);
+                CHECK_EQ(it->link_off, 0);
+        }
+
+        /* gen 2: nothing changed, nothing copied yet: resumed */
+        struct ferry_item done = b->items[0];
+        memset(done.hash, 0xab, sizeof(done.hash));
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
+        CHECK_EQ(gen, 2);
+        for (int i = 0; i < N; i++) {
+                struct ferry_stat st =
+                        mkstat(S_IFREG | 0600, 100 + i, 1000 + i, 50 + i, 1);
+                enum ferry_upsert res = 0;
+                ferry_manifest_file_upsert(fx.m, dsub, false, names[i].name,
+                                           names[i].len, &st, gen, true, &res);
+                CHECK_EQ(res, UP_RESUMED);
+        }
+        /* the first is copied, the second fails */
+        CHECK_EQ(ferry_manifest_file_done(fx.m, &done), 0);
+        CHECK_EQ(ferry_manifest_file_set_state(fx.m, b->items[1].id, ST_FAILED,
+                                               "read source: EIO"),
+                 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_int(fx.db, "SELECT state FROM files WHERE id = ?1",
+                         done.id),
+                 ST_DONE);
+        CHECK_EQ(sql_int(fx.db, "SELECT length(hash) FROM files WHERE id = ?1",
+                         done.id),
+                 16);
+        CHECK_EQ(sql_int(fx.db, "SELECT attempts FROM files WHERE id = ?1",
+                         b->items[1].id),
+                 1);
+
+        /* gen 3: done and unchanged, failed, changed, type change */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
+        enum ferry_upsert res = 0;
+        struct ferry_stat st = mkstat(S_IFREG | 0600, 100, 1000, 50, 1);
+        ferry_manifest_file_upsert(fx.m, dsub, false, names[0].name,
+                                   names[0].len, &st, gen, true, &res);
+        CHECK_EQ(res, UP_UNCHANGED);
+        st = mkstat(S_IFREG | 0600, 101, 1001, 51, 1);
+        ferry_manifest_file_upsert(fx.m, dsub, false, names[1].name,
+                                   names[1].len, &st, gen, true, &res);
+        CHECK_EQ(res, UP_RESUMED);                      /* failed before */
+        st = mkstat(S_IFREG | 0600, 102, 99999, 52, 1); /* new mtime */
+        ferry_manifest_file_upsert(fx.m, dsub, false, names[2].name,
+                                   names[2].len, &st, gen, true, &res);
+        CHECK_EQ(res, UP_CHANGED);
+        st = mkstat(S_IFLNK | 0777, 103, 1003, 53, 1); /* now a symlink */
+        ferry_manifest_file_upsert(fx.m, dsub, false, names[3].name,
+                                   names[3].len, &st, gen, true, &res);
+        CHECK_EQ(res, UP_CHANGED);
+        struct ferry_stat fifo = mkstat(S_IFIFO | 0600, 0, 7, 99, 1);
+        ferry_manifest_file_upsert(fx.m, root, false, "fifo", 4, &fifo, gen,
+                                   true, &res);
+        CHECK_EQ(res, UP_NEW);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_int(fx.db,
+                         "SELECT type FROM files WHERE dir = ?1 AND name ="
+                         " CAST('tab' || char(9) || 'here' || char(13) AS"
+                         " BLOB)",
+                         dsub),
+                 FT_LINK);
+        CHECK_EQ(sql_int(fx.db,
+                         "SELECT state FROM files WHERE name = "
+                         "CAST('fifo' AS BLOB)",
+                         0),
+                 ST_SKIPPED);
+
+        /* gen 4: the done row changes: pending again, hash gone */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
+        ferry_manifest_file_upsert(fx.m, root, false, "fifo", 4, &fifo, gen,
+                                   true, &res);
+        CHECK_EQ(res, UP_UNCHANGED); /* skipped counts as handled */
+        st = mkstat(S_IFREG | 0600, 100, 1000, 50, 1);
+        st.ctime_ns++; /* chmod or link: only ctime moved */
+        ferry_manifest_file_upsert(fx.m, dsub, false, names[0].name,
+                                   names[0].len, &st, gen, true, &res);
+        CHECK_EQ(res, UP_CHANGED);
+        /* a new directory's entries go in without a lookup */
+        int64_t fresh = 0;
+        CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "fresh", 5, &dst, gen, &fresh,
+                                           &is_new),
+                 0);
+        CHECK(is_new);
+        ferry_manifest_file_upsert(fx.m, fresh, true, "x", 1, &st, gen, true,
+                                   &res);
+        CHECK_EQ(res, UP_NEW);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_int(fx.db, "SELECT state FROM files WHERE id = ?1",
+                         done.id),
+                 ST_PENDING);
+        CHECK_EQ(
+                sql_int(fx.db, "SELECT hash FROM files WHERE id = ?1", done.id),
+                SQL_NULL);
+
+        /* a rolled back transaction leaves nothing */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        ferry_manifest_file_upsert(fx.m, root, false, "ghost", 5, &st, gen,
+                                   true, &res);
+        CHECK_EQ(ferry_manifest_rollback(fx.m), 0);
+        CHECK_EQ(ferry_manifest_rollback(fx.m), 0); /* none open: fine */
+        CHECK_EQ(sql_int(fx.db,
+                         "SELECT count(*) FROM files WHERE name ="
+                         " CAST('ghost' AS BLOB)",
+                         0),
+                 0);
+        ferry_batch_free(b);
+        fx_close(&fx);
+}
+
+/* Upserts one regular file; for a new row, returns its id. */
+static int64_t add_file(struct fixture *fx, int64_t dir, const char *name,
+                        uint64_t ino, uint64_t dev, uint32_t nlink,
+                        uint64_t size, int64_t gen, bool hard_links)
+{
+        struct ferry_stat st = mkstat(S_IFREG | 0644, size, 5000, ino, nlink);
+        st.dev = dev;
+        enum ferry_upsert res;
+        CHECK_EQ(ferry_manifest_file_upsert(fx->m, dir, false, name,
+                                            strlen(name), &st, gen, hard_links,
+                                            &res),
+                 0);
+        int64_t id = -1;
+        CHECK_EQ(ferry_manifest_max_id(fx->m, &id), 0);
+        return id;
+}
+
+static bool batch_has(const struct ferry_batch *b, int64_t id,
+                      const struct ferry_item **out)
+{
+        for (size_t i = 0; i < b->n; i++)
+                if (b->items[i].id == id) {
+                        if (out)
+                                *out = &b->items[i];
+                        return true;
+                }
+        return false;
+}
+
+/* Replaces *b by a new batch holding all rows of query q. */
+static void fill_all(struct fixture *fx, enum ferry_query q, int64_t gen,
+                     struct ferry_batch **b)
+{
+        int64_t max_id = 0;
+        int64_t cursor =
+                q == Q_REMOVED_DIRS || q == Q_PENDING_DIRS ? INT64_MAX : 0;
+        ferry_batch_free(*b);
+        *b = ferry_batch_new(WORK_COPY, 64);
+        CHECK_EQ(ferry_manifest_max_id(fx->m, &max_id), 0);
+        CHECK_EQ(ferry_manifest_fill(fx->m, q, gen, max_id, &cursor, *b, 64,
+                                     UINT64_MAX),
+                 0);
+}
+
+static void test_hardlinks(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        int64_t gen, root, d;
+        bool is_new;
+        struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        ferry_manifest_next_gen(fx.m, &gen);
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new);
+        ferry_manifest_dir_upsert(fx.m, "d", 1, &dst, gen, &d, &is_new);
+        int64_t a = add_file(&fx, d, "a", 100, 7, 2, 10, gen, true);
+        int64_t bb = add_file(&fx, root, "b", 100, 7, 2, 10, gen, true);
+        int64_t c = add_file(&fx, root, "c", 200, 7, 1, 10, gen, true);
+        int64_t e = add_file(&fx, root, "e", 100, 8, 2, 10, gen, true);
+        int64_t x = add_file(&fx, root, "x", 300, 7, 2, 10, gen, false);
+        int64_t y = add_file(&fx, root, "y", 300, 7, 2, 10, gen, false);
+        int64_t p = add_file(&fx, root, "p", 400, 7, 2, 10, gen, true);
+        int64_t q = add_file(&fx, root, "q", 400, 7, 2, 10, gen, true);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+
+        const char *hl = "SELECT coalesce(hl, -1000) FROM files WHERE id = ?1";
+        CHECK_EQ(sql_int(fx.db, hl, a), -1);       /* first name: leader */
+        CHECK_EQ(sql_int(fx.db, hl, bb), a);       /* follower */
+        CHECK_EQ(sql_int(fx.db, hl, c), SQL_NULL); /* nlink 1 */
+        CHECK_EQ(sql_int(fx.db, hl, e), -1);       /* same ino, other dev */
+        CHECK_EQ(sql_int(fx.db, hl, x), SQL_NULL); /* --no-hard-links */
+        CHECK_EQ(sql_int(fx.db, hl, y), SQL_NULL);
+        CHECK_EQ(sql_int(fx.db, hl, p), -1);
+        CHECK_EQ(sql_int(fx.db, hl, q), p);
+
+        /* bytes to copy leave followers out */
+        uint64_t files = 0, bytes = 0;
+        CHECK_EQ(ferry_manifest_pending(fx.m, gen, &files, &bytes), 0);
+        CHECK_EQ(files, 8);
+        CHECK_EQ(bytes, 60);
+
+        struct ferry_batch *b = NULL;
+        fill_all(&fx, Q_FIRST_PASS, gen, &b);
+        CHECK_EQ(b->n, 6);
+        CHECK(batch_has(b, a, NULL) && !batch_has(b, bb, NULL));
+        CHECK(!batch_has(b, q, NULL));
+
+        /* leaders pending: their followers wait */
+        fill_all(&fx, Q_NEXT_PASS, gen, &b);
+        CHECK(!batch_has(b, bb, NULL) && !batch_has(b, q, NULL));
+        CHECK(batch_has(b, c, NULL));
+
+        /* a is copied, p failed */
+        struct ferry_item it;
+        memset(&it, 0, sizeof(it));
+        it.id = a;
+        it.st = mkstat(S_IFREG | 0644, 10, 5000, 100, 2);
+        it.st.dev = 7;
+        for (int i = 0; i < 16; i++)
+                it.hash[i] = (uint8_t)(i * 17);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_file_done(fx.m, &it), 0);
+        CHECK_EQ(ferry_manifest_file_set_state(fx.m, p, ST_FAILED, "boom"), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+
+        fill_all(&fx, Q_NEXT_PASS, gen, &b);
+        const struct ferry_item *f = NULL;
+        CHECK(batch_has(b, bb, &f));
+        if (f) {
+                /* linked to the leader's path in DST, with its hash */
+                CHECK(f->link_off != 0);
+                CHECK_STR(ferry_batch_at(b, f->link_off), "d/a");
+                CHECK_MEM(f->hash, it.hash, 16);
+        }
+        f = NULL;
+        CHECK(batch_has(b, q, &f)); /* leader failed: copied on its own */
+        if (f)
+                CHECK_EQ(f->link_off, 0);
+        CHECK(!batch_has(b, a, NULL)); /* done rows are not handed out */
+
+        /* a hardlink that changes back to one name loses its leader */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        ferry_manifest_next_gen(fx.m, &gen);
+        struct ferry_stat st = mkstat(S_IFREG | 0644, 10, 5000, 100, 1);
+        st.dev = 7;
+        st.ctime_ns += 1;
+        enum ferry_upsert res;
+        ferry_manifest_file_upsert(fx.m, root, false, "b", 1, &st, gen, true,
+                                   &res);
+        CHECK_EQ(res, UP_CHANGED);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_int(fx.db, hl, bb), SQL_NULL);
+        ferry_batch_free(b);
+        fx_close(&fx);
+}
+
+static void test_fill_limits_and_queries(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        int64_t gen, root, da, dab;
+        bool is_new;
+        struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        ferry_manifest_next_gen(fx.m, &gen);
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new);
+        ferry_manifest_dir_upsert(fx.m, "a", 1, &dst, gen, &da, &is_new);
+        ferry_manifest_dir_upsert(fx.m, "a/b", 3, &dst, gen, &dab, &is_new);
+        for (int i = 1; i <= 10; i++) {
+                char name[8];
+                snprintf(name, sizeof(name), "f%02d", i);
+                add_file(&fx, da, name, (uint64_t)i, 7, 1, 100, gen, true);
+        }
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_int(fx.db, "SELECT parent FROM dirs WHERE id = ?1", dab),
+                 da);
+
+        struct ferry_batch *b = ferry_batch_new(WORK_COPY, 100);
+        int64_t cursor = 0;
+        /* only committed ids up to max_id */
+        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, 5, &cursor, b,
+                                     100, UINT64_MAX),
+                 0);
+        CHECK_EQ(b->n, 5);
+        CHECK_EQ(cursor, 5);
+        CHECK_EQ(b->items[4].id, 5);
+        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, 5, &cursor, b,
+                                     100, UINT64_MAX),
+                 0);
+        CHECK_EQ(b->n, 5); /* nothing more below max_id */
+
+        /* pages of 3: every row once, in order */
+        ferry_batch_free(b);
+        b = ferry_batch_new(WORK_COPY, 100);
+        cursor = 0;
+        int64_t last = 0;
+        int pages = 0;
+        bool ordered = true;
+        for (;;) {
+                size_t before = b->n;
+                CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, 10,
+                                             &cursor, b, 3, UINT64_MAX),
+                         0);
+                if (b->n == before)
+                        break;
+                CHECK(b->n - before <= 3);
+                for (size_t i = before; i < b->n; i++) {
+                        ordered &= b->items[i].id > last;
+                        last = b->items[i].id;
+                }
+                pages++;
+        }
+        CHECK(ordered);
+        CHECK_EQ(b->n, 10);
+        CHECK_EQ(pages, 4);
+
+        /* the batch's room limits max */
+        struct ferry_batch *small = ferry_batch_new(WORK_COPY, 4);
+        cursor = 0;
+        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, 10, &cursor,
+                                     small, 100, UINT64_MAX),
+                 0);
+        CHECK_EQ(small->n, 4);
+        ferry_batch_free(small);
+
+        /* the byte limit stops early, and is no error */
+        small = ferry_batch_new(WORK_COPY, 100);
+        cursor = 0;
+        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, 10, &cursor,
+                                     small, 100, 250),
+                 0);
+        CHECK_EQ(small->n, 3);
+        CHECK_EQ(cursor, 3);
+        ferry_batch_free(small);
+
+        /* another generation sees only what its scan saw */
+        fill_all(&fx, Q_FIRST_PASS, gen + 1, &b);
+        CHECK_EQ(b->n, 0);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        ferry_manifest_next_gen(fx.m, &gen);
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new);
+        ferry_manifest_dir_upsert(fx.m, "a", 1, &dst, gen, &da, &is_new);
+        for (int i = 1; i <= 4; i++) {
+                char name[8];
+                snprintf(name, sizeof(name), "f%02d", i);
+                add_file(&fx, da, name, (uint64_t)i, 7, 1, 100, gen, true);
+        }
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        fill_all(&fx, Q_FIRST_PASS, gen, &b);
+        CHECK_EQ(b->n, 4);
+        fill_all(&fx, Q_PENDING, gen, &b);
+        CHECK_EQ(b->n, 4);
+        fill_all(&fx, Q_REMOVED_FILES, gen, &b);
+        CHECK_EQ(b->n, 6);
+        fill_all(&fx, Q_STALE_TEMPS, gen, &b);
+        CHECK_EQ(b->n, 6);
+        fill_all(&fx, Q_REMOVED_DIRS, gen, &b);
+        CHECK_EQ(b->n, 1);
+        if (b->n)
+                CHECK_STR(ferry_batch_at(b, b->items[0].dir_off), "a/b");
+        /* dirs to apply, deepest (highest id) first */
+        fill_all(&fx, Q_PENDING_DIRS, gen, &b);
+        CHECK_EQ(b->n, 2);
+        if (b->n == 2) {
+                CHECK_EQ(b->items[0].id, da);
+                CHECK_EQ(b->items[1].id, root);
+        }
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_dir_applied(fx.m, da), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        fill_all(&fx, Q_PENDING_DIRS, gen, &b);
+        CHECK_EQ(b->n, 1);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_dir_touch(fx.m, da), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        fill_all(&fx, Q_PENDING_DIRS, gen, &b);
+        CHECK_EQ(b->n, 2);
+
+        /* verify hands out done files only */
+        fill_all(&fx, Q_FIRST_PASS, gen, &b);
+        struct ferry_item one = b->items[0];
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_file_done(fx.m, &one), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        fill_all(&fx, Q_VERIFY, gen, &b);
+        CHECK_EQ(b->n, 1);
+        if (b->n)
+                CHECK_EQ(b->items[0].id, one.id);
+
+        /* deletes */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_file_delete(fx.m, one.id), 0);
+        CHECK_EQ(ferry_manifest_dir_delete(fx.m, dab), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        fill_all(&fx, Q_REMOVED_DIRS, gen, &b);
+        CHECK_EQ(b->n, 0);
+        CHECK_EQ(sql_int(fx.db, "SELECT count(*) FROM files", 0), 9);
+        ferry_batch_free(b);
+        fx_close(&fx);
+}
+
+struct failures {
+        int calls;
+        char path[256];
+        size_t len;
+        char reason[128];
+};
+
+static void on_failure(const char *path, size_t len, const char *reason,
+                       void *arg)
+{
+        struct failures *f = arg;
+        f->calls++;
+        f->len = len;
+        snprintf(f->path, sizeof(f->path), "%.*s", (int)len, path);
+        snprintf(f->reason, sizeof(f->reason), "%s", reason);
+}
+
+static void test_status_counts(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        int64_t gen, root, d, run;
+        bool is_new;
+        struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_run_start(fx.m, "ferry src dst", &run), 0);
+        bool replaced = true;
+        CHECK_EQ(ferry_manifest_check_dst(fx.m, "65024:2", &replaced), 0);
+        CHECK(!replaced);
+        ferry_manifest_next_gen(fx.m, &gen);
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new);
+        ferry_manifest_dir_upsert(fx.m, "d\n1", 3, &dst, gen, &d, &is_new);
+        int64_t done1 = add_file(&fx, root, "done1", 1, 7, 1, 10, gen, true);
+        int64_t done2 = add_file(&fx, d, "done2", 2, 7, 1, 20, gen, true);
+        add_file(&fx, root, "pending", 3, 7, 1, 5, gen, true);
+        int64_t failed = add_file(&fx, d, "bad\xff", 4, 7, 1, 40, gen, true);
+        int64_t gone = add_file(&fx, root, "gone", 5, 7, 1, 80, gen, true);
+        struct ferry_stat fifo = mkstat(S_IFIFO | 0600, 0, 7, 99, 1);
+        enum ferry_upsert res;
+        ferry_manifest_file_upsert(fx.m, root, false, "fifo", 4, &fifo, gen,
+                                   true, &res);
+        struct ferry_item it;
+        memset(&it, 0, sizeof(it));
+        it.id = done1;
+        it.st = mkstat(S_IFREG | 0644, 10, 5000, 1, 1);
+        CHECK_EQ(ferry_manifest_file_done(fx.m, &it), 0);
+        it.id = done2;
+        it.st = mkstat(S_IFREG | 0644, 20, 5000, 2, 1);
+        CHECK_EQ(ferry_manifest_file_done(fx.m, &it), 0);
+        ferry_manifest_file_set_state(fx.m, failed, ST_FAILED,
+                                      "read source: Input/output error");
+        ferry_manifest_file_set_state(fx.m, gone, ST_VANISHED, NULL);
+        CHECK_EQ(ferry_manifest_run_finish(fx.m, run, FERRY_EPARTIAL), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+
+        struct ferry_status_info info;
+        struct failures fl;
+        memset(&info, 0, sizeof(info));
+        memset(&fl, 0, sizeof(fl));
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, on_failure, &fl), 0);
+        CHECK_EQ(info.done.files, 2);
+        CHECK_EQ(info.done.bytes, 30);
+        CHECK_EQ(info.pending.files, 1);
+        CHECK_EQ(info.pending.bytes, 5);
+        CHECK_EQ(info.failed.files, 1);
+        CHECK_EQ(info.failed.bytes, 40);
+        CHECK_EQ(info.vanished.files, 1);
+        CHECK_EQ(info.skipped.files, 1);
+        CHECK_EQ(info.dirs, 2);
+        CHECK_EQ(info.not_in_source, 0);
+        CHECK_EQ(info.last_result, FERRY_EPARTIAL);
+        CHECK(info.last_start > 0 && info.last_end >= info.last_start);
+        CHECK_STR(info.src, "/the/src");
+        CHECK_STR(info.dst, "/the/dst");
+        CHECK_EQ(fl.calls, 1);
+        CHECK_EQ(fl.len, 8);
+        CHECK_MEM(fl.path, "d\n1/bad\xff", 8);
+        CHECK_STR(fl.reason, "read source: Input/output error");
+
+        uint64_t n = 0, bytes = 0;
+        CHECK_EQ(ferry_manifest_not_done(fx.m, &n), 0);
+        CHECK_EQ(n, 2); /* pending + failed */
+        CHECK_EQ(ferry_manifest_pending(fx.m, gen, &n, &bytes), 0);
+        CHECK_EQ(n, 1);
+        CHECK_EQ(bytes, 5);
+
+        /* read-only, while the writer holds the file open */
+        struct ferry_manifest *ro = NULL;
+        CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &ro, &fx.err), 0);
+        struct ferry_status_info info2;
+        memset(&info2, 0, sizeof(info2));
+        CHECK_EQ(ferry_manifest_status(ro, &info2, NULL, NULL), 0);
+        CHECK_EQ(info2.done.files, 2);
+        CHECK_EQ(info2.failed.files, 1);
+        ferry_manifest_close(ro);
+        /* and through the public API */
+        struct ferry_error err;
+        memset(&info2, 0, sizeof(info2));
+        memset(&fl, 0, sizeof(fl));
+        CHECK_EQ(ferry_status_read(fx.db, NULL, NULL, &info2, on_failure, &fl,
+                                   &err),
+                 0);
+        CHECK_EQ(info2.pending.files, 1);
+        CHECK_EQ(info2.running_pid, 0);
+        CHECK_EQ(fl.calls, 1);
+
+        /* next run: failed rows retried; rows not seen counted */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_retry_failed(fx.m), 0);
+        ferry_manifest_next_gen(fx.m, &gen);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        memset(&info, 0, sizeof(info));
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL), 0);
+        CHECK_EQ(info.failed.files, 0);
+        CHECK_EQ(info.pending.files, 2);
+        CHECK_EQ(info.not_in_source, 6);
+
+        /* a replaced destination: everything done is pending again */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_check_dst(fx.m, "65024:2", &replaced), 0);
+        CHECK(!replaced);
+        CHECK_EQ(ferry_manifest_check_dst(fx.m, "65024:3", &replaced), 0);
+        CHECK(replaced);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        memset(&info, 0, sizeof(info));
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL), 0);
+        CHECK_EQ(info.done.files, 0);
+        CHECK_EQ(info.pending.files, 4);
+        CHECK_EQ(
+                sql_int(fx.db, "SELECT count(*) FROM dirs WHERE state != 0", 0),
+                0);
+        fx_close(&fx);
+}
+
+/* Rows below a directory the scan could not read stay "seen": exactly
+ * the subtree, not siblings that share a prefix ("a.x", "a0", "ab"). */
+static void test_keep_subtree(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        const char *dirs[] = {"",   "a",  "a/b", "a/b/c", "a.x",
+                              "a0", "ab", "b",   "b/a"};
+        enum { ND = sizeof(dirs) / sizeof(dirs[0]) };
+        int64_t gen, id[ND];
+        bool is_new;
+        struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        ferry_manifest_next_gen(fx.m, &gen);
+        for (int i = 0; i < ND; i++) {
+                ferry_manifest_dir_upsert(fx.m, dirs[i], strlen(dirs[i]), &dst,
+                                          gen, &id[i], &is_new);
+                add_file(&fx, id[i], "f", 100 + (uint64_t)i, 7, 1, 1, gen,
+                         true);
+        }
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+
+        /* the next scan sees the root and "a", but cannot read "a" */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        ferry_manifest_next_gen(fx.m, &gen);
+        int64_t again;
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &again, &is_new);
+        ferry_manifest_dir_upsert(fx.m, "a", 1, &dst, gen, &again, &is_new);
+        CHECK_EQ(ferry_manifest_keep_subtree(fx.m, "a", 1, gen), 0);
+        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, id[1],
+                                              "cannot read: Permission denied"),
+                 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        const bool kept[ND] = {false, true,  true,  true, false,
+                               false, false, false, false};
+        for (int i = 0; i < ND; i++) {
+                int64_t fgen = sql_int(
+                        fx.db, "SELECT gen FROM files WHERE dir = ?1", id[i]);
+                if ((fgen == gen) != kept[i])
+                        unit_fail(__FILE__, __LINE__,
+                                  "file in '%s': gen %lld, kept should be %d",
+                                  dirs[i], (long long)fgen, kept[i]);
+                else
+                        atomic_fetch_add(&unit_passed, 1);
+                if (i >= 2) { /* dirs upserted again are not asked */
+                        int64_t dgen = sql_int(
+                                fx.db, "SELECT gen FROM dirs WHERE id = ?1",
+                                id[i]);
+                        CHECK((dgen == gen) == kept[i]);
+                }
+        }
+        /* the directory's error is listed with the failures */
+        struct ferry_status_info info;
+        memset(&info, 0, sizeof(info));
+        struct failures fl;
+        memset(&fl, 0, sizeof(fl));
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, on_failure, &fl), 0);
+        CHECK_EQ(fl.calls, 1);
+        CHECK_STR(fl.path, "a");
+        CHECK_STR(fl.reason, "cannot read: Permission denied");
+        CHECK_EQ(info.not_in_source, 6); /* files not upserted again */
+        /* NULL clears it */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, id[1], NULL), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        memset(&fl, 0, sizeof(fl));
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, on_failure, &fl), 0);
+        CHECK_EQ(fl.calls, 0);
+        fx_close(&fx);
+}
+
+int main(int argc, char **argv)
+{
+        unit_init(argc, argv);
+        RUN(test_create_and_reopen);
+        RUN(test_refuses_what_is_not_a_manifest);
+        RUN(test_refuses_truncated_manifest);
+        RUN(test_bind_job);
+        RUN(test_upserts_and_byte_names);
+        RUN(test_hardlinks);
+        RUN(test_fill_limits_and_queries);
+        RUN(test_status_counts);
+        RUN(test_keep_subtree);
+        return unit_done();
+}

@@ -1,0 +1,181 @@
+/*
+ * test_pattern.c - --exclude semantics as include/ferry/pattern.h and
+ * ferry(1) document them: a name at any depth without '/', the relative
+ * path with '/', anchoring by a leading '/', directories only with a
+ * trailing '/', '*' never crossing '/', empty patterns refused.
+ */
+#define _GNU_SOURCE
+#include "unit.h"
+
+#include "ferry/pattern.h"
+
+/* Compiles one pattern (NULL when refused). */
+static struct ferry_patterns *one(const char *pat)
+{
+        struct ferry_patterns *p = NULL;
+        const char *pats[] = {pat};
+        if (ferry_patterns_new(pats, 1, &p))
+                return NULL;
+        return p;
+}
+
+/* Matches rel (its name is the part after the last '/'). */
+static bool match(const struct ferry_patterns *p, const char *rel, bool dir)
+{
+        const char *slash = strrchr(rel, '/');
+        return ferry_patterns_match(p, rel, slash ? slash + 1 : rel, dir);
+}
+
+static void test_empty_list_and_refusals(void)
+{
+        struct ferry_patterns *p = (struct ferry_patterns *)&p; /* not NULL */
+        CHECK_EQ(ferry_patterns_new(NULL, 0, &p), 0);
+        CHECK(p == NULL);
+        CHECK(!ferry_patterns_match(NULL, "a", "a", false));
+        CHECK(!ferry_patterns_need_path(NULL));
+        ferry_patterns_free(NULL);
+
+        const char *bad[] = {"", "/", "//"};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                p = (struct ferry_patterns *)&p;
+                CHECK_EQ(ferry_patterns_new(&bad[i], 1, &p), EINVAL);
+                CHECK(p == NULL);
+        }
+        /* one bad pattern spoils the list, nothing leaks (ASan checks) */
+        const char *mixed[] = {"*.tmp", "a/b", ""};
+        p = (struct ferry_patterns *)&p;
+        CHECK_EQ(ferry_patterns_new(mixed, 3, &p), EINVAL);
+        CHECK(p == NULL);
+}
+
+static void test_basename_any_depth(void)
+{
+        struct ferry_patterns *p = one("*.tmp");
+        CHECK(p != NULL);
+        CHECK(!ferry_patterns_need_path(p));
+        CHECK(match(p, "x.tmp", false));
+        CHECK(match(p, "a/x.tmp", false));
+        CHECK(match(p, "a/b/c/d/x.tmp", false));
+        CHECK(match(p, "a/b/.hidden.tmp", false)); /* no FNM_PERIOD */
+        CHECK(match(p, "a/dir.tmp", true));        /* dirs too */
+        CHECK(!match(p, "x.tmp.bak", false));
+        CHECK(!match(p, "a.tmp/x", false)); /* only the last part counts */
+        CHECK(!match(p, "xtmp", false));
+        /* a name-only pattern needs no path: rel may be NULL */
+        CHECK(ferry_patterns_match(p, NULL, "y.tmp", false));
+        ferry_patterns_free(p);
+
+        p = one("skipdir");
+        CHECK(match(p, "skipdir", true));
+        CHECK(match(p, "c/skipdir", false)); /* a file of that name too */
+        CHECK(!match(p, "skipdir2", true));
+        CHECK(!match(p, "skipdir/inner", false));
+        ferry_patterns_free(p);
+
+        p = one("file?.[ab]");
+        CHECK(match(p, "d/file1.a", false));
+        CHECK(match(p, "fileX.b", false));
+        CHECK(!match(p, "file12.a", false));
+        CHECK(!match(p, "file1.c", false));
+        ferry_patterns_free(p);
+}
+
+static void test_slash_matches_relative_path(void)
+{
+        struct ferry_patterns *p = one("a/deep/*.bin");
+        CHECK(p != NULL);
+        CHECK(ferry_patterns_need_path(p));
+        CHECK(match(p, "a/deep/q.bin", false));
+        CHECK(!match(p, "a/deep2/q.bin", false));
+        CHECK(!match(p, "q.bin", false));
+        CHECK(!match(p, "a/deep/sub/q.bin", false)); /* '*' stops at '/' */
+        CHECK(!match(p, "x/a/deep/q.bin", false));   /* relative to SRC */
+        ferry_patterns_free(p);
+
+        p = one("a/*");
+        CHECK(match(p, "a/b", false));
+        CHECK(match(p, "a/b", true));
+        CHECK(!match(p, "a/b/c", false));
+        CHECK(!match(p, "a", true));
+        ferry_patterns_free(p);
+
+        p = one("a/b*");
+        CHECK(match(p, "a/b", false));
+        CHECK(match(p, "a/bcd", false));
+        CHECK(!match(p, "a/b/c", false));
+        ferry_patterns_free(p);
+}
+
+static void test_leading_slash_anchors(void)
+{
+        struct ferry_patterns *p = one("/top.log");
+        CHECK(p != NULL);
+        CHECK(ferry_patterns_need_path(p));
+        CHECK(match(p, "top.log", false));
+        CHECK(!match(p, "a/top.log", false));
+        CHECK(!match(p, "top.log2", false));
+        ferry_patterns_free(p);
+
+        p = one("/a/*.c");
+        CHECK(match(p, "a/x.c", false));
+        CHECK(!match(p, "b/a/x.c", false));
+        CHECK(!match(p, "a/b/x.c", false));
+        ferry_patterns_free(p);
+}
+
+static void test_trailing_slash_dirs_only(void)
+{
+        struct ferry_patterns *p = one("build/");
+        CHECK(p != NULL);
+        CHECK(!ferry_patterns_need_path(p)); /* still a name pattern */
+        CHECK(match(p, "build", true));
+        CHECK(match(p, "a/b/build", true));
+        CHECK(!match(p, "build", false));
+        CHECK(!match(p, "b/build", false));
+        ferry_patterns_free(p);
+
+        p = one("/cache/");
+        CHECK(match(p, "cache", true));
+        CHECK(!match(p, "cache", false));
+        CHECK(!match(p, "x/cache", true));
+        ferry_patterns_free(p);
+
+        p = one("a/c*/");
+        CHECK(ferry_patterns_need_path(p));
+        CHECK(match(p, "a/cache", true));
+        CHECK(!match(p, "a/cache", false));
+        CHECK(!match(p, "b/a/cache", true));
+        ferry_patterns_free(p);
+}
+
+static void test_several_patterns(void)
+{
+        const char *pats[] = {"*.tmp", "/top.log", "build/", "a/deep/*.bin"};
+        struct ferry_patterns *p = NULL;
+        CHECK_EQ(ferry_patterns_new(pats, 4, &p), 0);
+        CHECK(p != NULL);
+        CHECK(ferry_patterns_need_path(p));
+        const char *excluded[] = {"junk.tmp", "a/junk.tmp", "top.log",
+                                  "a/deep/q.bin"};
+        const char *kept[] = {"keep.txt",      "a/keep.txt", "a/top.log",
+                              "a/deep2/q.bin", "q.bin",      "b/build"};
+        for (size_t i = 0; i < 4; i++)
+                CHECK(match(p, excluded[i], false));
+        CHECK(match(p, "build", true));
+        CHECK(match(p, "a/build", true));
+        for (size_t i = 0; i < 6; i++)
+                CHECK(!match(p, kept[i], false));
+        ferry_patterns_free(p);
+}
+
+int main(int argc, char **argv)
+{
+        unit_init(argc, argv);
+        RUN(test_empty_list_and_refusals);
+        RUN(test_basename_any_depth);
+        RUN(test_slash_matches_relative_path);
+        RUN(test_leading_slash_anchors);
+        RUN(test_trailing_slash_dirs_only);
+        RUN(test_several_patterns);
+        return unit_done();
+}
