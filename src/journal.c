@@ -85,9 +85,8 @@ struct journal {
         bool barrier_failed;
         bool scan_done;
         int stop_code;
-        int64_t committed_id; /* rows up to here are committed */
-        mode_t umask;         /* the process umask, for --no-perms */
-        bool dirty;           /* scan rows not committed yet */
+        mode_t umask; /* the process umask, for --no-perms */
+        bool dirty;   /* scan rows not committed yet */
         struct dir_slot dcache[DIR_CACHE];
         unsigned dcache_next;
         struct ferry_progress prog;
@@ -178,8 +177,6 @@ static void commit(struct journal *j)
         ferry_fsio_crashpoint("after_commit");
         j->last_commit = now();
         j->dirty = false;
-        if (ferry_manifest_max_id(j->m, &j->committed_id))
-                manifest_error(j);
 }
 
 static void progress(struct journal *j, bool final)
@@ -627,8 +624,8 @@ static struct ferry_batch *fill(struct journal *j, enum ferry_query q)
                 set_error(j, FERRY_EINTERNAL, "out of memory");
                 return NULL;
         }
-        if (ferry_manifest_fill(j->m, q, j->gen, j->committed_id, &j->cursor, b,
-                                BATCH_ITEMS, BATCH_BYTES)) {
+        if (ferry_manifest_fill(j->m, q, j->gen, &j->cursor, b, BATCH_ITEMS,
+                                BATCH_BYTES)) {
                 manifest_error(j);
                 ferry_batch_free(b);
                 return NULL;
@@ -640,27 +637,33 @@ static struct ferry_batch *fill(struct journal *j, enum ferry_query q)
         return b;
 }
 
-/* Commits scanned rows early when workers would otherwise starve: only
- * committed rows are handed out. */
-static bool commit_for_work(struct journal *j)
+/*
+ * Rule 1 wants a row's pending state committed before its data is touched:
+ * a changed row that is still done in the committed manifest would be a lie
+ * after a crash, and a new row's id (which names its temp file) could be
+ * lost. So nothing is handed out while scan results are uncommitted; they
+ * are committed early when workers run short of work (at most every 50 ms
+ * while they still have plenty).
+ */
+static bool ready_to_hand_out(struct journal *j)
 {
-        if (!j->dirty || j->stop_code)
-                return false;
-        if (!j->scan_done && j->in_flight >= j->max_in_flight / 2 &&
-            now() - j->last_commit < 0.05)
+        if (!j->dirty)
+                return true;
+        if (j->stop_code || (j->in_flight >= j->max_in_flight / 2 &&
+                             now() - j->last_commit < 0.05))
                 return false;
         commit(j);
-        return !j->stop_code;
+        return !j->stop_code && !j->dirty;
 }
 
 static struct ferry_batch *next_copy_batch(struct journal *j)
 {
         struct ferry_batch *b;
+        if (!ready_to_hand_out(j))
+                return NULL;
         if (j->pass == 1) {
                 b = fill(j, Q_FIRST_PASS);
-                if (!b && commit_for_work(j))
-                        b = fill(j, Q_FIRST_PASS);
-                if (b || !j->scan_done || j->dirty || !all_committed(j))
+                if (b || !j->scan_done || !all_committed(j))
                         return b;
                 j->pass = 2;
                 j->cursor = 0;
@@ -893,11 +896,11 @@ static int begin_run(struct journal *j)
             check_destination(j) || ferry_manifest_next_gen(j->m, &j->gen) ||
             ferry_manifest_retry_failed(j->m) ||
             ferry_manifest_pending(j->m, 0, &j->prog.files_total,
-                                   &j->prog.bytes_total) ||
-            ferry_manifest_max_id(j->m, &j->committed_id)) {
+                                   &j->prog.bytes_total)) {
                 manifest_error(j);
                 return j->stop_code;
         }
+        j->dirty = true; /* commit these before anything is handed out */
         return 0;
 }
 
@@ -1003,8 +1006,8 @@ static void each_row(struct journal *j, enum ferry_query q, int64_t start,
                         set_error(j, FERRY_EINTERNAL, "out of memory");
                         return;
                 }
-                if (ferry_manifest_fill(j->m, q, j->gen, INT64_MAX, &j->cursor,
-                                        b, 256, UINT64_MAX))
+                if (ferry_manifest_fill(j->m, q, j->gen, &j->cursor, b, 256,
+                                        UINT64_MAX))
                         manifest_error(j);
                 size_t n = b->n;
                 for (size_t i = 0; i < n && !j->stop_code; i++)

@@ -98,12 +98,12 @@ static const char *const stmt_sql[S_NSTMTS] = {
         "f.id, f.dir, d.path, f.name, f.type, f.size, f.mtime_ns,"             \
         " f.ctime_ns, f.mode, f.uid, f.gid, f.dev, f.ino, f.hash"
 
-/* ?1 cursor, ?2 limit, ?3 generation, ?4 highest row id to hand out */
+/* ?1 cursor, ?2 limit, ?3 generation */
 // clang-format off
 static const char *const query_sql[Q_NQUERIES] = {
         [Q_FIRST_PASS] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
-                " WHERE f.state = 0 AND f.id > ?1 AND f.id <= ?4"
+                " WHERE f.state = 0 AND f.id > ?1"
                 " AND f.gen = ?3 AND (f.hl IS NULL OR f.hl = -1)"
                 " ORDER BY f.id LIMIT ?2",
         [Q_NEXT_PASS] =
@@ -111,7 +111,7 @@ static const char *const query_sql[Q_NQUERIES] = {
                 " FROM files f JOIN dirs d ON d.id = f.dir"
                 " LEFT JOIN files l ON f.hl > 0 AND l.id = f.hl"
                 " LEFT JOIN dirs ld ON ld.id = l.dir"
-                " WHERE f.state = 0 AND f.id > ?1 AND f.id <= ?4"
+                " WHERE f.state = 0 AND f.id > ?1"
                 " AND f.gen = ?3 AND (l.state IS NULL OR l.state != 0)"
                 " ORDER BY f.id LIMIT ?2",
         [Q_VERIFY] =
@@ -998,8 +998,8 @@ static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum ferry_query q,
 }
 
 int ferry_manifest_fill(struct ferry_manifest *m, enum ferry_query q,
-                        int64_t gen, int64_t max_id, int64_t *cursor,
-                        struct ferry_batch *b, size_t max, uint64_t max_bytes)
+                        int64_t gen, int64_t *cursor, struct ferry_batch *b,
+                        size_t max, uint64_t max_bytes)
 {
         uint64_t bytes = 0;
         sqlite3_stmt *s = query(m, q);
@@ -1010,7 +1010,6 @@ int ferry_manifest_fill(struct ferry_manifest *m, enum ferry_query q,
         sqlite3_bind_int64(s, 1, *cursor);
         sqlite3_bind_int64(s, 2, (int64_t)max);
         sqlite3_bind_int64(s, 3, gen);
-        sqlite3_bind_int64(s, 4, max_id);
         int rc;
         while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
                 if (read_item(b, s, q, gen)) {

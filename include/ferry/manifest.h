@@ -121,21 +121,19 @@ int ferry_manifest_file_delete(struct ferry_manifest *m, int64_t id);
  * Appends up to max rows of query q with id beyond *cursor to b (items and
  * their paths in b's arena) and moves *cursor past them. Ascending queries
  * start at cursor 0, descending ones (dirs) at INT64_MAX. Stops early once
- * the rows add up to max_bytes. Copy passes hand out only rows of
- * generation gen with ids up to max_id: a row must be committed before a
- * temp file named after its id can exist, or a crash could lose the id and
- * leave the temp file behind.
+ * the rows add up to max_bytes. Copy passes hand out rows of generation
+ * gen only.
  */
 int ferry_manifest_fill(struct ferry_manifest *m, enum ferry_query q,
-                        int64_t gen, int64_t max_id, int64_t *cursor,
-                        struct ferry_batch *b, size_t max, uint64_t max_bytes);
-/* The highest file row id; rows up to it are committed after a COMMIT. */
-int ferry_manifest_max_id(struct ferry_manifest *m, int64_t *id);
+                        int64_t gen, int64_t *cursor, struct ferry_batch *b,
+                        size_t max, uint64_t max_bytes);
 
 /* Files and bytes of regular files still to copy (hardlink followers
  * excluded from the bytes). */
 int ferry_manifest_pending(struct ferry_manifest *m, int64_t gen,
                            uint64_t *files, uint64_t *bytes);
+/* The highest file row id, uncommitted rows included. */
+int ferry_manifest_max_id(struct ferry_manifest *m, int64_t *id);
 /* Rows that are neither done nor skipped (verify: not copied yet). */
 int ferry_manifest_not_done(struct ferry_manifest *m, uint64_t *files);
 

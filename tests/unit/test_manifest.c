@@ -408,11 +408,11 @@ static void test_upserts_and_byte_names(void)
 
         /* the names come back byte for byte */
         int64_t max_id = 0, cursor = 0;
-        CHECK_EQ(ferry_manifest_max_id(fx.m, &max_id), 0);
+        max_id = sql_int(fx.db, "SELECT max(id) FROM files", 0);
         CHECK_EQ(max_id, N);
         struct ferry_batch *b = ferry_batch_new(WORK_COPY, 64);
-        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, max_id, &cursor,
-                                     b, 64, UINT64_MAX),
+        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, &cursor, b, 64,
+                                     UINT64_MAX),
                  0);
         CHECK_EQ(b->n, N);
         CHECK_EQ(cursor, max_id);
@@ -579,15 +579,13 @@ static bool batch_has(const struct ferry_batch *b, int64_t id,
 static void fill_all(struct fixture *fx, enum ferry_query q, int64_t gen,
                      struct ferry_batch **b)
 {
-        int64_t max_id = 0;
         int64_t cursor =
                 q == Q_REMOVED_DIRS || q == Q_PENDING_DIRS ? INT64_MAX : 0;
         ferry_batch_free(*b);
         *b = ferry_batch_new(WORK_COPY, 64);
-        CHECK_EQ(ferry_manifest_max_id(fx->m, &max_id), 0);
-        CHECK_EQ(ferry_manifest_fill(fx->m, q, gen, max_id, &cursor, *b, 64,
-                                     UINT64_MAX),
-                 0);
+        CHECK_EQ(
+                ferry_manifest_fill(fx->m, q, gen, &cursor, *b, 64, UINT64_MAX),
+                0);
 }
 
 static void test_hardlinks(void)
@@ -705,17 +703,6 @@ static void test_fill_limits_and_queries(void)
 
         struct ferry_batch *b = ferry_batch_new(WORK_COPY, 100);
         int64_t cursor = 0;
-        /* only committed ids up to max_id */
-        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, 5, &cursor, b,
-                                     100, UINT64_MAX),
-                 0);
-        CHECK_EQ(b->n, 5);
-        CHECK_EQ(cursor, 5);
-        CHECK_EQ(b->items[4].id, 5);
-        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, 5, &cursor, b,
-                                     100, UINT64_MAX),
-                 0);
-        CHECK_EQ(b->n, 5); /* nothing more below max_id */
 
         /* pages of 3: every row once, in order */
         ferry_batch_free(b);
@@ -726,8 +713,8 @@ static void test_fill_limits_and_queries(void)
         bool ordered = true;
         for (;;) {
                 size_t before = b->n;
-                CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, 10,
-                                             &cursor, b, 3, UINT64_MAX),
+                CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, &cursor,
+                                             b, 3, UINT64_MAX),
                          0);
                 if (b->n == before)
                         break;
@@ -745,8 +732,8 @@ static void test_fill_limits_and_queries(void)
         /* the batch's room limits max */
         struct ferry_batch *small = ferry_batch_new(WORK_COPY, 4);
         cursor = 0;
-        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, 10, &cursor,
-                                     small, 100, UINT64_MAX),
+        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, &cursor, small,
+                                     100, UINT64_MAX),
                  0);
         CHECK_EQ(small->n, 4);
         ferry_batch_free(small);
@@ -754,8 +741,8 @@ static void test_fill_limits_and_queries(void)
         /* the byte limit stops early, and is no error */
         small = ferry_batch_new(WORK_COPY, 100);
         cursor = 0;
-        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, 10, &cursor,
-                                     small, 100, 250),
+        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, &cursor, small,
+                                     100, 250),
                  0);
         CHECK_EQ(small->n, 3);
         CHECK_EQ(cursor, 3);
