@@ -167,7 +167,8 @@ static void emit_item(struct journal *j, enum ferry_event ev,
 
 static void commit(struct journal *j)
 {
-        if (j->stop_code == FERRY_EMANIFEST)
+        /* a dry run's one transaction is rolled back at the end */
+        if (j->stop_code == FERRY_EMANIFEST || j->opt->dry_run)
                 return;
         ferry_fsio_crashpoint("before_commit");
         if (ferry_manifest_commit(j->m) || ferry_manifest_begin(j->m)) {
