@@ -600,14 +600,15 @@ static void on_scan_done(struct journal *j)
                 check_space(j);
 }
 
+/* Every message starts with a struct ferry_msg; p is the whole message. */
 static void handle(struct journal *j, void *p)
 {
-        struct ferry_msg *msg = p;
+        const struct ferry_msg *msg = p;
         switch (msg->kind) {
-        case MSG_LISTING: on_listing(j, (struct ferry_listing *)msg); break;
+        case MSG_LISTING: on_listing(j, p); break;
         case MSG_SCAN_DONE: on_scan_done(j); break;
-        case MSG_BATCH: on_batch(j, (struct ferry_batch *)msg); break;
-        case MSG_BARRIER: on_barrier(j, (struct barrier_job *)msg); break;
+        case MSG_BATCH: on_batch(j, p); break;
+        case MSG_BARRIER: on_barrier(j, p); break;
         }
 }
 
@@ -802,14 +803,15 @@ static void drain_inbox(struct journal *j)
 {
         void *p;
         while (ferry_queue_try_pop(&j->inbox, &p) == FERRY_QUEUE_OK) {
-                struct ferry_msg *msg = p;
-                if (msg->kind == MSG_LISTING)
-                        ferry_listing_free((struct ferry_listing *)msg);
-                else if (msg->kind == MSG_BATCH)
-                        ferry_batch_free((struct ferry_batch *)msg);
-                else if (msg->kind == MSG_BARRIER) {
-                        free_list(((struct barrier_job *)msg)->list);
-                        free(msg);
+                const struct ferry_msg *msg = p;
+                if (msg->kind == MSG_LISTING) {
+                        ferry_listing_free(p);
+                } else if (msg->kind == MSG_BATCH) {
+                        ferry_batch_free(p);
+                } else if (msg->kind == MSG_BARRIER) {
+                        struct barrier_job *job = p;
+                        free_list(job->list);
+                        free(job);
                 }
         }
 }
