@@ -520,10 +520,27 @@ static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
         return copy_once(c, name, it, changed, what);
 }
 
+/* Enters the item's directories, retrying transient errors (an EIO from mkdir
+ * on a flaky share) like those of the copy itself. */
+static void enter_dir_retrying(struct ferry_copier *c, struct ferry_batch *b,
+                               struct ferry_item *it)
+{
+        enter_dir(c, b, it);
+        for (unsigned attempt = 0;
+             attempt < c->cfg.retries && !atomic_load(c->cfg.stop) &&
+             (ferry_copy_transient(c->src_err) ||
+              ferry_copy_transient(c->dst_err));
+             attempt++) {
+                leave_dir(c);
+                backoff(attempt);
+                enter_dir(c, b, it);
+        }
+}
+
 void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                        struct ferry_item *it)
 {
-        enter_dir(c, b, it);
+        enter_dir_retrying(c, b, it);
         if (c->src_err) {
                 it->result = c->src_err == ENOENT ? R_VANISHED : R_FAILED;
                 it->err = c->src_err;

@@ -27,7 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -228,10 +230,18 @@ static long lock_holder(int fd)
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         if (fcntl(fd, F_OFD_GETLK, &fl) || fl.l_type == F_UNLCK)
                 return 0;
-        char buf[32] = "";
-        ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-        long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
-        return pid > 0 ? pid : -1;
+        /* the holder writes its pid just after taking the lock: until then
+         * the file is empty or names an earlier, dead run */
+        for (int tries = 0; tries < 50; tries++) {
+                char buf[32] = "";
+                ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+                long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+                if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+                        return pid;
+                struct timespec ts = {0, 10 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+        }
+        return -1;
 }
 
 /* Takes the job lock or names who holds it. */

@@ -344,6 +344,10 @@ static void on_barrier(struct journal *j, struct barrier_job *job)
 {
         j->barrier = NULL;
         bool durable = job->msg.err == 0;
+        if (job->msg.err == ENOSPC || job->msg.err == EDQUOT)
+                set_error(j, FERRY_ENOSPC,
+                          "destination is full: free some space and run the "
+                          "same command to resume");
         if (!durable && !j->barrier_failed) {
                 j->barrier_failed = true;
                 if (j->opt->event)
@@ -584,13 +588,16 @@ static void check_space(struct journal *j)
         uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
         if (bytes <= avail)
                 return;
-        char need[32], have[32];
+        /* sizes are logical: sparse files and compression may still fit,
+         * so warn; a real ENOSPC stops the run cleanly (exit 11) */
+        char need[32], have[32], why[160];
         human(bytes, need, sizeof(need));
         human(avail, have, sizeof(have));
-        set_error(j, FERRY_ENOSPC,
-                  "destination has %s free but %s are still to copy: free "
-                  "some space and run the same command to resume",
-                  have, need);
+        snprintf(why, sizeof(why),
+                 "the destination has %s free but %s are still to copy: it "
+                 "may fill up",
+                 have, need);
+        emit(j, FERRY_EV_WARNING, "", "", why);
 }
 
 static void on_scan_done(struct journal *j)
@@ -1083,11 +1090,29 @@ static void finish_tree(struct journal *j)
                           "syncfs of the destination failed");
 }
 
-static int result_code(const struct journal *j)
+/* After a failed barrier the files were handed out again; only those that
+ * never became durable make the run partial. */
+static bool barrier_left_files(struct journal *j)
+{
+        uint64_t files = 0, bytes = 0;
+        if (!j->barrier_failed || j->opt->dry_run ||
+            ferry_manifest_pending(j->m, j->gen, &files, &bytes))
+                return j->barrier_failed;
+        if (files && !j->err->msg[0])
+                snprintf(j->err->msg, sizeof(j->err->msg),
+                         "the durability barrier on the destination failed: "
+                         "%llu files are not durably copied; run the same "
+                         "command again",
+                         (unsigned long long)files);
+        return files > 0;
+}
+
+static int result_code(struct journal *j)
 {
         if (j->stop_code)
                 return j->stop_code;
-        if (j->sum->files_failed || j->sum->scan_errors || j->barrier_failed)
+        if (j->sum->files_failed || j->sum->scan_errors ||
+            barrier_left_files(j))
                 return FERRY_EPARTIAL;
         if (j->sum->files_vanished)
                 return FERRY_EVANISHED;
@@ -1180,8 +1205,10 @@ int ferry_journal_verify(const struct ferry_journal_cfg *cfg,
         if (code)
                 return code;
         uint64_t not_done = 0;
+        /* rows the latest scan did not see are no longer part of SRC */
         if (ferry_manifest_begin(j.m) ||
-            ferry_manifest_not_done(j.m, &not_done)) {
+            ferry_manifest_current_gen(j.m, &j.gen) ||
+            ferry_manifest_not_done(j.m, j.gen, &not_done)) {
                 manifest_error(&j);
         } else {
                 j.scan_done = true;

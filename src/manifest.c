@@ -116,7 +116,8 @@ static const char *const query_sql[Q_NQUERIES] = {
                 " ORDER BY f.id LIMIT ?2",
         [Q_VERIFY] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
-                " WHERE f.state = 1 AND f.type IN (1, 2) AND f.id > ?1"
+                " WHERE f.state = 1 AND f.type IN (1, 2) AND f.gen = ?3"
+                " AND f.id > ?1"
                 " ORDER BY f.id LIMIT ?2",
         [Q_PENDING] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
@@ -1049,13 +1050,28 @@ int ferry_manifest_max_id(struct ferry_manifest *m, int64_t *id)
         return pragma_int(m, "SELECT coalesce(max(id), 0) FROM files", id);
 }
 
-int ferry_manifest_not_done(struct ferry_manifest *m, uint64_t *files)
+int ferry_manifest_current_gen(struct ferry_manifest *m, int64_t *gen)
 {
-        int64_t n = 0;
-        int rc = pragma_int(
-                m, "SELECT count(*) FROM files WHERE state IN (0, 2)", &n);
-        *files = (uint64_t)n;
-        return rc;
+        return pragma_int(m,
+                          "SELECT coalesce(max(value), 0) FROM meta"
+                          " WHERE key = 'gen'",
+                          gen);
+}
+
+int ferry_manifest_not_done(struct ferry_manifest *m, int64_t gen,
+                            uint64_t *files)
+{
+        sqlite3_stmt *s;
+        if (sqlite3_prepare_v2(m->db,
+                               "SELECT count(*) FROM files"
+                               " WHERE state IN (0, 2) AND gen = ?1",
+                               -1, &s, NULL) != SQLITE_OK)
+                return db_fail(m, "read");
+        sqlite3_bind_int64(s, 1, gen);
+        int rc = sqlite3_step(s);
+        *files = (uint64_t)sqlite3_column_int64(s, 0);
+        sqlite3_finalize(s);
+        return rc == SQLITE_ROW ? 0 : db_fail(m, "read");
 }
 
 static int status_counts(struct ferry_manifest *m,
@@ -1176,6 +1192,8 @@ static int status_failures(struct ferry_manifest *m, ferry_failure_fn fn,
                 if (nl)
                         memcpy(buf + n, sqlite3_column_blob(s, 1), nl);
                 n += nl;
+                if (!n)
+                        buf[n++] = '.'; /* SRC itself */
                 buf[n] = '\0';
                 fn(buf, n, (const char *)sqlite3_column_text(s, 2), arg);
         }

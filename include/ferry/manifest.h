@@ -47,7 +47,7 @@ enum ferry_upsert { UP_NEW = 1, UP_CHANGED, UP_UNCHANGED, UP_RESUMED };
 enum ferry_query {
         Q_FIRST_PASS = 0, /* pending rows, not hardlink followers */
         Q_NEXT_PASS,      /* pending rows whose leader is not pending */
-        Q_VERIFY,         /* done regular files and symlinks */
+        Q_VERIFY,         /* done files and symlinks of the latest scan */
         Q_PENDING,        /* dry run: all pending rows */
         Q_REMOVED_FILES,  /* rows not seen by this scan, or vanished */
         Q_STALE_TEMPS,    /* pending rows not seen: may have a temp file */
@@ -134,8 +134,12 @@ int ferry_manifest_pending(struct ferry_manifest *m, int64_t gen,
                            uint64_t *files, uint64_t *bytes);
 /* The highest file row id, uncommitted rows included. */
 int ferry_manifest_max_id(struct ferry_manifest *m, int64_t *id);
-/* Rows that are neither done nor skipped (verify: not copied yet). */
-int ferry_manifest_not_done(struct ferry_manifest *m, uint64_t *files);
+/* The generation of the latest scan (0 before the first). */
+int ferry_manifest_current_gen(struct ferry_manifest *m, int64_t *gen);
+/* Rows of generation gen that are pending or failed (verify: not copied
+ * yet). */
+int ferry_manifest_not_done(struct ferry_manifest *m, int64_t gen,
+                            uint64_t *files);
 
 /* Fills info and calls on_failure for each failed row. */
 int ferry_manifest_status(struct ferry_manifest *m,

@@ -894,7 +894,7 @@ static void test_status_counts(void)
         CHECK_STR(fl.reason, "read source: Input/output error");
 
         uint64_t n = 0, bytes = 0;
-        CHECK_EQ(ferry_manifest_not_done(fx.m, &n), 0);
+        CHECK_EQ(ferry_manifest_not_done(fx.m, gen, &n), 0);
         CHECK_EQ(n, 2); /* pending + failed */
         CHECK_EQ(ferry_manifest_pending(fx.m, gen, &n, &bytes), 0);
         CHECK_EQ(n, 1);
