@@ -1,0 +1,251 @@
+#!/bin/bash
+# t27-hostile-manifest: a damaged or foreign manifest is refused with one
+# clear line and exit 3, and is never written to.
+#
+# A real manifest (a finished copy of a generated tree) is damaged in copies:
+#  - truncated at several offsets (inside the header, at page boundaries,
+#    in the middle of a page, one byte short);
+#  - random bytes written over the b-tree header of page 1, over the header
+#    of a page in the middle, and at random offsets (seeded);
+#  - from a newer schema version (PRAGMA user_version = 999);
+#  - not SQLite at all: text, random bytes, zeros, the SQLite magic followed
+#    by garbage, a directory; an SQLite file of another program; the
+#    manifest of another SRC and DST.
+# For each, the copy (`ferry --manifest M SRC DST`), `ferry --verify` and
+# `ferry status --manifest M` must exit 3 with exactly one "ferry: " line on
+# stderr and no sanitizer report, M must be byte-identical afterwards (cmp)
+# with no -wal or -shm file left next to it, and DST must not be created.
+# For random damage, the sqlite3 shell's PRAGMA integrity_check is the
+# oracle of whether the file is corrupt: when it finds nothing wrong either,
+# ferry may use the file, but must not crash.
+# Finally the default manifest ($XDG_STATE_HOME/ferry/*.db) is damaged the
+# same way, and once it is restored the job completes.
+. "$(dirname "$0")/lib.sh" || exit 1
+. "$(dirname "$0")/t2-lib.sh" || exit 1
+need_cmd sqlite3 xxhsum xxd cmp od
+
+seed=${FERRY_TEST_SEED:-$$}
+RANDOM=$seed
+say "random seed $seed (set FERRY_TEST_SEED to repeat)"
+RANDOM_DAMAGE=$(pick 6 3 40)
+
+# Engine bugs found by this test (reported). ferry checks the header and the
+# schema when it opens a manifest, but not the rest of the file:
+BUG_TRUNC_PAGE="a manifest whose size is not a whole number of pages (cut inside a page) is used: SQLite reads the missing bytes as zeros, ferry writes to it"
+BUG_UNDETECTED="damage deep in the manifest that PRAGMA integrity_check/quick_check reports goes unnoticed: ferry runs on (exit 0, 5, 23 or 24), writes to the damaged manifest and copies again into DST"
+
+gen_tree src --seed 2727 --files 300 --median 2K
+expect_code 0 "$FERRY" -q --manifest good.db src dst-good
+[[ -f good.db && ! -e good.db-wal ]] || die "no checkpointed manifest good.db after a clean run"
+SIZE=$(stat -c %s good.db)
+PAGE=$(sqlite3 -readonly good.db 'PRAGMA page_size;')
+say "manifest: $SIZE bytes, pages of $PAGE"
+cases=0
+
+# integrity_ok FILE: the sqlite3 shell finds nothing wrong with FILE.
+integrity_ok() {
+	[[ $(sqlite3 -readonly "$1" 'PRAGMA integrity_check;' 2>&1) == ok ]]
+}
+
+# one_refusal LABEL M DEEP BUG CMD...: CMD exits 3 with one clear "ferry: "
+# line, no sanitizer report, and leaves M byte-identical; a copy or verify
+# run leaves no -wal or -shm next to M, a status run (a read-only reader
+# cannot delete them) at most an empty -wal. With DEEP=1 (damage deep inside
+# that only PRAGMA integrity_check sees), status may also exit 0 without
+# writing, and so may --verify. With BUG, a run that does not crash but
+# does not refuse either, or writes to M, is that known engine bug.
+one_refusal() {
+	local label=$1 m=$2 deep=$3 bug=$4
+	shift 4
+	run_ferry "$@"
+	local desc changed=unchanged
+	desc="$label: $(quote_cmd "$@" | sed 's/^ferry //')"
+	cmp -s "$m" "$m.orig" || changed=changed
+	local is_status=0 is_copy=1
+	[[ $1 == status || ${2-} == status ]] && is_status=1
+	[[ " $* " == *" --verify "* || $is_status == 1 ]] && is_copy=0
+	if [[ $RC == 0 && $deep == 1 && $is_copy == 0 && $changed == unchanged ]]; then
+		ok "$desc: exit 0 (need not read the damaged part), unchanged"
+	elif [[ -n $bug && $RC != 124 && ($RC != 3 || $changed == changed) ]] && not_a_crash "$RC" &&
+		no_sanitizer_report "$LOG/err" "$LOG/out"; then
+		known_bug "$desc: exit 3, manifest unchanged (got $RC, manifest $changed)" "$bug" false
+		show "$LOG/err" 2
+	else
+		if [[ $RC == 3 ]]; then
+			ok "$desc: exit 3"
+		else
+			fail "$desc: exit 3 (got $RC)"
+			show "$LOG/err"
+		fi
+		if [[ $(wc -l <"$LOG/err") == 1 ]] && grep -q '^ferry: ' "$LOG/err"; then
+			ok "$desc: one line: $(cut -c1-100 "$LOG/err")"
+		else
+			fail "$desc: one error line starting 'ferry: '"
+			show "$LOG/err"
+		fi
+		no_sanitizer_report "$LOG/err" "$LOG/out" && ok "$desc: no sanitizer report"
+		check "$desc: the manifest is byte-identical" test "$changed" = unchanged
+	fi
+	if ((is_status)); then
+		check "$desc: no non-empty -wal next to it" test ! -s "$m-wal"
+	else
+		check "$desc: no -wal or -shm file next to it" test ! -e "$m-wal" -a ! -e "$m-shm"
+	fi
+	rm -f "$m-wal" "$m-shm"
+}
+
+# refused LABEL M [DEEP [BUG]]: the copy, --verify and status refuse M, and
+# DST is left alone (see one_refusal for DEEP and BUG).
+refused() {
+	local label=$1 m=$2 deep=${3:-0} bug=${4-}
+	cases=$((cases + 1))
+	cp -a "$m" "$m.orig"
+	dst_listing >"$LOG/dst.before"
+	one_refusal "$label" "$m" "$deep" "$bug" "$FERRY" -q --manifest "$m" src dst-good
+	dst_listing >"$LOG/dst.after"
+	if cmp -s "$LOG/dst.before" "$LOG/dst.after"; then
+		ok "$label: DST is left alone"
+	elif [[ -n $bug ]]; then
+		known_bug "$label: DST is left alone" "$bug" false
+	else
+		fail "$label: DST is left alone"
+		diff "$LOG/dst.before" "$LOG/dst.after" | show -
+	fi
+	cp -a "$m.orig" "$m"
+	one_refusal "$label" "$m" "$deep" "$bug" "$FERRY" -q --verify --manifest "$m" src dst-good
+	cp -a "$m.orig" "$m"
+	one_refusal "$label" "$m" "$deep" "$bug" "$FERRY" status --manifest "$m"
+	rm -rf "$m.orig" "$m.lock"
+}
+
+# dst_listing: names, sizes, ns mtimes and inodes of everything in dst-good.
+dst_listing() {
+	find dst-good -printf '%P %s %T@ %i %m\n' | sort
+}
+
+# damaged NAME: a fresh copy of the good manifest named NAME.
+damaged() {
+	rm -f "$1" "$1".*
+	cp good.db "$1"
+}
+
+# overwrite FILE OFFSET COUNT: COUNT random bytes (from the seed) at OFFSET.
+overwrite() {
+	local i esc=
+	for ((i = 0; i < $3; i++)); do
+		esc+=$(printf '\\x%02x' $((RANDOM % 256)))
+	done
+	printf '%b' "$esc" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
+# run_ferry CMD...: run (lib.sh) with a time limit: a ferry that hangs on a
+# damaged manifest is a failure of its own (RC 124).
+HANG_LIMIT=$(pick 60 180 60)
+run_ferry() {
+	run timeout -k 5 "$HANG_LIMIT" "$@"
+	if [[ $RC == 124 || $RC == 137 ]]; then
+		fail "$(quote_cmd "$@"): ferry ends within $HANG_LIMIT s (it hung; seed $seed)"
+	fi
+}
+
+# truncations: at page boundaries SQLite sees a short file; inside the last
+# page it reads the missing bytes as zeros and only integrity_check (or a
+# size check) can tell
+for off in 0 16 50 100 $((PAGE)) $((PAGE + 1000)) $((SIZE / 2)) $((SIZE - PAGE)) $((SIZE - 100)) $((SIZE - 1)); do
+	((off >= 0 && off < SIZE)) || continue
+	damaged cut.db
+	truncate -s "$off" cut.db
+	if ((off <= 2 * PAGE)); then
+		refused "truncated to $off bytes" cut.db
+	elif ((off % PAGE == 0)); then
+		refused "truncated to $off bytes (a page boundary)" cut.db 1 "$BUG_UNDETECTED"
+	else
+		refused "truncated to $off bytes (inside a page)" cut.db 1 "$BUG_TRUNC_PAGE"
+	fi
+done
+
+# page 1's b-tree header (after the 100-byte file header) and a middle page
+damaged hdr.db
+overwrite hdr.db 100 12
+refused "random bytes over page 1's b-tree header" hdr.db
+damaged mid.db
+mid=$((SIZE / PAGE / 2 * PAGE))
+printf '\xff\xff\xff\xff\xff\xff\xff\xff' | dd of=mid.db bs=1 seek="$mid" conv=notrunc status=none
+refused "0xff over the header of page $((mid / PAGE + 1))" mid.db 1 "$BUG_UNDETECTED"
+
+# random damage in the middle, judged by integrity_check
+for ((i = 1; i <= RANDOM_DAMAGE; i++)); do
+	damaged rnd.db
+	off=$((2 * PAGE + (RANDOM * 32768 + RANDOM) % (SIZE - 3 * PAGE)))
+	len=$((RANDOM % 64 + 1))
+	overwrite rnd.db "$off" "$len"
+	if integrity_ok rnd.db; then
+		# not even SQLite can tell: ferry may use it, but not crash
+		cases=$((cases + 1))
+		run_ferry "$FERRY" -q --manifest rnd.db src dst-good
+		if not_a_crash "$RC" && no_sanitizer_report "$LOG/err"; then
+			ok "$len random bytes at $off (integrity_check: ok): no crash (exit $RC)"
+		else
+			fail "$len random bytes at $off (integrity_check: ok): no crash (exit $RC)"
+			show "$LOG/err"
+		fi
+		continue
+	fi
+	refused "$len random bytes at $off (integrity_check: corrupt)" rnd.db 1 "$BUG_UNDETECTED"
+done
+
+# a newer schema
+damaged newer.db
+sqlite3 newer.db 'PRAGMA user_version = 999;' || die "cannot set user_version"
+rm -f newer.db-wal newer.db-shm
+refused "schema version 999" newer.db
+run_ferry "$FERRY" -q --manifest newer.db src dst-bad
+check "schema version 999: the message says newer or version" grep -qiE 'newer|version' "$LOG/err"
+
+# not SQLite, or not ours
+printf 'this is a text file, not a manifest\n' >text.db
+refused "a text file" text.db
+head -c 65536 /dev/urandom >random.db
+refused "64 KiB of random bytes" random.db
+head -c 65536 /dev/zero >zeros.db
+refused "64 KiB of zeros" zeros.db
+{
+	printf 'SQLite format 3\0'
+	head -c 8192 /dev/urandom
+} >magic.db
+refused "the SQLite magic and garbage" magic.db
+sqlite3 other.db 'CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes (body) VALUES ("mine");' ||
+	die "cannot create other.db"
+refused "an SQLite file of another program" other.db
+mkdir dir.db
+rm -rf dst-bad
+run_ferry "$FERRY" -q --manifest dir.db src dst-bad
+check "a directory as manifest: exit 3 (got $RC)" test "$RC" = 3
+stderr_is_one_error
+check "a directory as manifest: DST is not created" test ! -e dst-bad
+cases=$((cases + 1))
+gen_tree src2 --seed 2728 --files 20
+expect_code 0 "$FERRY" -q --manifest pair.db src2 dst2
+cp pair.db pair.db.orig
+rm -rf dst-bad
+one_refusal "the manifest of another SRC and DST" pair.db 0 "" "$FERRY" -q --manifest pair.db src dst-bad
+check "another pair: DST is not created" test ! -e dst-bad
+one_refusal "the manifest of another SRC and DST" pair.db 0 "" "$FERRY" -q --verify --manifest pair.db src dst-good
+cases=$((cases + 1))
+
+# the default manifest
+expect_code 0 "$FERRY" -q src dst
+m=$(manifest_path src dst)
+cp "$m" default.good
+overwrite "$m" 100 12
+cp "$m" "$m.orig"
+run_ferry "$FERRY" -q src dst
+check "damaged default manifest: exit 3 (got $RC)" test "$RC" = 3
+stderr_is_one_error
+check "damaged default manifest: byte-identical" cmp -s "$m" "$m.orig"
+cases=$((cases + 1))
+rm -f "$m.orig"
+cp default.good "$m"
+final_state src dst
+say "hostile manifests: $cases cases"
+finish
