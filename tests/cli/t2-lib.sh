@@ -304,6 +304,21 @@ fail() {
 	t2_lib_fail "$@"
 }
 
+# held_run PATH-OR-NAME SYSCALLS WHEN CMD...: run CMD in the background (bg)
+# under strace, with the WHENth call of SYSCALLS (comma-separated) that
+# accesses PATH-OR-NAME (any path when empty) held for HOLD_US microseconds
+# (default 1.5 s); returns once that call is being held, 1 if it did not
+# come within 30 s. The caller checks have_strace first.
+held_run() {
+	local what=$1 calls=$2 when=$3 filter=()
+	shift 3
+	[[ -n $what ]] && filter=(-P "$what")
+	: >"$LOG/strace"
+	bg env "$(no_leak_check_env)" strace -f -y -o "$LOG/strace" "${filter[@]}" \
+		-e trace="$calls" -e inject="$calls:delay_enter=${HOLD_US:-1500000}:when=$when" "$@"
+	wait_until 30 eval '(($(grep -cE "^[0-9]+ +(${calls//,/|})\(" "$LOG/strace") >= when))'
+}
+
 # ---- mounts -------------------------------------------------------------
 
 # Mount points and loop devices this test made; unmounted / detached by the
