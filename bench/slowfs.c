@@ -39,72 +39,74 @@
 #include <unistd.h>
 
 struct slowfs {
-	int src;                 /* directory fd of SOURCE_DIR */
-	struct timespec latency; /* added to every round trip */
-	unsigned threads;        /* max worker threads of the FUSE loop */
-	unsigned max_background; /* kernel's async request limit */
+        int src;                 /* directory fd of SOURCE_DIR */
+        struct timespec latency; /* added to every round trip */
+        unsigned threads;        /* max worker threads of the FUSE loop */
+        unsigned max_background; /* kernel's async request limit */
 };
 
 static struct slowfs *get_fs(void)
 {
-	return fuse_get_context()->private_data;
+        return fuse_get_context()->private_data;
 }
 
 static void delay(void)
 {
-	struct timespec left = get_fs()->latency;
-	while ((left.tv_sec || left.tv_nsec) && nanosleep(&left, &left) < 0 &&
-	       errno == EINTR)
-		;
+        struct timespec left = get_fs()->latency;
+        while ((left.tv_sec || left.tv_nsec) && nanosleep(&left, &left) < 0 &&
+               errno == EINTR)
+                ;
 }
 
 /* FUSE paths start with '/'; the source is opened relative to its fd. */
 static const char *rel(const char *path)
 {
-	return path[1] ? path + 1 : ".";
+        return path[1] ? path + 1 : ".";
 }
 
 static void *sf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
-	struct slowfs *fs = get_fs();
-	cfg->use_ino = 1;
-	conn->max_background = fs->max_background;
-	conn->congestion_threshold = fs->max_background * 3 / 4;
-	return fs;
+        struct slowfs *fs = get_fs();
+        cfg->use_ino = 1;
+        conn->max_background = fs->max_background;
+        conn->congestion_threshold = fs->max_background * 3 / 4;
+        return fs;
 }
 
-static int sf_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+static int sf_getattr(const char *path, struct stat *st,
+                      struct fuse_file_info *fi)
 {
-	delay();
-	int rc = fi ? fstat((int)fi->fh, st)
-	            : fstatat(get_fs()->src, rel(path), st, AT_SYMLINK_NOFOLLOW);
-	return rc < 0 ? -errno : 0;
+        delay();
+        int rc =
+                fi ? fstat((int)fi->fh, st)
+                   : fstatat(get_fs()->src, rel(path), st, AT_SYMLINK_NOFOLLOW);
+        return rc < 0 ? -errno : 0;
 }
 
 static int sf_readlink(const char *path, char *buf, size_t size)
 {
-	delay();
-	ssize_t n = readlinkat(get_fs()->src, rel(path), buf, size - 1);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	return 0;
+        delay();
+        ssize_t n = readlinkat(get_fs()->src, rel(path), buf, size - 1);
+        if (n < 0)
+                return -errno;
+        buf[n] = '\0';
+        return 0;
 }
 
 static int sf_opendir(const char *path, struct fuse_file_info *fi)
 {
-	delay();
-	int fd = openat(get_fs()->src, rel(path),
-	                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *dp = fd < 0 ? NULL : fdopendir(fd);
-	if (!dp) {
-		int err = errno;
-		if (fd >= 0)
-			close(fd);
-		return -err;
-	}
-	fi->fh = (uint64_t)(uintptr_t)dp;
-	return 0;
+        delay();
+        int fd = openat(get_fs()->src, rel(path),
+                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        DIR *dp = fd < 0 ? NULL : fdopendir(fd);
+        if (!dp) {
+                int err = errno;
+                if (fd >= 0)
+                        close(fd);
+                return -err;
+        }
+        fi->fh = (uint64_t)(uintptr_t)dp;
+        return 0;
 }
 
 /* Fills the whole directory in one call (libfuse serves it in chunks). */
@@ -112,99 +114,104 @@ static int sf_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
                       off_t off, struct fuse_file_info *fi,
                       enum fuse_readdir_flags flags)
 {
-	DIR *dp = (DIR *)(uintptr_t)fi->fh;
-	struct dirent *e;
-	delay();
-	rewinddir(dp);
-	errno = 0;
-	while ((e = readdir(dp)) != NULL) {
-		struct stat st = {0};
-		st.st_ino = e->d_ino;
-		st.st_mode = (mode_t)DTTOIF(e->d_type);
-		if (filler(buf, e->d_name, &st, 0, 0))
-			return 0;
-	}
-	return -errno;
+        DIR *dp = (DIR *)(uintptr_t)fi->fh;
+        struct dirent *e;
+        delay();
+        rewinddir(dp);
+        errno = 0;
+        while ((e = readdir(dp)) != NULL) {
+                struct stat st = {0};
+                st.st_ino = e->d_ino;
+                st.st_mode = (mode_t)DTTOIF(e->d_type);
+                if (filler(buf, e->d_name, &st, 0, 0))
+                        return 0;
+        }
+        return -errno;
 }
 
 static int sf_releasedir(const char *path, struct fuse_file_info *fi)
 {
-	closedir((DIR *)(uintptr_t)fi->fh);
-	return 0;
+        closedir((DIR *)(uintptr_t)fi->fh);
+        return 0;
 }
 
 static int sf_open(const char *path, struct fuse_file_info *fi)
 {
-	delay();
-	if ((fi->flags & O_ACCMODE) != O_RDONLY)
-		return -EROFS;
-	int fd = openat(get_fs()->src, rel(path), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	fi->fh = (uint64_t)fd;
-	return 0;
+        delay();
+        if ((fi->flags & O_ACCMODE) != O_RDONLY)
+                return -EROFS;
+        int fd = openat(get_fs()->src, rel(path),
+                        O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        fi->fh = (uint64_t)fd;
+        return 0;
 }
 
 static int sf_read(const char *path, char *buf, size_t size, off_t off,
                    struct fuse_file_info *fi)
 {
-	size_t done = 0;
-	delay();
-	while (done < size) {
-		ssize_t n = pread((int)fi->fh, buf + done, size - done, off + (off_t)done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		done += (size_t)n;
-	}
-	return (int)done;
+        size_t done = 0;
+        delay();
+        while (done < size) {
+                ssize_t n = pread((int)fi->fh, buf + done, size - done,
+                                  off + (off_t)done);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        break;
+                done += (size_t)n;
+        }
+        return (int)done;
 }
 
 static int sf_release(const char *path, struct fuse_file_info *fi)
 {
-	delay();
-	close((int)fi->fh);
-	return 0;
+        delay();
+        close((int)fi->fh);
+        return 0;
 }
 
 static int sf_statfs(const char *path, struct statvfs *sv)
 {
-	return fstatvfs(get_fs()->src, sv) < 0 ? -errno : 0;
+        return fstatvfs(get_fs()->src, sv) < 0 ? -errno : 0;
 }
 
 static const struct fuse_operations slowfs_ops = {
-	.init = sf_init,
-	.getattr = sf_getattr,
-	.readlink = sf_readlink,
-	.opendir = sf_opendir,
-	.readdir = sf_readdir,
-	.releasedir = sf_releasedir,
-	.open = sf_open,
-	.read = sf_read,
-	.release = sf_release,
-	.statfs = sf_statfs,
+        .init = sf_init,
+        .getattr = sf_getattr,
+        .readlink = sf_readlink,
+        .opendir = sf_opendir,
+        .readdir = sf_readdir,
+        .releasedir = sf_releasedir,
+        .open = sf_open,
+        .read = sf_read,
+        .release = sf_release,
+        .statfs = sf_statfs,
 };
 
 static void usage(FILE *f)
 {
-	fputs("usage: slowfs [--latency-us N] [--threads N] [--max-background N]\n"
-	      "              SOURCE_DIR MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]\n"
-	      "defaults: --latency-us 1000 --threads 256 --max-background 256\n",
-	      f);
+        fputs("usage: slowfs [--latency-us N] [--threads N] [--max-background "
+              "N]\n"
+              "              SOURCE_DIR MOUNTPOINT [-f] [-d] [-s] [-o "
+              "OPTIONS]\n"
+              "defaults: --latency-us 1000 --threads 256 --max-background "
+              "256\n",
+              f);
 }
 
 static int parse_uint(const char *s, unsigned max, unsigned *out)
 {
-	char *end;
-	errno = 0;
-	unsigned long v = s ? strtoul(s, &end, 10) : 0;
-	if (!s || errno || end == s || *end || s[0] == '-' || v > max)
-		return -1;
-	*out = (unsigned)v;
-	return 0;
+        char *end;
+        errno = 0;
+        unsigned long v = s ? strtoul(s, &end, 10) : 0;
+        if (!s || errno || end == s || *end || s[0] == '-' || v > max)
+                return -1;
+        *out = (unsigned)v;
+        return 0;
 }
 
 /* Takes slowfs' own options and SOURCE_DIR out of argv; the rest (the
@@ -212,99 +219,106 @@ static int parse_uint(const char *s, unsigned max, unsigned *out)
 static int parse_args(int argc, char **argv, struct slowfs *fs,
                       const char **source, struct fuse_args *args)
 {
-	unsigned us = 1000;
-	int rc = fuse_opt_add_arg(args, argv[0]);
-	for (int i = 1; rc == 0 && i < argc; i++) {
-		const char *a = argv[i];
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
-			return 1;
-		if (strcmp(a, "--latency-us") == 0)
-			rc = parse_uint(argv[++i < argc ? i : 0], 60000000, &us);
-		else if (strcmp(a, "--threads") == 0)
-			rc = parse_uint(argv[++i < argc ? i : 0], 100000, &fs->threads);
-		else if (strcmp(a, "--max-background") == 0)
-			rc = parse_uint(argv[++i < argc ? i : 0], 65535, &fs->max_background);
-		else if (a[0] != '-' && !*source)
-			*source = a;
-		else if (strcmp(a, "-o") == 0 && i + 1 < argc)
-			rc = fuse_opt_add_arg(args, a) || fuse_opt_add_arg(args, argv[++i]);
-		else
-			rc = fuse_opt_add_arg(args, a);
-	}
-	fs->latency.tv_sec = us / 1000000;
-	fs->latency.tv_nsec = (long)(us % 1000000) * 1000;
-	if (rc == 0 && !*source)
-		rc = -1;
-	return rc == 0 ? 0 : -1;
+        unsigned us = 1000;
+        int rc = fuse_opt_add_arg(args, argv[0]);
+        for (int i = 1; rc == 0 && i < argc; i++) {
+                const char *a = argv[i];
+                if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
+                        return 1;
+                if (strcmp(a, "--latency-us") == 0)
+                        rc = parse_uint(argv[++i < argc ? i : 0], 60000000,
+                                        &us);
+                else if (strcmp(a, "--threads") == 0)
+                        rc = parse_uint(argv[++i < argc ? i : 0], 100000,
+                                        &fs->threads);
+                else if (strcmp(a, "--max-background") == 0)
+                        rc = parse_uint(argv[++i < argc ? i : 0], 65535,
+                                        &fs->max_background);
+                else if (a[0] != '-' && !*source)
+                        *source = a;
+                else if (strcmp(a, "-o") == 0 && i + 1 < argc)
+                        rc = fuse_opt_add_arg(args, a) ||
+                             fuse_opt_add_arg(args, argv[++i]);
+                else
+                        rc = fuse_opt_add_arg(args, a);
+        }
+        fs->latency.tv_sec = us / 1000000;
+        fs->latency.tv_nsec = (long)(us % 1000000) * 1000;
+        if (rc == 0 && !*source)
+                rc = -1;
+        return rc == 0 ? 0 : -1;
 }
 
 static int add_default_options(struct fuse_args *args)
 {
-	if (fuse_opt_add_arg(args, "-oro,default_permissions,fsname=slowfs,subtype=slowfs"))
-		return -1;
-	return geteuid() == 0 ? fuse_opt_add_arg(args, "-oallow_other") : 0;
+        if (fuse_opt_add_arg(
+                    args,
+                    "-oro,default_permissions,fsname=slowfs,subtype=slowfs"))
+                return -1;
+        return geteuid() == 0 ? fuse_opt_add_arg(args, "-oallow_other") : 0;
 }
 
 static int run_loop(struct fuse *f, const struct slowfs *fs, int single)
 {
-	if (single)
-		return fuse_loop(f);
-	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
-	if (!cfg)
-		return -1;
-	fuse_loop_cfg_set_max_threads(cfg, fs->threads);
-	fuse_loop_cfg_set_idle_threads(cfg, fs->threads);
-	int rc = fuse_loop_mt(f, cfg);
-	fuse_loop_cfg_destroy(cfg);
-	return rc;
+        if (single)
+                return fuse_loop(f);
+        struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+        if (!cfg)
+                return -1;
+        fuse_loop_cfg_set_max_threads(cfg, fs->threads);
+        fuse_loop_cfg_set_idle_threads(cfg, fs->threads);
+        int rc = fuse_loop_mt(f, cfg);
+        fuse_loop_cfg_destroy(cfg);
+        return rc;
 }
 
 static int serve(struct fuse_args *args, struct slowfs *fs)
 {
-	struct fuse_cmdline_opts opts = {0};
-	struct fuse *f = NULL;
-	int rc = 1;
-	if (fuse_parse_cmdline(args, &opts) != 0 || !opts.mountpoint) {
-		usage(stderr);
-		goto out;
-	}
-	f = fuse_new(args, &slowfs_ops, sizeof(slowfs_ops), fs);
-	if (!f)
-		goto out;
-	if (fuse_mount(f, opts.mountpoint) != 0)
-		goto out;
-	if (fuse_daemonize(opts.foreground) == 0 &&
-	    fuse_set_signal_handlers(fuse_get_session(f)) == 0) {
-		rc = run_loop(f, fs, opts.singlethread) == 0 ? 0 : 1;
-		fuse_remove_signal_handlers(fuse_get_session(f));
-	}
-	fuse_unmount(f);
+        struct fuse_cmdline_opts opts = {0};
+        struct fuse *f = NULL;
+        int rc = 1;
+        if (fuse_parse_cmdline(args, &opts) != 0 || !opts.mountpoint) {
+                usage(stderr);
+                goto out;
+        }
+        f = fuse_new(args, &slowfs_ops, sizeof(slowfs_ops), fs);
+        if (!f)
+                goto out;
+        if (fuse_mount(f, opts.mountpoint) != 0)
+                goto out;
+        if (fuse_daemonize(opts.foreground) == 0 &&
+            fuse_set_signal_handlers(fuse_get_session(f)) == 0) {
+                rc = run_loop(f, fs, opts.singlethread) == 0 ? 0 : 1;
+                fuse_remove_signal_handlers(fuse_get_session(f));
+        }
+        fuse_unmount(f);
 out:
-	if (f)
-		fuse_destroy(f);
-	free(opts.mountpoint);
-	return rc;
+        if (f)
+                fuse_destroy(f);
+        free(opts.mountpoint);
+        return rc;
 }
 
 int main(int argc, char **argv)
 {
-	struct slowfs fs = {.src = -1, .threads = 256, .max_background = 256};
-	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
-	const char *source = NULL;
-	int rc = parse_args(argc, argv, &fs, &source, &args);
-	if (rc != 0) {
-		usage(rc == 1 ? stdout : stderr);
-		fuse_opt_free_args(&args);
-		return rc == 1 ? 0 : 1;
-	}
-	fs.src = open(source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fs.src < 0) {
-		fprintf(stderr, "slowfs: cannot open '%s': %s\n", source, strerror(errno));
-		fuse_opt_free_args(&args);
-		return 1;
-	}
-	rc = add_default_options(&args) == 0 ? serve(&args, &fs) : 1;
-	fuse_opt_free_args(&args);
-	close(fs.src);
-	return rc;
+        struct slowfs fs = {.src = -1, .threads = 256, .max_background = 256};
+        struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+        const char *source = NULL;
+        int rc = parse_args(argc, argv, &fs, &source, &args);
+        if (rc != 0) {
+                usage(rc == 1 ? stdout : stderr);
+                fuse_opt_free_args(&args);
+                return rc == 1 ? 0 : 1;
+        }
+        fs.src = open(source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fs.src < 0) {
+                fprintf(stderr, "slowfs: cannot open '%s': %s\n", source,
+                        strerror(errno));
+                fuse_opt_free_args(&args);
+                return 1;
+        }
+        rc = add_default_options(&args) == 0 ? serve(&args, &fs) : 1;
+        fuse_opt_free_args(&args);
+        close(fs.src);
+        return rc;
 }
