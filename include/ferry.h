@@ -147,7 +147,7 @@ struct ferry_status_info {
         int64_t last_end;
         int last_result; /* enum ferry_code of the last run, -1 */
         struct ferry_state_count done, pending, failed, skipped, vanished;
-        uint64_t not_in_source; /* rows not seen by the last scan */
+        uint64_t not_in_source; /* rows removed from SRC (not deleted) */
         uint64_t dirs;
 };
 

@@ -55,6 +55,7 @@ struct dir_slot {
         size_t len;
         int64_t id;
         bool is_new;
+        bool marking;
 };
 
 struct journal {
@@ -87,6 +88,7 @@ struct journal {
         int stop_code;
         mode_t umask; /* the process umask, for --no-perms */
         bool dirty;   /* scan rows not committed yet */
+        bool fresh;   /* among them, rows that may be handed out */
         struct dir_slot dcache[DIR_CACHE];
         unsigned dcache_next;
         struct ferry_progress prog;
@@ -177,7 +179,7 @@ static void commit(struct journal *j)
         }
         ferry_fsio_crashpoint("after_commit");
         j->last_commit = now();
-        j->dirty = false;
+        j->dirty = j->fresh = false;
 }
 
 static void progress(struct journal *j, bool final)
@@ -310,6 +312,8 @@ static int record_copy(struct journal *j, const struct ferry_batch *b,
                 reason(it, why, sizeof(why));
                 rc = ferry_manifest_file_set_state(j->m, it->id, ST_FAILED,
                                                    why);
+                if (!rc && !(rc = ferry_manifest_elect_leader(j->m, it->id)))
+                        j->fresh = true;
                 j->sum->files_failed++;
                 j->prog.errors++;
                 emit_item(j, FERRY_EV_FAILED, b, it, why);
@@ -317,6 +321,8 @@ static int record_copy(struct journal *j, const struct ferry_batch *b,
         case R_VANISHED:
                 rc = ferry_manifest_file_set_state(j->m, it->id, ST_VANISHED,
                                                    "vanished from the source");
+                if (!rc && !(rc = ferry_manifest_elect_leader(j->m, it->id)))
+                        j->fresh = true;
                 j->sum->files_vanished++;
                 emit_item(j, FERRY_EV_VANISHED, b, it, "vanished");
                 break;
@@ -463,7 +469,7 @@ static struct dir_slot *dcache_find(struct journal *j, const char *path,
 }
 
 static void dcache_put(struct journal *j, const char *path, size_t len,
-                       int64_t id, bool is_new)
+                       int64_t id, bool is_new, bool marking)
 {
         struct dir_slot *s = &j->dcache[j->dcache_next++ % DIR_CACHE];
         free(s->path);
@@ -474,27 +480,44 @@ static void dcache_put(struct journal *j, const char *path, size_t len,
         s->len = len;
         s->id = id;
         s->is_new = is_new;
+        s->marking = marking;
 }
 
 static int listing_dir(struct journal *j, const struct ferry_listing *l,
-                       int64_t *id, bool *is_new)
+                       int64_t *id, bool *is_new, bool *marking)
 {
         if (l->first) {
                 int rc = ferry_manifest_dir_upsert(j->m, l->path, l->path_len,
                                                    &l->dir_st, j->gen, id,
-                                                   is_new);
+                                                   is_new, marking);
                 if (!rc)
-                        dcache_put(j, l->path, l->path_len, *id, *is_new);
+                        dcache_put(j, l->path, l->path_len, *id, *is_new,
+                                   *marking);
                 return rc;
         }
         struct dir_slot *s = dcache_find(j, l->path, l->path_len);
         if (s) {
                 *id = s->id;
                 *is_new = s->is_new;
+                *marking = s->marking;
                 return 0;
         }
         *is_new = false;
-        return ferry_manifest_dir_find(j->m, l->path, l->path_len, id);
+        return ferry_manifest_dir_find(j->m, l->path, l->path_len, id,
+                                       marking);
+}
+
+/* A new file in a known directory may have replaced a directory: the rows
+ * below that one are gone from SRC (before DST's directory is replaced). */
+static int replaced_dir(struct journal *j, const struct ferry_listing *l,
+                        const struct ferry_entry *e)
+{
+        size_t len;
+        const char *path =
+                join_path(j, l->path, l->arena + e->name_off, &len);
+        if (!path)
+                return -1;
+        return ferry_manifest_subtree_removed(j->m, path, len, j->gen);
 }
 
 static void count_entry(struct journal *j, const struct ferry_listing *l,
@@ -539,26 +562,33 @@ static int scan_error(struct journal *j, const struct ferry_listing *l,
 static void on_listing(struct journal *j, struct ferry_listing *l)
 {
         int64_t dir = 0;
-        bool is_new = false;
+        bool is_new = false, marking = true;
         j->dirty = true;
-        int rc = listing_dir(j, l, &dir, &is_new);
+        int rc = listing_dir(j, l, &dir, &is_new, &marking);
         if (!rc && !dir)
                 rc = -1; /* a chunk whose directory is unknown: cannot be */
         for (size_t i = 0; i < l->n && !rc; i++) {
                 const struct ferry_entry *e = &l->entries[i];
-                enum ferry_upsert res;
+                enum ferry_upsert res = 0;
                 rc = ferry_manifest_file_upsert(
-                        j->m, dir, is_new, l->arena + e->name_off, e->name_len,
-                        &e->st, j->gen, j->opt->hard_links, &res);
+                        j->m, dir, is_new, marking, l->arena + e->name_off,
+                        e->name_len, &e->st, j->gen, j->opt->hard_links, &res);
+                if (res == UP_NEW || res == UP_CHANGED)
+                        j->fresh = true;
+                if (!rc && (res == UP_NEW || res == UP_CHANGED) && !is_new)
+                        rc = replaced_dir(j, l, e);
                 if (!rc)
                         count_entry(j, l, e, res);
         }
-        if (rc)
-                manifest_error(j);
         if (!rc && l->open_err)
                 rc = scan_error(j, l, dir);
         else if (!rc && l->first)
                 rc = ferry_manifest_dir_set_error(j->m, dir, NULL);
+        if (!rc && l->last && !l->open_err)
+                rc = ferry_manifest_dir_listed(j->m, dir, j->gen, marking,
+                                               l->seen);
+        if (rc)
+                manifest_error(j);
         ferry_listing_free(l);
 }
 
@@ -603,7 +633,18 @@ static void check_space(struct journal *j)
 static void on_scan_done(struct journal *j)
 {
         j->scan_done = true;
-        if (j->work_kind == WORK_COPY && !j->opt->dry_run && !j->stop_code)
+        if (j->work_kind != WORK_COPY || j->stop_code)
+                return;
+        /* The scan is complete: rows of directories it did not see are gone
+         * from SRC, and hardlink groups whose first name is gone get another
+         * before their other names are handed out (the next pass). */
+        if (ferry_manifest_mark_unseen(j->m, j->gen) ||
+            ferry_manifest_elect_leaders(j->m)) {
+                manifest_error(j);
+                return;
+        }
+        j->dirty = j->fresh = true;
+        if (!j->opt->dry_run)
                 check_space(j);
 }
 
@@ -650,14 +691,16 @@ static struct ferry_batch *fill(struct journal *j, enum ferry_query q)
  * Rule 1 wants a row's pending state committed before its data is touched:
  * a changed row that is still done in the committed manifest would be a lie
  * after a crash, and a new row's id (which names its temp file) could be
- * lost. So nothing is handed out while scan results are uncommitted; they
- * are committed early when workers run short of work (at most every 50 ms
- * while they still have plenty).
+ * lost. So nothing is handed out while new or changed rows are uncommitted;
+ * they are committed early when workers run short of work (at most every
+ * 50 ms while they still have plenty). Other scan results (unchanged rows,
+ * directory marks) wait for the group commit: a no-op re-run commits about
+ * once a second, not once per listing.
  */
 static bool ready_to_hand_out(struct journal *j)
 {
-        if (!j->dirty)
-                return true;
+        if (!j->fresh)
+                return true; /* nothing uncommitted could be handed out */
         if (j->stop_code || (j->in_flight >= j->max_in_flight / 2 &&
                              now() - j->last_commit < 0.05))
                 return false;
@@ -910,7 +953,8 @@ static int begin_run(struct journal *j)
                 manifest_error(j);
                 return j->stop_code;
         }
-        j->dirty = true; /* commit these before anything is handed out */
+        /* commit these before anything is handed out */
+        j->dirty = j->fresh = true;
         return 0;
 }
 

@@ -36,6 +36,9 @@ enum stmt_id {
         S_DIR_APPLIED,
         S_DIR_DELETE,
         S_DIR_ERROR,
+        S_DIR_LISTED,
+        S_DIR_COUNT,
+        S_DIR_UNSEEN,
         S_FILE_FIND,
         S_FILE_INSERT,
         S_FILE_SEEN,
@@ -44,6 +47,7 @@ enum stmt_id {
         S_FILE_DONE,
         S_FILE_STATE,
         S_FILE_DELETE,
+        S_FILE_REMOVE_NAME,
         S_NSTMTS
 };
 
@@ -54,21 +58,31 @@ static const char *const stmt_sql[S_NSTMTS] = {
         [S_META_GET] = "SELECT value FROM meta WHERE key = ?1",
         [S_META_SET] =
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
-        [S_DIR_FIND] =
-                "SELECT id, mode, uid, gid, mtime_ns FROM dirs WHERE path = ?1",
+        [S_DIR_FIND] = "SELECT id, mode, uid, gid, mtime_ns, listed FROM dirs"
+                       " WHERE path = ?1",
         [S_DIR_INSERT] =
                 "INSERT INTO dirs (parent, path, mode, uid, gid, mtime_ns,"
-                " state, gen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7)",
+                " state, gen, listed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7,"
+                " -1)",
+        /* ?7: changed (metadata to apply again), ?8: its rows are marked */
         [S_DIR_UPDATE] =
                 "UPDATE dirs SET mode = ?2, uid = ?3, gid = ?4,"
                 " mtime_ns = ?5, gen = ?6,"
-                " state = CASE WHEN ?7 THEN 0 ELSE state END WHERE id = ?1",
+                " state = CASE WHEN ?7 THEN 0 ELSE state END,"
+                " listed = CASE WHEN ?8 THEN -1 ELSE listed END WHERE id = ?1",
         [S_DIR_TOUCH] =
                 "UPDATE dirs SET state = 0 WHERE id = ?1 AND state != 0",
         [S_DIR_APPLIED] = "UPDATE dirs SET state = 1 WHERE id = ?1",
         [S_DIR_DELETE] = "DELETE FROM dirs WHERE id = ?1",
         [S_DIR_ERROR] = "UPDATE dirs SET error = ?2 WHERE id = ?1"
                         " AND error IS NOT ?2",
+        /* ?3: a later scan must mark this directory's rows one by one */
+        [S_DIR_LISTED] = "UPDATE dirs SET listed = ?2, mtime_ns = CASE WHEN"
+                         " ?3 THEN -1 ELSE mtime_ns END WHERE id = ?1",
+        [S_DIR_COUNT] = "SELECT count(*) FROM files WHERE dir = ?1"
+                        " AND state != 5",
+        [S_DIR_UNSEEN] = "UPDATE files SET state = 5, gen = ?2"
+                         " WHERE dir = ?1 AND gen < ?2 AND state != 5",
         [S_FILE_FIND] = "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
                         " state FROM files WHERE dir = ?1 AND name = ?2",
         [S_FILE_INSERT] = "INSERT INTO files (dir, name, type, size, mtime_ns,"
@@ -83,7 +97,7 @@ static const char *const stmt_sql[S_NSTMTS] = {
                 " dev = ?9, ino = ?10, hl = ?11, state = ?12,"
                 " gen = ?13, hash = NULL WHERE id = ?1",
         [S_FILE_LEADER] = "SELECT id FROM files WHERE ino = ?1 AND dev = ?2"
-                          " AND hl = -1 LIMIT 1",
+                          " AND hl = -1 AND state NOT IN (4, 5) LIMIT 1",
         [S_FILE_DONE] = "UPDATE files SET state = 1, hash = ?2, size = ?3,"
                         " mtime_ns = ?4, ctime_ns = ?5, mode = ?6, uid = ?7,"
                         " gid = ?8, dev = ?9, ino = ?10, error = NULL,"
@@ -92,6 +106,8 @@ static const char *const stmt_sql[S_NSTMTS] = {
                 "UPDATE files SET state = ?2, error = ?3,"
                 " attempts = attempts + (?3 IS NOT NULL) WHERE id = ?1",
         [S_FILE_DELETE] = "DELETE FROM files WHERE id = ?1",
+        [S_FILE_REMOVE_NAME] = "UPDATE files SET state = 5, gen = ?3"
+                               " WHERE dir = ?1 AND name = ?2 AND state != 5",
 };
 
 #define FILE_COLS                                                              \
@@ -107,7 +123,8 @@ static const char *const query_sql[Q_NQUERIES] = {
                 " AND f.gen = ?3 AND (f.hl IS NULL OR f.hl = -1)"
                 " ORDER BY f.id LIMIT ?2",
         [Q_NEXT_PASS] =
-                "SELECT " FILE_COLS ", l.state, l.gen, ld.path, l.name, l.hash"
+                "SELECT " FILE_COLS ", l.state, l.gen = ?3 OR ld.listed = ?3,"
+                " ld.path, l.name, l.hash"
                 " FROM files f JOIN dirs d ON d.id = f.dir"
                 " LEFT JOIN files l ON f.hl > 0 AND l.id = f.hl"
                 " LEFT JOIN dirs ld ON ld.id = l.dir"
@@ -116,8 +133,8 @@ static const char *const query_sql[Q_NQUERIES] = {
                 " ORDER BY f.id LIMIT ?2",
         [Q_VERIFY] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
-                " WHERE f.state = 1 AND f.type IN (1, 2) AND f.gen = ?3"
-                " AND f.id > ?1"
+                " WHERE f.state = 1 AND f.type IN (1, 2)"
+                " AND (f.gen = ?3 OR d.listed = ?3) AND f.id > ?1"
                 " ORDER BY f.id LIMIT ?2",
         [Q_PENDING] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
@@ -125,11 +142,13 @@ static const char *const query_sql[Q_NQUERIES] = {
                 " ORDER BY f.id LIMIT ?2",
         [Q_REMOVED_FILES] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
-                " WHERE (f.gen < ?3 OR f.state = 4) AND f.id > ?1"
+                " WHERE f.state IN (4, 5) AND f.id > ?1"
                 " ORDER BY f.id LIMIT ?2",
+        /* pending rows not seen, and those removed by this scan */
         [Q_STALE_TEMPS] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
-                " WHERE f.state = 0 AND f.gen < ?3 AND f.id > ?1"
+                " WHERE ((f.state = 0 AND f.gen < ?3) OR (f.state = 5"
+                " AND f.gen = ?3 AND f.hash IS NULL)) AND f.id > ?1"
                 " ORDER BY f.id LIMIT ?2",
         [Q_REMOVED_DIRS] =
                 "SELECT id, coalesce(parent, 0), path, '', 0, 0, mtime_ns, 0,"
@@ -591,7 +610,7 @@ static void bind_bytes(sqlite3_stmt *s, int i, const char *p, size_t len)
 }
 
 int ferry_manifest_dir_find(struct ferry_manifest *m, const char *path,
-                            size_t len, int64_t *id)
+                            size_t len, int64_t *id, bool *marking)
 {
         sqlite3_stmt *s = stmt(m, S_DIR_FIND);
         if (!s)
@@ -599,6 +618,8 @@ int ferry_manifest_dir_find(struct ferry_manifest *m, const char *path,
         bind_bytes(s, 1, path, len);
         int rc = sqlite3_step(s);
         *id = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+        if (marking)
+                *marking = rc != SQLITE_ROW || sqlite3_column_int64(s, 5) < 0;
         sqlite3_reset(s);
         return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(m, "read");
 }
@@ -610,9 +631,25 @@ static size_t parent_len(const char *path, size_t len)
         return len ? len - 1 : 0;
 }
 
+/* A new directory D of P: a file row named D in P (a file that became this
+ * directory) is no longer in SRC. */
+static int remove_file_named(struct ferry_manifest *m, int64_t parent,
+                             const char *path, size_t len, int64_t gen)
+{
+        size_t plen = parent_len(path, len), skip = plen ? plen + 1 : 0;
+        sqlite3_stmt *s = stmt(m, S_FILE_REMOVE_NAME);
+        if (!s)
+                return db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, parent);
+        bind_bytes(s, 2, path + skip, len - skip);
+        sqlite3_bind_int64(s, 3, gen);
+        return exec_stmt(m, s, "file update");
+}
+
 int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
                               size_t len, const struct ferry_stat *st,
-                              int64_t gen, int64_t *id, bool *is_new)
+                              int64_t gen, int64_t *id, bool *is_new,
+                              bool *marking)
 {
         sqlite3_stmt *s = stmt(m, S_DIR_FIND);
         if (!s)
@@ -626,6 +663,10 @@ int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
                         (uint32_t)sqlite3_column_int64(s, 2) != st->uid ||
                         (uint32_t)sqlite3_column_int64(s, 3) != st->gid ||
                         sqlite3_column_int64(s, 4) != st->mtime_ns;
+                /* an unchanged directory cannot have lost entries (its
+                 * mtime would have moved), so its rows are only read; the
+                 * count in ferry_manifest_dir_listed checks that anyway */
+                *marking = changed || sqlite3_column_int64(s, 5) < 0;
                 sqlite3_reset(s);
                 *is_new = false;
                 s = stmt(m, S_DIR_UPDATE);
@@ -638,6 +679,7 @@ int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
                 sqlite3_bind_int64(s, 5, st->mtime_ns);
                 sqlite3_bind_int64(s, 6, gen);
                 sqlite3_bind_int(s, 7, changed);
+                sqlite3_bind_int(s, 8, *marking);
                 return exec_stmt(m, s, "directory update");
         }
         sqlite3_reset(s);
@@ -646,7 +688,9 @@ int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
         int64_t parent = 0;
         if (len) {
                 rc = ferry_manifest_dir_find(m, path, parent_len(path, len),
-                                             &parent);
+                                             &parent, NULL);
+                if (!rc && parent)
+                        rc = remove_file_named(m, parent, path, len, gen);
                 if (rc)
                         return rc;
         }
@@ -666,7 +710,94 @@ int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
                 return rc;
         *id = sqlite3_last_insert_rowid(m->db);
         *is_new = true;
+        *marking = true;
         return 0;
+}
+
+int ferry_manifest_dir_listed(struct ferry_manifest *m, int64_t id,
+                              int64_t gen, bool marking, uint64_t seen)
+{
+        bool again = false;
+        sqlite3_stmt *s;
+        if (marking) {
+                /* the rows this scan did not write are gone from SRC */
+                if (!(s = stmt(m, S_DIR_UNSEEN)))
+                        return db_fail(m, "write");
+                sqlite3_bind_int64(s, 1, id);
+                sqlite3_bind_int64(s, 2, gen);
+                int rc = exec_stmt(m, s, "file update");
+                if (rc)
+                        return rc;
+        } else {
+                /* Only read: every row was seen iff there are as many rows
+                 * as entries (each entry has its own row). If the mtime
+                 * lied, keep them all this time and mark the next time. */
+                if (!(s = stmt(m, S_DIR_COUNT)))
+                        return db_fail(m, "read");
+                sqlite3_bind_int64(s, 1, id);
+                int rc = sqlite3_step(s);
+                int64_t rows = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0)
+                                                : -1;
+                sqlite3_reset(s);
+                if (rc != SQLITE_ROW)
+                        return db_fail(m, "read");
+                again = (uint64_t)rows != seen;
+        }
+        if (!(s = stmt(m, S_DIR_LISTED)))
+                return db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_int64(s, 2, gen);
+        sqlite3_bind_int(s, 3, again);
+        return exec_stmt(m, s, "directory update");
+}
+
+int ferry_manifest_subtree_removed(struct ferry_manifest *m, const char *path,
+                                   size_t len, int64_t gen)
+{
+        /* the subtree of "p" is every path in ["p/", "p0"): '0' follows '/' */
+        char *lo = malloc(len + 2), *hi = malloc(len + 2);
+        sqlite3_stmt *s = NULL;
+        int rc = fail(m, "out of memory");
+        if (!lo || !hi)
+                goto out;
+        memcpy(lo, path, len);
+        memcpy(hi, path, len);
+        lo[len] = '/';
+        hi[len] = '0';
+        if (sqlite3_prepare_v2(m->db,
+                               "UPDATE files SET state = 5, gen = ?1"
+                               " WHERE state != 5 AND dir IN (SELECT id"
+                               " FROM dirs WHERE path = ?2 OR (path >= ?3"
+                               " AND path < ?4))",
+                               -1, &s, NULL) != SQLITE_OK) {
+                rc = db_fail(m, "write");
+                goto out;
+        }
+        sqlite3_bind_int64(s, 1, gen);
+        bind_bytes(s, 2, path, len);
+        bind_bytes(s, 3, lo, len + 1);
+        bind_bytes(s, 4, hi, len + 1);
+        rc = exec_stmt(m, s, "file update");
+out:
+        sqlite3_finalize(s);
+        free(lo);
+        free(hi);
+        return rc;
+}
+
+int ferry_manifest_mark_unseen(struct ferry_manifest *m, int64_t gen)
+{
+        sqlite3_stmt *s;
+        if (sqlite3_prepare_v2(m->db,
+                               "UPDATE files SET state = 5, gen = ?1"
+                               " WHERE state != 5 AND dir IN (SELECT id"
+                               " FROM dirs WHERE gen < ?1)",
+                               -1, &s, NULL) != SQLITE_OK)
+                return db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, gen);
+        int rc = exec_stmt(m, s, "file update");
+        sqlite3_finalize(s);
+        return rc;
 }
 
 static int by_id(struct ferry_manifest *m, enum stmt_id id, int64_t row,
@@ -709,45 +840,34 @@ int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
 int ferry_manifest_keep_subtree(struct ferry_manifest *m, const char *path,
                                 size_t len, int64_t gen)
 {
-        /* the subtree of "p" is every path in ["p/", "p0"): '0' follows '/' */
+        /* the subtree of "p" is every path in ["p/", "p0"): '0' follows '/';
+         * its directories count as listed: their rows stay part of SRC */
         char *lo = malloc(len + 2), *hi = malloc(len + 2);
-        sqlite3_stmt *d = NULL, *f = NULL;
-        int rc = FERRY_EINTERNAL;
+        sqlite3_stmt *d = NULL;
+        int rc = fail(m, "out of memory");
         if (!lo || !hi)
                 goto out;
         memcpy(lo, path, len);
         memcpy(hi, path, len);
         lo[len] = '/';
         hi[len] = '0';
-        size_t n = len ? len + 1 : 0; /* the root: every row */
-        const char *sql_d = len ? "UPDATE dirs SET gen = ?1 WHERE path >= ?2"
-                                  " AND path < ?3"
-                                : "UPDATE dirs SET gen = ?1";
-        const char *sql_f = len ? "UPDATE files SET gen = ?1 WHERE dir IN"
-                                  " (SELECT id FROM dirs WHERE path = ?4 OR"
-                                  " (path >= ?2 AND path < ?3))"
-                                : "UPDATE files SET gen = ?1";
-        if (sqlite3_prepare_v2(m->db, sql_d, -1, &d, NULL) != SQLITE_OK ||
-            sqlite3_prepare_v2(m->db, sql_f, -1, &f, NULL) != SQLITE_OK) {
+        const char *sql = len ? "UPDATE dirs SET gen = ?1, listed = ?1"
+                                " WHERE path = ?2 OR (path >= ?3"
+                                " AND path < ?4)"
+                              : "UPDATE dirs SET gen = ?1, listed = ?1";
+        if (sqlite3_prepare_v2(m->db, sql, -1, &d, NULL) != SQLITE_OK) {
                 rc = db_fail(m, "write");
                 goto out;
         }
-        sqlite3_stmt *both[2] = {d, f};
-        for (int i = 0; i < 2; i++) {
-                sqlite3_bind_int64(both[i], 1, gen);
-                if (len) {
-                        bind_bytes(both[i], 2, lo, n);
-                        bind_bytes(both[i], 3, hi, n);
-                }
+        sqlite3_bind_int64(d, 1, gen);
+        if (len) {
+                bind_bytes(d, 2, path, len);
+                bind_bytes(d, 3, lo, len + 1);
+                bind_bytes(d, 4, hi, len + 1);
         }
-        if (len)
-                bind_bytes(f, 4, path, len);
         rc = exec_stmt(m, d, "directory update");
-        if (!rc)
-                rc = exec_stmt(m, f, "file update");
 out:
         sqlite3_finalize(d);
-        sqlite3_finalize(f);
         free(lo);
         free(hi);
         return rc;
@@ -853,9 +973,10 @@ static int file_update(struct ferry_manifest *m, int64_t id,
 }
 
 int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
-                               bool dir_is_new, const char *name, size_t len,
-                               const struct ferry_stat *st, int64_t gen,
-                               bool hard_links, enum ferry_upsert *res)
+                               bool dir_is_new, bool marking, const char *name,
+                               size_t len, const struct ferry_stat *st,
+                               int64_t gen, bool hard_links,
+                               enum ferry_upsert *res)
 {
         if (dir_is_new) {
                 *res = UP_NEW;
@@ -877,26 +998,107 @@ int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
                 return db_fail(m, "read");
         }
         int64_t id = sqlite3_column_int64(s, 0);
+        int state = sqlite3_column_int(s, 7);
         bool same = sqlite3_column_int(s, 1) == (int)ftype_of(st->mode) &&
                     (uint64_t)sqlite3_column_int64(s, 2) == st->size &&
                     sqlite3_column_int64(s, 3) == st->mtime_ns &&
                     sqlite3_column_int64(s, 4) == st->ctime_ns &&
                     (uint32_t)sqlite3_column_int64(s, 5) == st->mode &&
-                    (uint64_t)sqlite3_column_int64(s, 6) == st->ino;
-        int state = sqlite3_column_int(s, 7);
+                    (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
+                    state != ST_REMOVED;
         sqlite3_reset(s);
         if (!same) {
                 *res = UP_CHANGED;
                 return file_update(m, id, st, gen, hard_links);
         }
-        *res = state == ST_DONE || state == ST_SKIPPED ? UP_UNCHANGED
-                                                       : UP_RESUMED;
+        bool unchanged = state == ST_DONE || state == ST_SKIPPED;
+        *res = unchanged ? UP_UNCHANGED : UP_RESUMED;
+        if (unchanged && !marking)
+                return 0; /* part of this scan through dirs.listed */
         s = stmt(m, S_FILE_SEEN);
         if (!s)
                 return db_fail(m, "write");
         sqlite3_bind_int64(s, 1, id);
         sqlite3_bind_int64(s, 2, gen);
         return exec_stmt(m, s, "file update");
+}
+
+/* One hardlink group: a new first name for the followers of old, the
+ * group's other first name if the scan already made one (a name seen after
+ * old was known to be gone), else the lowest follower. */
+static int elect(struct ferry_manifest *m, int64_t old)
+{
+        sqlite3_stmt *s;
+        if (sqlite3_prepare_v2(m->db,
+                               "SELECT ino, dev, coalesce((SELECT min(id)"
+                               " FROM files f WHERE f.ino = o.ino AND"
+                               " f.dev = o.dev AND f.hl = -1 AND"
+                               " f.id != o.id AND f.state NOT IN (4, 5)),"
+                               " (SELECT min(id) FROM files f"
+                               " WHERE f.ino = o.ino AND f.dev = o.dev AND"
+                               " f.hl = o.id AND f.state NOT IN (4, 5)))"
+                               " FROM files o WHERE o.id = ?1 AND o.hl = -1",
+                               -1, &s, NULL) != SQLITE_OK)
+                return db_fail(m, "read");
+        sqlite3_bind_int64(s, 1, old);
+        int rc = sqlite3_step(s);
+        int64_t ino = 0, dev = 0, leader = 0;
+        if (rc == SQLITE_ROW) {
+                ino = sqlite3_column_int64(s, 0);
+                dev = sqlite3_column_int64(s, 1);
+                leader = sqlite3_column_int64(s, 2); /* NULL: 0, none */
+        }
+        sqlite3_finalize(s);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+                return db_fail(m, "read");
+        if (!leader)
+                return 0;
+        /* the new first name is copied with data, the old one becomes a
+         * follower (linked to it when it is copied again), and so do the
+         * other names */
+        if (sqlite3_prepare_v2(m->db,
+                               "UPDATE files SET hl = CASE WHEN id = ?3"
+                               " THEN -1 ELSE ?3 END WHERE ino = ?1"
+                               " AND dev = ?2 AND (hl = ?4 OR id = ?4)",
+                               -1, &s, NULL) != SQLITE_OK)
+                return db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, ino);
+        sqlite3_bind_int64(s, 2, dev);
+        sqlite3_bind_int64(s, 3, leader);
+        sqlite3_bind_int64(s, 4, old);
+        rc = exec_stmt(m, s, "file update");
+        sqlite3_finalize(s);
+        return rc;
+}
+
+int ferry_manifest_elect_leader(struct ferry_manifest *m, int64_t id)
+{
+        return elect(m, id);
+}
+
+int ferry_manifest_elect_leaders(struct ferry_manifest *m)
+{
+        sqlite3_stmt *s;
+        if (sqlite3_prepare_v2(m->db,
+                               "SELECT id FROM files WHERE state IN (4, 5)"
+                               " AND hl = -1 AND id > ?1 ORDER BY id LIMIT 1",
+                               -1, &s, NULL) != SQLITE_OK)
+                return db_fail(m, "read");
+        int64_t cursor = 0;
+        int rc = 0;
+        while (!rc) {
+                sqlite3_bind_int64(s, 1, cursor);
+                int step = sqlite3_step(s);
+                if (step != SQLITE_ROW) {
+                        rc = step == SQLITE_DONE ? 0 : db_fail(m, "read");
+                        break;
+                }
+                cursor = sqlite3_column_int64(s, 0);
+                sqlite3_reset(s);
+                rc = elect(m, cursor);
+        }
+        sqlite3_finalize(s);
+        return rc;
 }
 
 int ferry_manifest_file_done(struct ferry_manifest *m,
@@ -943,13 +1145,13 @@ static int put_blob(struct ferry_batch *b, sqlite3_stmt *s, int col,
 }
 
 /* The leader's destination path "dir/name" of a hardlink follower. */
-static int put_leader(struct ferry_batch *b, sqlite3_stmt *s, int64_t gen,
+static int put_leader(struct ferry_batch *b, sqlite3_stmt *s,
                       struct ferry_item *it)
 {
         it->link_off = 0;
         if (sqlite3_column_type(s, 14) == SQLITE_NULL ||
             sqlite3_column_int(s, 14) != ST_DONE ||
-            sqlite3_column_int64(s, 15) != gen ||
+            !sqlite3_column_int(s, 15) ||
             sqlite3_column_bytes(s, 18) != 16)
                 return 0;
         const char *dir = sqlite3_column_blob(s, 16);
@@ -972,8 +1174,7 @@ static int put_leader(struct ferry_batch *b, sqlite3_stmt *s, int64_t gen,
         return rc;
 }
 
-static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum ferry_query q,
-                     int64_t gen)
+static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum ferry_query q)
 {
         struct ferry_item *it = &b->items[b->n];
         memset(it, 0, sizeof(*it));
@@ -992,7 +1193,7 @@ static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum ferry_query q,
         it->st.ino = (uint64_t)sqlite3_column_int64(s, 12);
         if (sqlite3_column_bytes(s, 13) == 16)
                 memcpy(it->hash, sqlite3_column_blob(s, 13), 16);
-        if (q == Q_NEXT_PASS && put_leader(b, s, gen, it))
+        if (q == Q_NEXT_PASS && put_leader(b, s, it))
                 return ENOMEM;
         b->n++;
         return 0;
@@ -1013,7 +1214,7 @@ int ferry_manifest_fill(struct ferry_manifest *m, enum ferry_query q,
         sqlite3_bind_int64(s, 3, gen);
         int rc;
         while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-                if (read_item(b, s, q, gen)) {
+                if (read_item(b, s, q)) {
                         sqlite3_reset(s);
                         return fail(m, "out of memory");
                 }
@@ -1127,8 +1328,7 @@ static int status_meta(struct ferry_manifest *m, struct ferry_status_info *info)
         int64_t n = 0;
         int rc = pragma_int(
                 m,
-                "SELECT count(*) FROM files WHERE gen < (SELECT"
-                " coalesce(max(value), 0) FROM meta WHERE key = 'gen')",
+                "SELECT count(*) FROM files WHERE state = 5",
                 &n);
         info->not_in_source = (uint64_t)n;
         if (!rc)

@@ -106,6 +106,7 @@ struct reader {
         struct pending_dir *dir;
         struct ferry_listing *cur;
         struct pending_dir *subdirs; /* found in the current chunk */
+        size_t seen;                 /* entries listed so far */
         char *relbuf;                /* dir path + '/' + name, for patterns */
         size_t relcap;
 };
@@ -189,7 +190,10 @@ static int read_entry(struct reader *r, int dfd, const char *name)
                 return add_subdir(r, name, len, &st);
         if (r->cur->n == r->cur->cap && (rc = flush_chunk(r, false)))
                 return rc;
-        return ferry_listing_add(r->cur, name, len, &st);
+        rc = ferry_listing_add(r->cur, name, len, &st);
+        if (!rc)
+                r->seen++;
+        return rc;
 }
 
 static void read_dir(struct reader *r)
@@ -222,6 +226,8 @@ static void read_dir(struct reader *r)
                 closedir(d);
         if (r->cur) {
                 r->cur->open_err = err;
+                r->cur->last = true;
+                r->cur->seen = r->seen;
                 flush_chunk(r, true);
         }
 }
@@ -233,6 +239,7 @@ static void *scan_thread(void *arg)
         struct pending_dir *dir;
         while ((dir = pop_dir(sc))) {
                 r.dir = dir;
+                r.seen = 0;
                 r.cur = ferry_listing_new(dir->path, dir->len, sc->cfg.chunk);
                 if (r.cur) {
                         r.cur->first = true;

@@ -37,6 +37,7 @@ enum ferry_state {
         ST_FAILED = 2,
         ST_SKIPPED = 3,  /* special files */
         ST_VANISHED = 4, /* gone between scan and copy */
+        ST_REMOVED = 5,  /* no longer in SRC (sql/002_listed.sql) */
 };
 
 struct ferry_entry {
@@ -53,7 +54,9 @@ struct ferry_listing {
         size_t path_len;
         struct ferry_stat dir_st;
         bool first;   /* first chunk: dir_st is valid */
+        bool last;    /* last chunk: seen is valid */
         int open_err; /* the directory could not be read fully */
+        size_t seen;  /* entries in all chunks of this directory */
         size_t n, cap;
         struct ferry_entry *entries;
         char *arena;

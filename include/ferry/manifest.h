@@ -49,7 +49,7 @@ enum ferry_query {
         Q_NEXT_PASS,      /* pending rows whose leader is not pending */
         Q_VERIFY,         /* done files and symlinks of the latest scan */
         Q_PENDING,        /* dry run: all pending rows */
-        Q_REMOVED_FILES,  /* rows not seen by this scan, or vanished */
+        Q_REMOVED_FILES,  /* rows removed from SRC, or vanished */
         Q_STALE_TEMPS,    /* pending rows not seen: may have a temp file */
         Q_REMOVED_DIRS,   /* dirs not seen by this scan, deepest first */
         Q_PENDING_DIRS, /* dirs whose metadata must be applied, deepest first */
@@ -85,12 +85,34 @@ int ferry_manifest_check_dst(struct ferry_manifest *m, const char *identity,
 /* Failed rows of earlier runs become pending again. */
 int ferry_manifest_retry_failed(struct ferry_manifest *m);
 
-/* Scan results. */
+/*
+ * Scan results. A file row is part of scan gen when its gen is gen (the
+ * scan wrote it) or when its directory's listed is gen (the scan read the
+ * directory whole and saw all its rows), and it is not ST_REMOVED. An
+ * unchanged directory's unchanged rows are only read, so a no-op re-run
+ * writes about one row per directory (sql/002_listed.sql).
+ *
+ * dir_upsert says whether the directory is new and whether its rows must be
+ * marked one by one (*marking: new, changed or interrupted while marking);
+ * dir_find gives the same for a later chunk of its listing.
+ */
 int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
                               size_t len, const struct ferry_stat *st,
-                              int64_t gen, int64_t *id, bool *is_new);
+                              int64_t gen, int64_t *id, bool *is_new,
+                              bool *marking);
 int ferry_manifest_dir_find(struct ferry_manifest *m, const char *path,
-                            size_t len, int64_t *id);
+                            size_t len, int64_t *id, bool *marking);
+/* The whole listing of a directory was recorded: seen entries in all. Rows
+ * a marking scan did not write become ST_REMOVED; an unmarked directory's
+ * rows are counted, and if they are more than the entries seen, all are
+ * kept this time and the next scan marks them. */
+int ferry_manifest_dir_listed(struct ferry_manifest *m, int64_t id,
+                              int64_t gen, bool marking, uint64_t seen);
+/* A file at path replaced a directory: the rows below it are ST_REMOVED. */
+int ferry_manifest_subtree_removed(struct ferry_manifest *m, const char *path,
+                                   size_t len, int64_t gen);
+/* After a complete scan: rows of directories it did not see are removed. */
+int ferry_manifest_mark_unseen(struct ferry_manifest *m, int64_t gen);
 /* Marks a directory's metadata as to be applied again. */
 int ferry_manifest_dir_touch(struct ferry_manifest *m, int64_t id);
 int ferry_manifest_dir_applied(struct ferry_manifest *m, int64_t id);
@@ -98,17 +120,26 @@ int ferry_manifest_dir_delete(struct ferry_manifest *m, int64_t id);
 /* Records why a directory failed (NULL clears it). */
 int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
                                  const char *error);
-/* Marks every row below path (a directory the scan could not read) as
- * seen in generation gen. */
+/* Keeps every row below path (a directory the scan could not read) part
+ * of generation gen. */
 int ferry_manifest_keep_subtree(struct ferry_manifest *m, const char *path,
                                 size_t len, int64_t gen);
 
-/* Records one scanned non-directory entry; *res and *size_to_copy say what
- * the row became. dir_is_new skips the lookup. */
+/* Records one scanned non-directory entry; *res says what the row became.
+ * dir_is_new skips the lookup; without marking, an unchanged done row is
+ * only read. */
 int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
-                               bool dir_is_new, const char *name, size_t len,
-                               const struct ferry_stat *st, int64_t gen,
-                               bool hard_links, enum ferry_upsert *res);
+                               bool dir_is_new, bool marking, const char *name,
+                               size_t len, const struct ferry_stat *st,
+                               int64_t gen, bool hard_links,
+                               enum ferry_upsert *res);
+
+/* Hardlink groups whose first name (hl = -1) is gone or failed: the next
+ * name becomes the first (copied with data) and the others, the old first
+ * name included, link to it. One row, or every removed/vanished first name
+ * (after a complete scan). */
+int ferry_manifest_elect_leader(struct ferry_manifest *m, int64_t id);
+int ferry_manifest_elect_leaders(struct ferry_manifest *m);
 
 /* Results of work. */
 int ferry_manifest_file_done(struct ferry_manifest *m,

@@ -99,11 +99,10 @@ for point in "${POINTS[@]}"; do
 done
 
 # incremental runs: a complete job, a mutated source, a crash, a resume.
-# When the mutation deletes the first name of a hardlink group, the other
-# names are copied as separate files (a known engine bug, see t25).
+# (This found that deleting the first name of a hardlink group split the
+# other names into separate files; fixed, see t25.)
 fresh_job
 expect_code 0 "$FERRY" -q src dst
-T2_KNOWN_HARDLINK_BUG="the first name of a hardlink group deleted from SRC (--delete): the other names are copied as separate files and stay so"
 round=0
 for point in "${POINTS[@]}"; do
 	for ((r = 1; r <= MUTATIONS; r++)); do

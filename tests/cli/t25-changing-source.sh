@@ -34,10 +34,14 @@ need_strace
 
 HOLD_US=1500000
 
-# Engine bugs found by this test and t20 (reported): see
-# final_with_zombie_rows and hardlink_leader_deleted.
-BUG_LEADER_DELETED="the first name of a hardlink group deleted from SRC (--delete): the other names are copied as separate files and stay so"
-BUG_ZOMBIE_ROWS="when a SRC directory becomes a file, the rows of the files that were in it stay done although DST's directory was replaced: --verify reports them missing (exit 5) for ever, even after --delete"
+# Engine bugs found by this test and t20, fixed since:
+#  - when a SRC directory became a file, the rows of the files that were in
+#    it stayed done although DST's directory was replaced, and --verify
+#    reported them missing for ever, even after --delete (they are now
+#    "removed" rows, state 5);
+#  - when the first name of a hardlink group was deleted from SRC, the other
+#    names were copied as separate files and stayed so (another name of the
+#    group now becomes the first).
 
 # version_lines K: the number of lines of version K (5000 to 200000), each
 # "vKKKKK"; write_version writes it.
@@ -165,46 +169,25 @@ dir_becomes_file_between_runs() {
 	rm -rf "$s/D"
 	printf 'now a file\n' >"$s/D"
 	final_with_zombie_rows "dir->file between runs" "$s" "$d"
-	# and --delete does not clear them either
+	# and with --delete: the removed rows are gone from the manifest
 	expect_code 0 "$FERRY" -q --delete "$s" "$d"
-	run "$FERRY" -q --verify "$s" "$d"
-	if [[ $RC == 0 ]]; then
-		ok "dir->file between runs: after --delete, --verify exits 0"
-	else
-		known_bug "dir->file between runs: after --delete, --verify exits 0 (got $RC)" \
-			"$BUG_ZOMBIE_ROWS" false
-		show "$LOG/err" 2
-	fi
+	check "dir->file between runs: after --delete, no row below D is left" \
+		test "$(sqlite3 -readonly "$(manifest_path "$s" "$d")" \
+			"SELECT count(*) FROM files f JOIN dirs d ON d.id = f.dir
+			 WHERE d.path = CAST('D' AS BLOB)")" = 0
+	expect_code 0 "$FERRY" -q --verify "$s" "$d"
 }
 
 # final_with_zombie_rows LABEL SRC DST: final_state for a job in which a
-# directory D of SRC became a file; the rows of the files that were in D
-# staying done (though DST's D is a file now) is a known engine bug.
+# directory D of SRC became a file: the rows of the files that were in D
+# must no longer be done (DST's D is a file now), and none is verified.
 final_with_zombie_rows() {
 	local label=$1 s=$2 d=$3
-	expect_code 0 "$FERRY" -q "$s" "$d"
-	if invariant_holds "$(manifest_path "$s" "$d")" "$d"; then
-		ok "$label: final run: every done row is in DST with its size and hash"
-	elif ! tr '\0' '\n' <"$LOG/inv.badpaths" | grep -v '^D/' >/dev/null; then
-		known_bug "$label: final run: every done row is in DST with its size and hash" \
-			"$BUG_ZOMBIE_ROWS" false
-		show "$LOG/inv.bad" 3
-	else
-		fail "$label: final run: every done row is in DST with its size and hash"
-		show "$LOG/inv.bad"
-	fi
-	tree_equal "$s" "$d"
-	no_temp_files "$d"
-	run "$FERRY" -q --verify "$s" "$d"
-	if [[ $RC == 0 ]]; then
-		ok "$label: --verify exits 0"
-	elif [[ $RC == 5 ]] && ! grep -qv '^missing: D/' "$LOG/out"; then
-		known_bug "$label: --verify exits 0 (got 5: $(head -n1 "$LOG/out"))" "$BUG_ZOMBIE_ROWS" false
-	else
-		fail "$label: --verify exits 0 (got $RC)"
-		show "$LOG/out"
-		show "$LOG/err"
-	fi
+	final_state "$s" "$d"
+	check "$label: no row below D is done" \
+		test "$(sqlite3 -readonly "$(manifest_path "$s" "$d")" \
+			"SELECT count(*) FROM files f JOIN dirs d ON d.id = f.dir
+			 WHERE d.path = CAST('D' AS BLOB) AND f.state = 1")" = 0
 }
 
 # 5c: the first name of a hardlink group is deleted between two runs
@@ -225,16 +208,14 @@ hardlink_leader_deleted() {
 	say "hardlink group: deleting its first name $first"
 	rm "$s/$first"
 	expect_code 0 "$FERRY" -q --delete "$s" "$d"
-	T2_KNOWN_HARDLINK_BUG=$BUG_LEADER_DELETED
-	if [[ $(link_groups "$s") == "$(link_groups "$d")" ]]; then
-		ok "leader deleted: the other names are still one inode in DST"
-	else
-		known_bug "leader deleted: the other names are still one inode in DST" \
-			"$BUG_LEADER_DELETED" false
-	fi
+	check "leader deleted: the other names are still one inode in DST" \
+		test "$(link_groups "$s")" = "$(link_groups "$d")"
 	manifest_invariant "$(manifest_path "$s" "$d")" "$d" "leader deleted"
 	tree_equal "$s" "$d"
-	T2_KNOWN_HARDLINK_BUG=
+	hardlinks_equal "$s" "$d"
+	# and a no-change re-run keeps them so
+	final_state "$s" "$d"
+	hardlinks_equal "$s" "$d"
 }
 
 # 6: symlink loops

@@ -19,6 +19,9 @@ struct fixture {
         struct ferry_error err;
 };
 
+/* dir_upsert's *marking, when a test does not look at it */
+static bool unit_marking;
+
 static void fx_open(struct fixture *fx)
 {
         unit_tmpdir(fx->dir, "manifest");
@@ -266,7 +269,8 @@ static void test_refuses_truncated_manifest(void)
         struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 1, 1, 2);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         ferry_manifest_next_gen(fx.m, &gen);
-        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &dir, &is_new);
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &dir, &is_new,
+                                  &unit_marking);
         for (int i = 0; i < 3000; i++) {
                 char name[128];
                 int n = snprintf(name, sizeof(name),
@@ -274,8 +278,8 @@ static void test_refuses_truncated_manifest(void)
                 struct ferry_stat st = mkstat(S_IFREG | 0644, (uint64_t)i,
                                               1000 + i, 10 + (uint64_t)i, 1);
                 enum ferry_upsert res;
-                ferry_manifest_file_upsert(fx.m, dir, is_new, name, (size_t)n,
-                                           &st, gen, true, &res);
+                ferry_manifest_file_upsert(fx.m, dir, is_new, true, name,
+                                           (size_t)n, &st, gen, true, &res);
         }
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         ferry_manifest_close(fx.m);
@@ -364,29 +368,30 @@ static void test_upserts_and_byte_names(void)
         CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
         CHECK_EQ(gen, 1);
         CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root,
-                                           &is_new),
+                                           &is_new, &unit_marking),
                  0);
         CHECK(is_new);
         CHECK_EQ(ferry_manifest_dir_upsert(fx.m, sub, sizeof(sub) - 1, &dst,
-                                           gen, &dsub, &is_new),
+                                           gen, &dsub, &is_new, &unit_marking),
                  0);
         CHECK(is_new && dsub != root);
         CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &again,
-                                           &is_new),
+                                           &is_new, &unit_marking),
                  0);
         CHECK(!is_new && again == root);
         int64_t found = 0;
-        CHECK_EQ(ferry_manifest_dir_find(fx.m, sub, sizeof(sub) - 1, &found),
+        CHECK_EQ(ferry_manifest_dir_find(fx.m, sub, sizeof(sub) - 1, &found,
+                                         NULL),
                  0);
         CHECK_EQ(found, dsub);
-        CHECK_EQ(ferry_manifest_dir_find(fx.m, "sub", 3, &found), 0);
+        CHECK_EQ(ferry_manifest_dir_find(fx.m, "sub", 3, &found, NULL), 0);
         CHECK_EQ(found, 0);
 
         for (int i = 0; i < N; i++) {
                 struct ferry_stat st =
                         mkstat(S_IFREG | 0600, 100 + i, 1000 + i, 50 + i, 1);
                 enum ferry_upsert res = 0;
-                CHECK_EQ(ferry_manifest_file_upsert(fx.m, dsub, false,
+                CHECK_EQ(ferry_manifest_file_upsert(fx.m, dsub, false, true,
                                                     names[i].name, names[i].len,
                                                     &st, gen, true, &res),
                          0);
@@ -446,8 +451,9 @@ static void test_upserts_and_byte_names(void)
                 struct ferry_stat st =
                         mkstat(S_IFREG | 0600, 100 + i, 1000 + i, 50 + i, 1);
                 enum ferry_upsert res = 0;
-                ferry_manifest_file_upsert(fx.m, dsub, false, names[i].name,
-                                           names[i].len, &st, gen, true, &res);
+                ferry_manifest_file_upsert(fx.m, dsub, false, true,
+                                           names[i].name, names[i].len, &st,
+                                           gen, true, &res);
                 CHECK_EQ(res, UP_RESUMED);
         }
         /* the first is copied, the second fails */
@@ -471,24 +477,24 @@ static void test_upserts_and_byte_names(void)
         CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
         enum ferry_upsert res = 0;
         struct ferry_stat st = mkstat(S_IFREG | 0600, 100, 1000, 50, 1);
-        ferry_manifest_file_upsert(fx.m, dsub, false, names[0].name,
+        ferry_manifest_file_upsert(fx.m, dsub, false, true, names[0].name,
                                    names[0].len, &st, gen, true, &res);
         CHECK_EQ(res, UP_UNCHANGED);
         st = mkstat(S_IFREG | 0600, 101, 1001, 51, 1);
-        ferry_manifest_file_upsert(fx.m, dsub, false, names[1].name,
+        ferry_manifest_file_upsert(fx.m, dsub, false, true, names[1].name,
                                    names[1].len, &st, gen, true, &res);
         CHECK_EQ(res, UP_RESUMED);                      /* failed before */
         st = mkstat(S_IFREG | 0600, 102, 99999, 52, 1); /* new mtime */
-        ferry_manifest_file_upsert(fx.m, dsub, false, names[2].name,
+        ferry_manifest_file_upsert(fx.m, dsub, false, true, names[2].name,
                                    names[2].len, &st, gen, true, &res);
         CHECK_EQ(res, UP_CHANGED);
         st = mkstat(S_IFLNK | 0777, 103, 1003, 53, 1); /* now a symlink */
-        ferry_manifest_file_upsert(fx.m, dsub, false, names[3].name,
+        ferry_manifest_file_upsert(fx.m, dsub, false, true, names[3].name,
                                    names[3].len, &st, gen, true, &res);
         CHECK_EQ(res, UP_CHANGED);
         struct ferry_stat fifo = mkstat(S_IFIFO | 0600, 0, 7, 99, 1);
-        ferry_manifest_file_upsert(fx.m, root, false, "fifo", 4, &fifo, gen,
-                                   true, &res);
+        ferry_manifest_file_upsert(fx.m, root, false, true, "fifo", 4, &fifo,
+                                   gen, true, &res);
         CHECK_EQ(res, UP_NEW);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db,
@@ -506,22 +512,22 @@ static void test_upserts_and_byte_names(void)
         /* gen 4: the done row changes: pending again, hash gone */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
-        ferry_manifest_file_upsert(fx.m, root, false, "fifo", 4, &fifo, gen,
-                                   true, &res);
+        ferry_manifest_file_upsert(fx.m, root, false, true, "fifo", 4, &fifo,
+                                   gen, true, &res);
         CHECK_EQ(res, UP_UNCHANGED); /* skipped counts as handled */
         st = mkstat(S_IFREG | 0600, 100, 1000, 50, 1);
         st.ctime_ns++; /* chmod or link: only ctime moved */
-        ferry_manifest_file_upsert(fx.m, dsub, false, names[0].name,
+        ferry_manifest_file_upsert(fx.m, dsub, false, true, names[0].name,
                                    names[0].len, &st, gen, true, &res);
         CHECK_EQ(res, UP_CHANGED);
         /* a new directory's entries go in without a lookup */
         int64_t fresh = 0;
         CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "fresh", 5, &dst, gen, &fresh,
-                                           &is_new),
+                                           &is_new, &unit_marking),
                  0);
         CHECK(is_new);
-        ferry_manifest_file_upsert(fx.m, fresh, true, "x", 1, &st, gen, true,
-                                   &res);
+        ferry_manifest_file_upsert(fx.m, fresh, true, true, "x", 1, &st, gen,
+                                   true, &res);
         CHECK_EQ(res, UP_NEW);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, "SELECT state FROM files WHERE id = ?1",
@@ -533,8 +539,8 @@ static void test_upserts_and_byte_names(void)
 
         /* a rolled back transaction leaves nothing */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        ferry_manifest_file_upsert(fx.m, root, false, "ghost", 5, &st, gen,
-                                   true, &res);
+        ferry_manifest_file_upsert(fx.m, root, false, true, "ghost", 5, &st,
+                                   gen, true, &res);
         CHECK_EQ(ferry_manifest_rollback(fx.m), 0);
         CHECK_EQ(ferry_manifest_rollback(fx.m), 0); /* none open: fine */
         CHECK_EQ(sql_int(fx.db,
@@ -554,7 +560,7 @@ static int64_t add_file(struct fixture *fx, int64_t dir, const char *name,
         struct ferry_stat st = mkstat(S_IFREG | 0644, size, 5000, ino, nlink);
         st.dev = dev;
         enum ferry_upsert res;
-        CHECK_EQ(ferry_manifest_file_upsert(fx->m, dir, false, name,
+        CHECK_EQ(ferry_manifest_file_upsert(fx->m, dir, false, true, name,
                                             strlen(name), &st, gen, hard_links,
                                             &res),
                  0);
@@ -597,8 +603,10 @@ static void test_hardlinks(void)
         struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         ferry_manifest_next_gen(fx.m, &gen);
-        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new);
-        ferry_manifest_dir_upsert(fx.m, "d", 1, &dst, gen, &d, &is_new);
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new,
+                                  &unit_marking);
+        ferry_manifest_dir_upsert(fx.m, "d", 1, &dst, gen, &d, &is_new,
+                                  &unit_marking);
         int64_t a = add_file(&fx, d, "a", 100, 7, 2, 10, gen, true);
         int64_t bb = add_file(&fx, root, "b", 100, 7, 2, 10, gen, true);
         int64_t c = add_file(&fx, root, "c", 200, 7, 1, 10, gen, true);
@@ -664,6 +672,30 @@ static void test_hardlinks(void)
                 CHECK_EQ(f->link_off, 0);
         CHECK(!batch_has(b, a, NULL)); /* done rows are not handed out */
 
+        /* the journal makes q the first name instead: copied with data, and
+         * p links to it once it is retried */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_elect_leader(fx.m, p), 0);
+        CHECK_EQ(ferry_manifest_elect_leader(fx.m, bb), 0); /* a follower */
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_int(fx.db, hl, q), -1);
+        CHECK_EQ(sql_int(fx.db, hl, p), q);
+        CHECK_EQ(sql_int(fx.db, hl, bb), a);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_retry_failed(fx.m), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        fill_all(&fx, Q_NEXT_PASS, gen, &b);
+        CHECK(batch_has(b, q, NULL) && !batch_has(b, p, NULL));
+        /* a removed first name: every removed leader is replaced */
+        CHECK_EQ(sql_exec(fx.db, "UPDATE files SET state = 5 WHERE hl = -1"
+                                 " AND ino = 100 AND dev = 7"),
+                 SQLITE_OK);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_elect_leaders(fx.m), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_int(fx.db, hl, bb), -1);
+        CHECK_EQ(sql_int(fx.db, hl, a), bb);
+
         /* a hardlink that changes back to one name loses its leader */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         ferry_manifest_next_gen(fx.m, &gen);
@@ -671,8 +703,8 @@ static void test_hardlinks(void)
         st.dev = 7;
         st.ctime_ns += 1;
         enum ferry_upsert res;
-        ferry_manifest_file_upsert(fx.m, root, false, "b", 1, &st, gen, true,
-                                   &res);
+        ferry_manifest_file_upsert(fx.m, root, false, true, "b", 1, &st, gen,
+                                   true, &res);
         CHECK_EQ(res, UP_CHANGED);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, hl, bb), SQL_NULL);
@@ -689,9 +721,12 @@ static void test_fill_limits_and_queries(void)
         struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         ferry_manifest_next_gen(fx.m, &gen);
-        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new);
-        ferry_manifest_dir_upsert(fx.m, "a", 1, &dst, gen, &da, &is_new);
-        ferry_manifest_dir_upsert(fx.m, "a/b", 3, &dst, gen, &dab, &is_new);
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new,
+                                  &unit_marking);
+        ferry_manifest_dir_upsert(fx.m, "a", 1, &dst, gen, &da, &is_new,
+                                  &unit_marking);
+        ferry_manifest_dir_upsert(fx.m, "a/b", 3, &dst, gen, &dab, &is_new,
+                                  &unit_marking);
         for (int i = 1; i <= 10; i++) {
                 char name[8];
                 snprintf(name, sizeof(name), "f%02d", i);
@@ -753,14 +788,24 @@ static void test_fill_limits_and_queries(void)
         CHECK_EQ(b->n, 0);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         ferry_manifest_next_gen(fx.m, &gen);
-        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new);
-        ferry_manifest_dir_upsert(fx.m, "a", 1, &dst, gen, &da, &is_new);
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new,
+                                  &unit_marking);
+        ferry_manifest_dir_upsert(fx.m, "a", 1, &dst, gen, &da, &is_new,
+                                  &unit_marking);
         for (int i = 1; i <= 4; i++) {
                 char name[8];
                 snprintf(name, sizeof(name), "f%02d", i);
                 add_file(&fx, da, name, (uint64_t)i, 7, 1, 100, gen, true);
         }
+        /* "a" was marked row by row (its listed is still -1): the rows
+         * its listing did not name are removed; "a/b" was not seen */
+        CHECK(unit_marking);
+        CHECK_EQ(ferry_manifest_dir_listed(fx.m, da, gen, unit_marking, 4), 0);
+        CHECK_EQ(ferry_manifest_mark_unseen(fx.m, gen), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_int(fx.db, "SELECT count(*) FROM files WHERE state = ?1",
+                         ST_REMOVED),
+                 6);
         fill_all(&fx, Q_FIRST_PASS, gen, &b);
         CHECK_EQ(b->n, 4);
         fill_all(&fx, Q_PENDING, gen, &b);
@@ -844,8 +889,10 @@ static void test_status_counts(void)
         CHECK_EQ(ferry_manifest_check_dst(fx.m, "65024:2", &replaced), 0);
         CHECK(!replaced);
         ferry_manifest_next_gen(fx.m, &gen);
-        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new);
-        ferry_manifest_dir_upsert(fx.m, "d\n1", 3, &dst, gen, &d, &is_new);
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new,
+                                  &unit_marking);
+        ferry_manifest_dir_upsert(fx.m, "d\n1", 3, &dst, gen, &d, &is_new,
+                                  &unit_marking);
         int64_t done1 = add_file(&fx, root, "done1", 1, 7, 1, 10, gen, true);
         int64_t done2 = add_file(&fx, d, "done2", 2, 7, 1, 20, gen, true);
         add_file(&fx, root, "pending", 3, 7, 1, 5, gen, true);
@@ -853,8 +900,8 @@ static void test_status_counts(void)
         int64_t gone = add_file(&fx, root, "gone", 5, 7, 1, 80, gen, true);
         struct ferry_stat fifo = mkstat(S_IFIFO | 0600, 0, 7, 99, 1);
         enum ferry_upsert res;
-        ferry_manifest_file_upsert(fx.m, root, false, "fifo", 4, &fifo, gen,
-                                   true, &res);
+        ferry_manifest_file_upsert(fx.m, root, false, true, "fifo", 4, &fifo,
+                                   gen, true, &res);
         struct ferry_item it;
         memset(&it, 0, sizeof(it));
         it.id = done1;
@@ -920,7 +967,8 @@ static void test_status_counts(void)
         CHECK_EQ(info2.running_pid, 0);
         CHECK_EQ(fl.calls, 1);
 
-        /* next run: failed rows retried; rows not seen counted */
+        /* next run: failed rows retried; a new generation alone removes
+         * nothing (only a complete scan says what is gone) */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         CHECK_EQ(ferry_manifest_retry_failed(fx.m), 0);
         ferry_manifest_next_gen(fx.m, &gen);
@@ -929,7 +977,7 @@ static void test_status_counts(void)
         CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL), 0);
         CHECK_EQ(info.failed.files, 0);
         CHECK_EQ(info.pending.files, 2);
-        CHECK_EQ(info.not_in_source, 6);
+        CHECK_EQ(info.not_in_source, 0);
 
         /* a replaced destination: everything done is pending again */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
@@ -964,7 +1012,7 @@ static void test_keep_subtree(void)
         ferry_manifest_next_gen(fx.m, &gen);
         for (int i = 0; i < ND; i++) {
                 ferry_manifest_dir_upsert(fx.m, dirs[i], strlen(dirs[i]), &dst,
-                                          gen, &id[i], &is_new);
+                                          gen, &id[i], &is_new, &unit_marking);
                 add_file(&fx, id[i], "f", 100 + (uint64_t)i, 7, 1, 1, gen,
                          true);
         }
@@ -974,22 +1022,32 @@ static void test_keep_subtree(void)
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         ferry_manifest_next_gen(fx.m, &gen);
         int64_t again;
-        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &again, &is_new);
-        ferry_manifest_dir_upsert(fx.m, "a", 1, &dst, gen, &again, &is_new);
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &again, &is_new,
+                                  &unit_marking);
+        ferry_manifest_dir_upsert(fx.m, "a", 1, &dst, gen, &again, &is_new,
+                                  &unit_marking);
         CHECK_EQ(ferry_manifest_keep_subtree(fx.m, "a", 1, gen), 0);
         CHECK_EQ(ferry_manifest_dir_set_error(fx.m, id[1],
                                               "cannot read: Permission denied"),
                  0);
+        /* the root was read whole and named no file: its row is gone */
+        CHECK_EQ(ferry_manifest_dir_listed(fx.m, id[0], gen, true, 0), 0);
+        CHECK_EQ(ferry_manifest_mark_unseen(fx.m, gen), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         const bool kept[ND] = {false, true,  true,  true, false,
                                false, false, false, false};
+        char part[160];
+        snprintf(part, sizeof(part),
+                 "SELECT (f.gen = %lld OR d.listed = %lld) AND f.state != 5"
+                 " FROM files f JOIN dirs d ON d.id = f.dir WHERE f.dir = ?1",
+                 (long long)gen, (long long)gen);
         for (int i = 0; i < ND; i++) {
-                int64_t fgen = sql_int(
-                        fx.db, "SELECT gen FROM files WHERE dir = ?1", id[i]);
-                if ((fgen == gen) != kept[i])
+                int64_t in = sql_int(fx.db, part, id[i]);
+                if ((in == 1) != kept[i])
                         unit_fail(__FILE__, __LINE__,
-                                  "file in '%s': gen %lld, kept should be %d",
-                                  dirs[i], (long long)fgen, kept[i]);
+                                  "file in '%s': part of the scan %lld, "
+                                  "kept should be %d",
+                                  dirs[i], (long long)in, kept[i]);
                 else
                         atomic_fetch_add(&unit_passed, 1);
                 if (i >= 2) { /* dirs upserted again are not asked */
@@ -1008,7 +1066,7 @@ static void test_keep_subtree(void)
         CHECK_EQ(fl.calls, 1);
         CHECK_STR(fl.path, "a");
         CHECK_STR(fl.reason, "cannot read: Permission denied");
-        CHECK_EQ(info.not_in_source, 6); /* files not upserted again */
+        CHECK_EQ(info.not_in_source, 6); /* files not kept */
         /* NULL clears it */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         CHECK_EQ(ferry_manifest_dir_set_error(fx.m, id[1], NULL), 0);
@@ -1016,6 +1074,149 @@ static void test_keep_subtree(void)
         memset(&fl, 0, sizeof(fl));
         CHECK_EQ(ferry_manifest_status(fx.m, &info, on_failure, &fl), 0);
         CHECK_EQ(fl.calls, 0);
+        fx_close(&fx);
+}
+
+/* upsert_named: one regular file, unchanged on every call; returns what the
+ * row became. */
+static enum ferry_upsert upsert_named(struct fixture *fx, int64_t dir,
+                                      bool marking, const char *name,
+                                      int64_t gen)
+{
+        struct ferry_stat st = mkstat(S_IFREG | 0644, 10, 5000,
+                                      (uint64_t)(unsigned char)name[0], 1);
+        enum ferry_upsert res = 0;
+        CHECK_EQ(ferry_manifest_file_upsert(fx->m, dir, false, marking, name,
+                                            strlen(name), &st, gen, true, &res),
+                 0);
+        return res;
+}
+
+static int64_t next_scan(struct fixture *fx, const char *path,
+                         const struct ferry_stat *st, int64_t *dir,
+                         bool *marking)
+{
+        int64_t gen;
+        bool is_new;
+        CHECK_EQ(ferry_manifest_begin(fx->m), 0);
+        CHECK_EQ(ferry_manifest_next_gen(fx->m, &gen), 0);
+        CHECK_EQ(ferry_manifest_dir_upsert(fx->m, path, strlen(path), st, gen,
+                                           dir, &is_new, marking),
+                 0);
+        return gen;
+}
+
+static size_t count_query(struct fixture *fx, enum ferry_query q, int64_t gen)
+{
+        struct ferry_batch *b = NULL;
+        fill_all(fx, q, gen, &b);
+        size_t n = b->n;
+        ferry_batch_free(b);
+        return n;
+}
+
+/* A re-run writes only what changed: an unchanged directory's done rows are
+ * read, counted, and kept part of the scan through dirs.listed. */
+static void test_listed_marking(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
+        int64_t d, root, gen;
+        bool marking;
+
+        /* 1: a new directory: rows written, marked */
+        gen = next_scan(&fx, "d", &dst, &d, &marking);
+        CHECK(marking);
+        CHECK_EQ(upsert_named(&fx, d, marking, "x", gen), UP_NEW);
+        CHECK_EQ(upsert_named(&fx, d, marking, "y", gen), UP_NEW);
+        CHECK_EQ(upsert_named(&fx, d, marking, "z", gen), UP_NEW);
+        CHECK_EQ(ferry_manifest_dir_listed(fx.m, d, gen, marking, 3), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_exec(fx.db, "UPDATE files SET state = 1,"
+                                 " hash = zeroblob(16)"),
+                 SQLITE_OK);
+        int64_t first = gen;
+
+        /* 2: nothing changed: no row written, all part of the scan */
+        gen = next_scan(&fx, "d", &dst, &d, &marking);
+        CHECK(!marking);
+        CHECK_EQ(upsert_named(&fx, d, marking, "x", gen), UP_UNCHANGED);
+        CHECK_EQ(upsert_named(&fx, d, marking, "y", gen), UP_UNCHANGED);
+        CHECK_EQ(upsert_named(&fx, d, marking, "z", gen), UP_UNCHANGED);
+        CHECK_EQ(ferry_manifest_dir_listed(fx.m, d, gen, marking, 3), 0);
+        CHECK_EQ(ferry_manifest_mark_unseen(fx.m, gen), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_int(fx.db, "SELECT max(gen) FROM files", 0), first);
+        CHECK_EQ(count_query(&fx, Q_VERIFY, gen), 3);
+        CHECK_EQ(count_query(&fx, Q_REMOVED_FILES, gen), 0);
+
+        /* 3: z is gone but the mtime says nothing changed: the count
+         * differs, so all rows are kept this time and the next scan marks */
+        gen = next_scan(&fx, "d", &dst, &d, &marking);
+        CHECK(!marking);
+        upsert_named(&fx, d, marking, "x", gen);
+        upsert_named(&fx, d, marking, "y", gen);
+        CHECK_EQ(ferry_manifest_dir_listed(fx.m, d, gen, marking, 2), 0);
+        CHECK_EQ(ferry_manifest_mark_unseen(fx.m, gen), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(count_query(&fx, Q_VERIFY, gen), 3);
+        CHECK_EQ(count_query(&fx, Q_REMOVED_FILES, gen), 0);
+
+        /* 4: marked one by one: z is removed, x and y stay done */
+        gen = next_scan(&fx, "d", &dst, &d, &marking);
+        CHECK(marking);
+        CHECK_EQ(upsert_named(&fx, d, marking, "x", gen), UP_UNCHANGED);
+        CHECK_EQ(upsert_named(&fx, d, marking, "y", gen), UP_UNCHANGED);
+        CHECK_EQ(ferry_manifest_dir_listed(fx.m, d, gen, marking, 2), 0);
+        CHECK_EQ(ferry_manifest_mark_unseen(fx.m, gen), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(count_query(&fx, Q_VERIFY, gen), 2);
+        CHECK_EQ(count_query(&fx, Q_REMOVED_FILES, gen), 1);
+        CHECK_EQ(
+                sql_int(fx.db, "SELECT state FROM files WHERE name = X'7a'", 0),
+                ST_REMOVED);
+        /* a done row removed is no temp file to look for */
+        CHECK_EQ(count_query(&fx, Q_STALE_TEMPS, gen), 0);
+
+        /* 5: "d" became a file; a file "f" appears next to it */
+        gen = next_scan(&fx, "", &dst, &root, &marking);
+        CHECK_EQ(upsert_named(&fx, root, marking, "d", gen), UP_NEW);
+        CHECK_EQ(ferry_manifest_subtree_removed(fx.m, "d", 1, gen), 0);
+        CHECK_EQ(upsert_named(&fx, root, marking, "f", gen), UP_NEW);
+        CHECK_EQ(ferry_manifest_dir_listed(fx.m, root, gen, marking, 2), 0);
+        CHECK_EQ(ferry_manifest_mark_unseen(fx.m, gen), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_int(fx.db, "SELECT count(*) FROM files WHERE state = ?1",
+                         ST_REMOVED),
+                 3);
+        CHECK_EQ(count_query(&fx, Q_VERIFY, gen), 0);
+        CHECK_EQ(count_query(&fx, Q_PENDING, gen), 2);
+
+        /* 6: "f" became a directory: the file row is removed; x comes back
+         * into the old "d" as it was, and is copied again */
+        int64_t f;
+        gen = next_scan(&fx, "", &dst, &root, &marking);
+        bool is_new = false;
+        CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "f", 1, &dst, gen, &f, &is_new,
+                                           &marking),
+                 0);
+        CHECK(is_new && marking);
+        CHECK_EQ(sql_int(fx.db, "SELECT count(*) FROM files WHERE state = ?1",
+                         ST_REMOVED),
+                 3); /* not committed yet */
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_int(fx.db,
+                         "SELECT state FROM files WHERE name = X'66' AND dir"
+                         " = ?1",
+                         root),
+                 ST_REMOVED);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(upsert_named(&fx, d, true, "x", gen), UP_CHANGED);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(
+                sql_int(fx.db, "SELECT state FROM files WHERE name = X'78'", 0),
+                ST_PENDING);
         fx_close(&fx);
 }
 
@@ -1031,5 +1232,6 @@ int main(int argc, char **argv)
         RUN(test_fill_limits_and_queries);
         RUN(test_status_counts);
         RUN(test_keep_subtree);
+        RUN(test_listed_marking);
         return unit_done();
 }
