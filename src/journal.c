@@ -503,8 +503,7 @@ static int listing_dir(struct journal *j, const struct ferry_listing *l,
                 return 0;
         }
         *is_new = false;
-        return ferry_manifest_dir_find(j->m, l->path, l->path_len, id,
-                                       marking);
+        return ferry_manifest_dir_find(j->m, l->path, l->path_len, id, marking);
 }
 
 /* A new file in a known directory may have replaced a directory: the rows
@@ -513,8 +512,7 @@ static int replaced_dir(struct journal *j, const struct ferry_listing *l,
                         const struct ferry_entry *e)
 {
         size_t len;
-        const char *path =
-                join_path(j, l->path, l->arena + e->name_off, &len);
+        const char *path = join_path(j, l->path, l->arena + e->name_off, &len);
         if (!path)
                 return -1;
         return ferry_manifest_subtree_removed(j->m, path, len, j->gen);

@@ -714,8 +714,8 @@ int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
         return 0;
 }
 
-int ferry_manifest_dir_listed(struct ferry_manifest *m, int64_t id,
-                              int64_t gen, bool marking, uint64_t seen)
+int ferry_manifest_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
+                              bool marking, uint64_t seen)
 {
         bool again = false;
         sqlite3_stmt *s;
@@ -736,8 +736,8 @@ int ferry_manifest_dir_listed(struct ferry_manifest *m, int64_t id,
                         return db_fail(m, "read");
                 sqlite3_bind_int64(s, 1, id);
                 int rc = sqlite3_step(s);
-                int64_t rows = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0)
-                                                : -1;
+                int64_t rows =
+                        rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
                 sqlite3_reset(s);
                 if (rc != SQLITE_ROW)
                         return db_fail(m, "read");
@@ -1151,8 +1151,7 @@ static int put_leader(struct ferry_batch *b, sqlite3_stmt *s,
         it->link_off = 0;
         if (sqlite3_column_type(s, 14) == SQLITE_NULL ||
             sqlite3_column_int(s, 14) != ST_DONE ||
-            !sqlite3_column_int(s, 15) ||
-            sqlite3_column_bytes(s, 18) != 16)
+            !sqlite3_column_int(s, 15) || sqlite3_column_bytes(s, 18) != 16)
                 return 0;
         const char *dir = sqlite3_column_blob(s, 16);
         size_t dlen = (size_t)sqlite3_column_bytes(s, 16);
@@ -1326,10 +1325,8 @@ static int status_meta(struct ferry_manifest *m, struct ferry_status_info *info)
         }
         sqlite3_finalize(s);
         int64_t n = 0;
-        int rc = pragma_int(
-                m,
-                "SELECT count(*) FROM files WHERE state = 5",
-                &n);
+        int rc =
+                pragma_int(m, "SELECT count(*) FROM files WHERE state = 5", &n);
         info->not_in_source = (uint64_t)n;
         if (!rc)
                 rc = pragma_int(m, "SELECT count(*) FROM dirs", &n);

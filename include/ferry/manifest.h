@@ -106,8 +106,8 @@ int ferry_manifest_dir_find(struct ferry_manifest *m, const char *path,
  * a marking scan did not write become ST_REMOVED; an unmarked directory's
  * rows are counted, and if they are more than the entries seen, all are
  * kept this time and the next scan marks them. */
-int ferry_manifest_dir_listed(struct ferry_manifest *m, int64_t id,
-                              int64_t gen, bool marking, uint64_t seen);
+int ferry_manifest_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
+                              bool marking, uint64_t seen);
 /* A file at path replaced a directory: the rows below it are ST_REMOVED. */
 int ferry_manifest_subtree_removed(struct ferry_manifest *m, const char *path,
                                    size_t len, int64_t gen);
