@@ -228,16 +228,26 @@ static int exec_sql(struct ferry_manifest *m, const char *sql, const char *what)
         return 0;
 }
 
-static int pragma_int(struct ferry_manifest *m, const char *sql, int64_t *v)
+/* Runs sql, a query of one row, with arg bound to ?1 if it has one, and
+ * stores its first n columns (NULL reads as 0) in v. */
+static int select_ints(struct ferry_manifest *m, const char *sql, int64_t arg,
+                       int64_t *v, int n)
 {
         sqlite3_stmt *s;
         if (sqlite3_prepare_v2(m->db, sql, -1, &s, NULL) != SQLITE_OK)
                 return db_fail(m, "read");
+        if (sqlite3_bind_parameter_count(s) >= 1)
+                sqlite3_bind_int64(s, 1, arg);
         int rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW)
-                *v = sqlite3_column_int64(s, 0);
+        for (int i = 0; rc == SQLITE_ROW && i < n; i++)
+                v[i] = sqlite3_column_int64(s, i);
         sqlite3_finalize(s);
         return rc == SQLITE_ROW ? 0 : db_fail(m, "read");
+}
+
+static int pragma_int(struct ferry_manifest *m, const char *sql, int64_t *v)
+{
+        return select_ints(m, sql, 0, v, 1);
 }
 
 /*
@@ -1251,20 +1261,15 @@ int ferry_manifest_fill(struct ferry_manifest *m, enum ferry_query q,
 int ferry_manifest_pending(struct ferry_manifest *m, int64_t gen,
                            uint64_t *files, uint64_t *bytes)
 {
-        sqlite3_stmt *s;
-        if (sqlite3_prepare_v2(
-                    m->db,
-                    "SELECT count(*), coalesce(sum(CASE WHEN type = 1"
-                    " AND (hl IS NULL OR hl = -1) THEN size END), 0)"
-                    " FROM files WHERE state = 0 AND gen >= ?1",
-                    -1, &s, NULL) != SQLITE_OK)
-                return db_fail(m, "read");
-        sqlite3_bind_int64(s, 1, gen);
-        int rc = sqlite3_step(s);
-        *files = (uint64_t)sqlite3_column_int64(s, 0);
-        *bytes = (uint64_t)sqlite3_column_int64(s, 1);
-        sqlite3_finalize(s);
-        return rc == SQLITE_ROW ? 0 : db_fail(m, "read");
+        int64_t v[2] = {0, 0};
+        int rc = select_ints(m,
+                             "SELECT count(*), sum(CASE WHEN type = 1"
+                             " AND (hl IS NULL OR hl = -1) THEN size END)"
+                             " FROM files WHERE state = 0 AND gen >= ?1",
+                             gen, v, 2);
+        *files = (uint64_t)v[0];
+        *bytes = (uint64_t)v[1];
+        return rc;
 }
 
 int ferry_manifest_max_id(struct ferry_manifest *m, int64_t *id)
@@ -1283,44 +1288,35 @@ int ferry_manifest_current_gen(struct ferry_manifest *m, int64_t *gen)
 int ferry_manifest_not_done(struct ferry_manifest *m, int64_t gen,
                             uint64_t *files)
 {
-        sqlite3_stmt *s;
-        if (sqlite3_prepare_v2(m->db,
-                               "SELECT count(*) FROM files"
-                               " WHERE state IN (0, 2) AND gen = ?1",
-                               -1, &s, NULL) != SQLITE_OK)
-                return db_fail(m, "read");
-        sqlite3_bind_int64(s, 1, gen);
-        int rc = sqlite3_step(s);
-        *files = (uint64_t)sqlite3_column_int64(s, 0);
-        sqlite3_finalize(s);
-        return rc == SQLITE_ROW ? 0 : db_fail(m, "read");
+        int64_t n = 0;
+        int rc = select_ints(m,
+                             "SELECT count(*) FROM files"
+                             " WHERE state IN (0, 2) AND gen = ?1",
+                             gen, &n, 1);
+        *files = (uint64_t)n;
+        return rc;
 }
 
 static int status_counts(struct ferry_manifest *m,
                          struct ferry_status_info *info)
 {
-        sqlite3_stmt *s;
-        if (sqlite3_prepare_v2(m->db,
-                               "SELECT state, count(*), coalesce(sum(size), 0)"
-                               " FROM files GROUP BY state",
-                               -1, &s, NULL) != SQLITE_OK)
-                return db_fail(m, "read");
-        int rc;
-        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-                struct ferry_state_count c = {
-                        (uint64_t)sqlite3_column_int64(s, 1),
-                        (uint64_t)sqlite3_column_int64(s, 2)};
-                switch (sqlite3_column_int(s, 0)) {
-                case ST_PENDING: info->pending = c; break;
-                case ST_DONE: info->done = c; break;
-                case ST_FAILED: info->failed = c; break;
-                case ST_SKIPPED: info->skipped = c; break;
-                case ST_VANISHED: info->vanished = c; break;
-                default: break;
-                }
-        }
-        sqlite3_finalize(s);
-        return rc == SQLITE_DONE ? 0 : db_fail(m, "read");
+        /* files and bytes of each state, in enum ferry_state order */
+        int64_t v[10] = {0};
+        int rc = select_ints(m,
+                             "SELECT sum(state = 0), sum(size * (state = 0)),"
+                             " sum(state = 1), sum(size * (state = 1)),"
+                             " sum(state = 2), sum(size * (state = 2)),"
+                             " sum(state = 3), sum(size * (state = 3)),"
+                             " sum(state = 4), sum(size * (state = 4))"
+                             " FROM files",
+                             0, v, 10);
+        struct ferry_state_count *c[5] = {&info->pending, &info->done,
+                                          &info->failed, &info->skipped,
+                                          &info->vanished};
+        for (int i = 0; i < 5; i++)
+                *c[i] = (struct ferry_state_count){(uint64_t)v[2 * i],
+                                                   (uint64_t)v[2 * i + 1]};
+        return rc;
 }
 
 static int status_meta(struct ferry_manifest *m, struct ferry_status_info *info)
