@@ -35,7 +35,8 @@ extern const struct ferry_migration ferry_migrations[];
 extern const int ferry_n_migrations;
 
 enum ferry_manifest_flags {
-        MF_READONLY = 1, /* status: never writes, fails if missing */
+        MF_READONLY = 1, /* status: never writes, fails if missing, removes
+                          * the -wal and -shm it made when it can */
         MF_CREATE = 2,   /* create the file and schema when missing */
         MF_MEMORY = 4,   /* an in-memory manifest (dry run of a new job) */
 };

@@ -259,31 +259,38 @@ static void test_refuses_what_is_not_a_manifest(void)
         unit_rmtree(dir);
 }
 
-/* A real manifest with enough rows for several pages, then cut short. */
-static void test_refuses_truncated_manifest(void)
+/* Adds rows file rows to the open manifest of fx (many pages), and
+ * closes it. */
+static void add_rows(struct fixture *fx, int rows)
 {
-        struct fixture fx;
-        fx_open(&fx);
         int64_t gen, dir;
         bool is_new;
         struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 1, 1, 2);
-        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        ferry_manifest_next_gen(fx.m, &gen);
-        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &dir, &is_new,
+        CHECK_EQ(ferry_manifest_begin(fx->m), 0);
+        ferry_manifest_next_gen(fx->m, &gen);
+        ferry_manifest_dir_upsert(fx->m, "", 0, &dst, gen, &dir, &is_new,
                                   &unit_marking);
-        for (int i = 0; i < 3000; i++) {
+        for (int i = 0; i < rows; i++) {
                 char name[128];
                 int n = snprintf(name, sizeof(name),
                                  "file-%06d-with-a-long-enough-name", i);
                 struct ferry_stat st = mkstat(S_IFREG | 0644, (uint64_t)i,
                                               1000 + i, 10 + (uint64_t)i, 1);
                 enum ferry_upsert res;
-                ferry_manifest_file_upsert(fx.m, dir, is_new, true, name,
+                ferry_manifest_file_upsert(fx->m, dir, is_new, true, name,
                                            (size_t)n, &st, gen, true, &res);
         }
-        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
-        ferry_manifest_close(fx.m);
-        fx.m = NULL;
+        CHECK_EQ(ferry_manifest_commit(fx->m), 0);
+        ferry_manifest_close(fx->m);
+        fx->m = NULL;
+}
+
+/* A real manifest with enough rows for several pages, then cut short. */
+static void test_refuses_truncated_manifest(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        add_rows(&fx, 3000);
         size_t len = 0;
         char *whole = slurp(fx.db, &len);
         CHECK(whole && len > 16 * 4096);
@@ -298,9 +305,171 @@ static void test_refuses_truncated_manifest(void)
                 int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
                 CHECK(write(fd, whole, cuts[i]) == (ssize_t)cuts[i]);
                 close(fd);
-                expect_refused(path, names[i], "corrupt");
+                expect_refused(path, names[i], "damaged");
         }
         free(whole);
+        fx_close(&fx);
+}
+
+/* Overwrites 8 bytes at off of path with 0xff. */
+static void poke(const char *path, off_t off)
+{
+        int fd = open(path, O_WRONLY);
+        CHECK(fd >= 0 &&
+              pwrite(fd, "\xff\xff\xff\xff\xff\xff\xff\xff", 8, off) == 8);
+        close(fd);
+}
+
+/* The offset of the root page of the files table: every query of files
+ * (and PRAGMA quick_check) reads it. */
+static off_t files_root(const char *db)
+{
+        int64_t root = sql_int(db,
+                               "SELECT rootpage FROM sqlite_schema WHERE"
+                               " name = 'files'",
+                               0);
+        int64_t page = sql_int(db, "PRAGMA page_size", 0);
+        CHECK(root > 1 && page >= 512);
+        return (off_t)((root - 1) * page);
+}
+
+/* Is the file at path byte for byte the bytes in want? */
+static bool same_bytes(const char *path, const char *want, size_t want_len)
+{
+        size_t len = 0;
+        char *have = slurp(path, &len);
+        bool same = have && len == want_len && !memcmp(have, want, len);
+        free(have);
+        return same;
+}
+
+/* Damage deep inside, where no query of the open path looks, is found by
+ * the check of the whole file that small manifests get: integrity_check up
+ * to one limit, quick_check up to another. Beyond both, the first query
+ * that reads it meets it, and the message says so. */
+static void test_refuses_deep_damage(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        add_rows(&fx, 3000);
+        poke(fx.db, files_root(fx.db));
+        expect_refused(fx.db, "files root damaged (integrity_check)",
+                       "damaged");
+        setenv("FERRY_MANIFEST_CHECK", "0,1099511627776", 1);
+        expect_refused(fx.db, "files root damaged (quick_check)", "damaged");
+
+        /* no check at open: a run and status meet the damage later */
+        setenv("FERRY_MANIFEST_CHECK", "0,0", 1);
+        size_t len = 0;
+        char *before = slurp(fx.db, &len);
+        struct ferry_status_info info;
+        CHECK_EQ(ferry_manifest_open(fx.db, MF_CREATE, &fx.m, &fx.err), 0);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL),
+                 FERRY_EMANIFEST);
+        CHECK(strstr(ferry_manifest_errmsg(fx.m), "is damaged") != NULL);
+        fprintf(stderr, "  met later: %s\n", ferry_manifest_errmsg(fx.m));
+        ferry_manifest_close(fx.m);
+        unsetenv("FERRY_MANIFEST_CHECK");
+        CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &fx.m, &fx.err), 0);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL),
+                 FERRY_EMANIFEST);
+        CHECK(strstr(ferry_manifest_errmsg(fx.m), "is damaged") != NULL);
+        ferry_manifest_close(fx.m);
+        fx.m = NULL;
+        CHECK(same_bytes(fx.db, before, len));
+        free(before);
+        fx_close(&fx);
+}
+
+/* A -wal left with frames by a crashed run: the main file may lag it, so
+ * its size proves nothing; it is not checkpointed into a file that is
+ * refused, nor by status. */
+static void test_wal_left_by_a_crash(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        add_rows(&fx, 3000);
+        char wal[PATH_MAX + 32];
+        snprintf(wal, sizeof(wal), "%s-wal", fx.db);
+        sqlite3 *h = NULL;
+        CHECK_EQ(sqlite3_open(fx.db, &h), SQLITE_OK);
+        sqlite3_db_config(h, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+        CHECK_EQ(sqlite3_exec(h,
+                              "INSERT INTO meta (key, value) VALUES ('x', 7);"
+                              "UPDATE files SET attempts = 1 WHERE id > 2900;",
+                              NULL, NULL, NULL),
+                 SQLITE_OK);
+        sqlite3_close(h);
+        size_t db_len = 0, wal_len = 0;
+        char *db_bytes = slurp(fx.db, &db_len);
+        char *wal_bytes = slurp(wal, &wal_len);
+        CHECK(wal_bytes && wal_len > 0);
+
+        /* sound: status reads it and leaves both files as they were */
+        struct ferry_status_info info;
+        struct ferry_manifest *m = NULL;
+        CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &m, &fx.err), 0);
+        CHECK_EQ(ferry_manifest_status(m, &info, NULL, NULL), 0);
+        ferry_manifest_close(m);
+        CHECK(same_bytes(fx.db, db_bytes, db_len));
+        CHECK(same_bytes(wal, wal_bytes, wal_len));
+
+        /* damaged in the main file: refused, main file and -wal as found */
+        poke(fx.db, files_root(fx.db));
+        free(db_bytes);
+        db_bytes = slurp(fx.db, &db_len);
+        CHECK_EQ(ferry_manifest_open(fx.db, MF_CREATE, &m, &fx.err),
+                 FERRY_EMANIFEST);
+        CHECK(strstr(fx.err.msg, "damaged") != NULL);
+        CHECK(same_bytes(fx.db, db_bytes, db_len));
+        CHECK(same_bytes(wal, wal_bytes, wal_len));
+        CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &m, &fx.err), 0);
+        CHECK_EQ(ferry_manifest_status(m, &info, NULL, NULL), FERRY_EMANIFEST);
+        ferry_manifest_close(m);
+        CHECK(same_bytes(fx.db, db_bytes, db_len));
+        CHECK(same_bytes(wal, wal_bytes, wal_len));
+        free(db_bytes);
+        free(wal_bytes);
+        fx_close(&fx);
+}
+
+/* status leaves no -wal or -shm behind, unless a run is using them. */
+static void test_status_leaves_no_wal(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        add_rows(&fx, 100);
+        char wal[PATH_MAX + 32], shm[PATH_MAX + 32];
+        snprintf(wal, sizeof(wal), "%s-wal", fx.db);
+        snprintf(shm, sizeof(shm), "%s-shm", fx.db);
+        CHECK(!file_exists(wal) && !file_exists(shm));
+        struct ferry_status_info info;
+        struct ferry_manifest *r = NULL;
+        CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &r, &fx.err), 0);
+        CHECK_EQ(ferry_manifest_status(r, &info, NULL, NULL), 0);
+        CHECK_EQ(info.pending.files, 100);
+        ferry_manifest_close(r);
+        CHECK(!file_exists(wal) && !file_exists(shm));
+
+        /* while a writer works: status reads, and the writer goes on */
+        CHECK_EQ(ferry_manifest_open(fx.db, MF_CREATE, &fx.m, &fx.err), 0);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_file_set_state(fx.m, 1, ST_DONE, NULL), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &r, &fx.err), 0);
+        CHECK_EQ(ferry_manifest_status(r, &info, NULL, NULL), 0);
+        CHECK_EQ(info.done.files, 1);
+        ferry_manifest_close(r);
+        CHECK(file_exists(wal));
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_file_set_state(fx.m, 2, ST_DONE, NULL), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        ferry_manifest_close(fx.m);
+        fx.m = NULL;
+        CHECK(!file_exists(wal) && !file_exists(shm));
+        CHECK_EQ(
+                sql_int(fx.db, "SELECT count(*) FROM files WHERE state = 1", 0),
+                2);
         fx_close(&fx);
 }
 
@@ -1226,6 +1395,9 @@ int main(int argc, char **argv)
         RUN(test_create_and_reopen);
         RUN(test_refuses_what_is_not_a_manifest);
         RUN(test_refuses_truncated_manifest);
+        RUN(test_refuses_deep_damage);
+        RUN(test_wal_left_by_a_crash);
+        RUN(test_status_leaves_no_wal);
         RUN(test_bind_job);
         RUN(test_upserts_and_byte_names);
         RUN(test_hardlinks);
