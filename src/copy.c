@@ -496,7 +496,7 @@ static int link_once(struct ferry_copier *c, const struct ferry_batch *b,
         return rc;
 }
 
-static void backoff(unsigned attempt)
+void ferry_copy_backoff(unsigned attempt)
 {
         long ms = 50L << (attempt < 6 ? attempt : 6);
         struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
@@ -532,7 +532,7 @@ static void enter_dir_retrying(struct ferry_copier *c, struct ferry_batch *b,
               ferry_copy_transient(c->dst_err));
              attempt++) {
                 leave_dir(c);
-                backoff(attempt);
+                ferry_copy_backoff(attempt);
                 enter_dir(c, b, it);
         }
 }
@@ -567,7 +567,7 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                 bool again = changed || ferry_copy_transient(rc);
                 if (again && attempt < c->cfg.retries &&
                     !atomic_load(c->cfg.stop)) {
-                        backoff(attempt);
+                        ferry_copy_backoff(attempt);
                         continue;
                 }
                 if (rc == ENOENT && strstr(what, "source")) {

@@ -796,6 +796,7 @@ static int start_threads(struct journal *j, bool scan, bool work)
                         .inbox = &j->inbox,
                         .stop = j->cfg->stop,
                         .threads = j->opt->scanners ? j->opt->scanners : 1,
+                        .retries = j->opt->retries,
                         .chunk = LISTING_CHUNK,
                 };
                 rc = ferry_scan_start(&sc, &j->scan);
