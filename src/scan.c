@@ -254,8 +254,9 @@ static void read_dir(struct reader *r)
                 int rerr;
                 struct dirent *de = next_entry(r, d, &rerr);
                 if (!de) {
-                        err = rerr;
-                        break;
+                        if (rerr)
+                                err = rerr;
+                        break; /* the end: an entry's error stays */
                 }
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
                         continue;
