@@ -140,11 +140,20 @@ static void enter_dir(struct ferry_copier *c, const struct ferry_batch *b,
         c->dir_id = it->dir_id;
 }
 
+/* Whether what (an item's failed step) was done on SRC: every such step
+ * says "source" ("open source", "read source", "stat source", ...). */
+static bool on_source(const char *what)
+{
+        return what && strstr(what, "source");
+}
+
+/* A full destination stops the run (R_NOSPACE); ENOSPC or EDQUOT from a
+ * step on SRC says nothing about DST and fails only this file. */
 static void set_result(struct ferry_item *it, int err, const char *what)
 {
         it->err = err;
         it->what = what;
-        if (err == ENOSPC || err == EDQUOT)
+        if ((err == ENOSPC || err == EDQUOT) && !on_source(what))
                 it->result = R_NOSPACE;
         else
                 it->result = R_FAILED;
@@ -570,7 +579,7 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                         ferry_copy_backoff(attempt);
                         continue;
                 }
-                if (rc == ENOENT && strstr(what, "source")) {
+                if (rc == ENOENT && on_source(what)) {
                         it->result = R_VANISHED;
                         return;
                 }
