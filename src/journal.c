@@ -529,7 +529,7 @@ static int scan_error(struct journal *j, const struct ferry_listing *l,
                  strerror(l->open_err));
         j->sum->scan_errors++;
         j->prog.errors++;
-        emit(j, FERRY_EV_WARNING, "", l->path, why);
+        emit(j, FERRY_EV_WARNING, "", l->path_len ? l->path : ".", why);
         int rc = ferry_manifest_dir_set_error(j->m, dir, why);
         return rc ? rc
                   : ferry_manifest_keep_subtree(j->m, l->path, l->path_len,
