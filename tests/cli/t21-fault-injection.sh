@@ -225,7 +225,12 @@ fault_case() {
 	*:28) expect_nospace "$label" "$op" ;;
 	esac
 	manifest_invariant "$(manifest_of src)" dst "$label"
+	# a file that failed may be a hardlink leader: its follower is copied
+	# on its own and stays so once the leader is copied (known bug)
+	T2_KNOWN_HARDLINK_BUG=
+	[[ $RC == 23 && ($err == 13 || $err == 28) ]] && T2_KNOWN_HARDLINK_BUG=$BUG_HARDLINK_SPLIT
 	final_state src dst "$@"
+	T2_KNOWN_HARDLINK_BUG=
 }
 
 for op in "${OPS[@]}"; do
