@@ -77,7 +77,8 @@ struct ferry_progress {
         bool final;     /* last call of the run */
 };
 
-/* What happened to one file, for --verbose listings. path is borrowed. */
+/* What happened to one file, for --verbose listings. path is borrowed and
+ * relative to SRC and DST; "." is the top directory (SRC or DST) itself. */
 enum ferry_event {
         FERRY_EV_COPIED = 1,
         FERRY_EV_DELETED,
@@ -151,7 +152,8 @@ struct ferry_status_info {
         uint64_t dirs;
 };
 
-/* Called once per failed row by ferry_status_read; path/reason borrowed. */
+/* Called once per failed row by ferry_status_read; path/reason borrowed.
+ * path is relative to SRC and DST; "." is the top directory itself. */
 typedef void (*ferry_failure_fn)(const char *path, size_t path_len,
                                  const char *reason, void *arg);
 

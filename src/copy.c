@@ -140,11 +140,20 @@ static void enter_dir(struct ferry_copier *c, const struct ferry_batch *b,
         c->dir_id = it->dir_id;
 }
 
+/* Whether what (an item's failed step) was done on SRC: every such step
+ * says "source" ("open source", "read source", "stat source", ...). */
+static bool on_source(const char *what)
+{
+        return what && strstr(what, "source");
+}
+
+/* A full destination stops the run (R_NOSPACE); ENOSPC or EDQUOT from a
+ * step on SRC says nothing about DST and fails only this file. */
 static void set_result(struct ferry_item *it, int err, const char *what)
 {
         it->err = err;
         it->what = what;
-        if (err == ENOSPC || err == EDQUOT)
+        if ((err == ENOSPC || err == EDQUOT) && !on_source(what))
                 it->result = R_NOSPACE;
         else
                 it->result = R_FAILED;
@@ -496,7 +505,7 @@ static int link_once(struct ferry_copier *c, const struct ferry_batch *b,
         return rc;
 }
 
-static void backoff(unsigned attempt)
+void ferry_copy_backoff(unsigned attempt)
 {
         long ms = 50L << (attempt < 6 ? attempt : 6);
         struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
@@ -532,7 +541,7 @@ static void enter_dir_retrying(struct ferry_copier *c, struct ferry_batch *b,
               ferry_copy_transient(c->dst_err));
              attempt++) {
                 leave_dir(c);
-                backoff(attempt);
+                ferry_copy_backoff(attempt);
                 enter_dir(c, b, it);
         }
 }
@@ -567,10 +576,10 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                 bool again = changed || ferry_copy_transient(rc);
                 if (again && attempt < c->cfg.retries &&
                     !atomic_load(c->cfg.stop)) {
-                        backoff(attempt);
+                        ferry_copy_backoff(attempt);
                         continue;
                 }
-                if (rc == ENOENT && strstr(what, "source")) {
+                if (rc == ENOENT && on_source(what)) {
                         it->result = R_VANISHED;
                         return;
                 }

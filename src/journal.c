@@ -550,7 +550,7 @@ static int scan_error(struct journal *j, const struct ferry_listing *l,
                  strerror(l->open_err));
         j->sum->scan_errors++;
         j->prog.errors++;
-        emit(j, FERRY_EV_WARNING, "", l->path, why);
+        emit(j, FERRY_EV_WARNING, "", l->path_len ? l->path : ".", why);
         int rc = ferry_manifest_dir_set_error(j->m, dir, why);
         return rc ? rc
                   : ferry_manifest_keep_subtree(j->m, l->path, l->path_len,
@@ -837,6 +837,7 @@ static int start_threads(struct journal *j, bool scan, bool work)
                         .inbox = &j->inbox,
                         .stop = j->cfg->stop,
                         .threads = j->opt->scanners ? j->opt->scanners : 1,
+                        .retries = j->opt->retries,
                         .chunk = LISTING_CHUNK,
                 };
                 rc = ferry_scan_start(&sc, &j->scan);

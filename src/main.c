@@ -17,12 +17,18 @@
 #include <time.h>
 #include <unistd.h>
 
+/* SRC and DST as the user named them, for the top of the tree (below). */
+struct top {
+        const char *src, *dst;
+};
+
 struct out {
         const struct ferry_cli *cli;
         bool tty;
         double last_plain;
         bool line_open; /* a \r progress line is on the terminal */
         unsigned long failures_listed;
+        struct top top;
 };
 
 static void human(uint64_t n, char *buf, size_t size)
@@ -95,6 +101,27 @@ static void put_line(FILE *f, const char *prefix, const char *path, size_t len,
         fputc('\n', f);
 }
 
+/*
+ * The top of the tree, SRC or DST itself, comes as the path "." (ferry.h),
+ * a name no entry can have. It is printed as the directory the user named:
+ * a scan error ("cannot read directory: ...", journal.c) is SRC's, any
+ * other failure of it (create, owner, mode, times) is DST's.
+ */
+static void put_failure(FILE *f, const char *prefix, const char *path,
+                        size_t len, const char *reason, const struct top *top)
+{
+        if (len != 1 || path[0] != '.' || !top->src || !top->dst) {
+                put_line(f, prefix, path, len, true, reason);
+                return;
+        }
+        static const char scan[] = "cannot read directory";
+        bool src = reason && !strncmp(reason, scan, sizeof(scan) - 1);
+        const char *dir = src ? top->src : top->dst;
+        fprintf(f, "%sthe %s directory ", prefix,
+                src ? "source" : "destination");
+        put_line(f, "", dir, strlen(dir), true, reason);
+}
+
 static void on_event(enum ferry_event ev, const char *path, size_t len,
                      const char *detail, void *arg)
 {
@@ -124,8 +151,8 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
                 break;
         case FERRY_EV_FAILED:
                 if (o->cli->command == CMD_VERIFY)
-                        put_line(stderr, "ferry: failed: ", path, len, true,
-                                 detail);
+                        put_failure(stderr, "ferry: failed: ", path, len,
+                                    detail, &o->top);
                 break; /* copy failures are listed from the manifest */
         case FERRY_EV_VANISHED:
                 if (loud)
@@ -135,8 +162,8 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
         case FERRY_EV_SKIPPED:
         case FERRY_EV_WARNING:
                 if (loud)
-                        put_line(stderr, "ferry: warning: ", path, len, true,
-                                 detail);
+                        put_failure(stderr, "ferry: warning: ", path, len,
+                                    detail, &o->top);
                 break;
         }
         fflush(stdout);
@@ -147,7 +174,8 @@ static void on_failure(const char *path, size_t len, const char *reason,
 {
         struct out *o = arg;
         if (++o->failures_listed <= 100)
-                put_line(stderr, "ferry: failed: ", path, len, true, reason);
+                put_failure(stderr, "ferry: failed: ", path, len, reason,
+                            &o->top);
 }
 
 static void handle_stop(int sig)
@@ -240,7 +268,9 @@ static void list_failures(struct out *o, const char *manifest)
 
 static int run_job(struct ferry_cli *cli)
 {
-        struct out o = {.cli = cli, .tty = isatty(STDERR_FILENO) == 1};
+        struct out o = {.cli = cli,
+                        .tty = isatty(STDERR_FILENO) == 1,
+                        .top = {cli->opt.src, cli->opt.dst}};
         cli->opt.progress = on_progress;
         cli->opt.event = on_event;
         cli->opt.cb_arg = &o;
@@ -276,10 +306,16 @@ static int run_job(struct ferry_cli *cli)
         return code;
 }
 
+struct status_list {
+        int n; /* JSON: -1 before the first failure, -2 after; text: 0 */
+        struct top top;
+};
+
 static void status_failure(const char *path, size_t len, const char *reason,
                            void *arg)
 {
-        int *n = arg;
+        struct status_list *l = arg;
+        int *n = &l->n;
         if (*n < 0) {
                 fputs(*n == -2 ? ", " : "", stdout);
                 fputs("{\"path\": ", stdout);
@@ -290,7 +326,7 @@ static void status_failure(const char *path, size_t len, const char *reason,
                 *n = -2;
                 return;
         }
-        put_line(stdout, "failed: ", path, len, true, reason);
+        put_failure(stdout, "failed: ", path, len, reason, &l->top);
 }
 
 static void put_time(const char *label, int64_t t)
@@ -373,13 +409,15 @@ static int run_status(const struct ferry_cli *cli)
                 fprintf(stderr, "ferry: %s\n", err.msg);
                 return code;
         }
-        int n = cli->json ? -1 : 0;
+        /* SRC and DST as the status names them above its failures */
+        struct status_list list = {cli->json ? -1 : 0, {info.src, info.dst}};
+        struct ferry_status_info again;
         if (cli->json)
                 status_json_head(&info);
         else
                 status_text(&info);
         code = ferry_status_read(cli->opt.manifest, cli->opt.src, cli->opt.dst,
-                                 &info, status_failure, &n, &err);
+                                 &again, status_failure, &list, &err);
         if (cli->json)
                 puts("]}");
         if (code)

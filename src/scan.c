@@ -7,11 +7,18 @@
  * its entries as listings. Subdirectories are pushed onto the stack only
  * after the listing that named them was queued. When the stack is empty and
  * every thread is idle, the last one queues MSG_SCAN_DONE.
+ *
+ * Transient errors (an EIO or ESTALE from a flaky share) while opening or
+ * reading a directory, SRC's own included, are retried as the copy retries
+ * them: ferry_copy_transient() says which, --retries how often,
+ * ferry_copy_backoff() how long to wait. What still fails is sent as the
+ * listing's open_err.
  */
 #define _GNU_SOURCE
 #include "ferry/scan.h"
 
 #include "ferry/batch.h"
+#include "ferry/copy.h"
 #include "ferry/fsio.h"
 
 #include <dirent.h>
@@ -38,6 +45,17 @@ struct ferry_scan {
         unsigned n_threads;
         pthread_t *threads;
 };
+
+/* Whether to try again after err (a transient error, fewer than --retries
+ * attempts so far, no stop asked); sleeps the copy's backoff first. */
+static bool retry(const struct ferry_scan_cfg *cfg, int err, unsigned *attempt)
+{
+        if (!ferry_copy_transient(err) || *attempt >= cfg->retries ||
+            atomic_load(cfg->stop))
+                return false;
+        ferry_copy_backoff((*attempt)++);
+        return true;
+}
 
 static struct pending_dir *pending_new(const char *path, size_t len,
                                        const struct ferry_stat *st)
@@ -178,7 +196,11 @@ static int read_entry(struct reader *r, int dfd, const char *name)
 {
         size_t len = strlen(name);
         struct ferry_stat st;
-        int rc = ferry_fsio_statat(dfd, name, &st);
+        unsigned attempt = 0;
+        int rc;
+        do
+                rc = ferry_fsio_statat(dfd, name, &st);
+        while (rc && retry(&r->sc->cfg, rc, &attempt));
         if (rc == ENOENT)
                 return 0; /* vanished while we read: not there */
         if (rc)
@@ -196,21 +218,49 @@ static int read_entry(struct reader *r, int dfd, const char *name)
         return rc;
 }
 
-static void read_dir(struct reader *r)
+static int open_dir(struct reader *r, DIR **out)
 {
-        int fd = -1,
-            err = ferry_fsio_open_dir(r->sc->cfg.srcfd, r->dir->path, &fd);
-        DIR *d = err ? NULL : fdopendir(fd);
-        if (!err && !d) {
-                err = errno;
-                close(fd);
-        }
-        while (d && !atomic_load(r->sc->cfg.stop)) {
+        unsigned attempt = 0;
+        int fd = -1, err;
+        do
+                err = ferry_fsio_open_dir(r->sc->cfg.srcfd, r->dir->path, &fd);
+        while (err && retry(&r->sc->cfg, err, &attempt));
+        if (err)
+                return err;
+        *out = fdopendir(fd);
+        if (*out)
+                return 0;
+        err = errno;
+        close(fd);
+        return err;
+}
+
+/* readdir, called again after a transient error: the stream keeps its
+ * position when getdents fails, so no entry is lost or read twice. NULL
+ * with *err = 0 at the end. */
+static struct dirent *next_entry(struct reader *r, DIR *d, int *err)
+{
+        unsigned attempt = 0;
+        for (;;) {
                 errno = 0;
                 struct dirent *de = readdir(d);
+                *err = de ? 0 : errno;
+                if (de || !*err || !retry(&r->sc->cfg, *err, &attempt))
+                        return de;
+        }
+}
+
+static void read_dir(struct reader *r)
+{
+        DIR *d = NULL;
+        int err = open_dir(r, &d);
+        while (d && !atomic_load(r->sc->cfg.stop)) {
+                int rerr;
+                struct dirent *de = next_entry(r, d, &rerr);
                 if (!de) {
-                        err = errno;
-                        break;
+                        if (rerr)
+                                err = rerr;
+                        break; /* the end: an entry's error stays */
                 }
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
                         continue;
@@ -264,7 +314,11 @@ int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out)
                 return ENOMEM;
         sc->cfg = *cfg;
         struct ferry_stat root;
-        int rc = ferry_fsio_fstat(cfg->srcfd, &root);
+        unsigned attempt = 0;
+        int rc;
+        do
+                rc = ferry_fsio_fstat(cfg->srcfd, &root);
+        while (rc && retry(cfg, rc, &attempt));
         if (rc) {
                 free(sc);
                 return rc;

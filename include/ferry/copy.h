@@ -52,8 +52,12 @@ void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,
  * an earlier run left it without owner access, gives that back first. */
 int ferry_copy_open_dst_dir(int dstfd, const char *path, bool create, int *fd);
 
-/* True for errors worth retrying (EIO, EAGAIN, ETIMEDOUT, ESTALE, ...). */
+/* True for errors worth retrying (EIO, EAGAIN, ETIMEDOUT, ESTALE, ...).
+ * The scanner uses it too: one policy for every retry of a run. */
 bool ferry_copy_transient(int err);
+/* Sleeps before retry number attempt + 1 (0-based): 50 ms, doubling up to
+ * 3.2 s. With ferry_copy_transient and --retries, the whole retry policy. */
+void ferry_copy_backoff(unsigned attempt);
 
 /* Writes the temp name of row id for name into out (NAME_MAX + 1 bytes). */
 void ferry_copy_temp_name(const char *name, int64_t id, char *out);

@@ -26,7 +26,8 @@ struct ferry_scan_cfg {
         struct ferry_queue *inbox;             /* borrowed */
         atomic_bool *stop;                     /* borrowed */
         unsigned threads;
-        size_t chunk; /* entries per listing */
+        unsigned retries; /* of a transient error, as the copy's --retries */
+        size_t chunk;     /* entries per listing */
 };
 
 struct ferry_scan;
