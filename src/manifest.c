@@ -403,6 +403,7 @@ void ferry_manifest_close(struct ferry_manifest *m)
 static int meta_get(struct ferry_manifest *m, const char *key,
                     sqlite3_stmt **row)
 {
+        *row = NULL;
         sqlite3_stmt *s = stmt(m, S_META_GET);
         if (!s)
                 return db_fail(m, "read");
