@@ -32,6 +32,7 @@ struct ferry_copier {
         int64_t dir_id; /* the directory the fds below belong to */
         int src_dir, dst_dir;
         int src_err, dst_err; /* why a descriptor is missing */
+        char why[384];        /* the current item's own reason (names), or "" */
 };
 
 static const char zeros[64 * 1024];
@@ -308,15 +309,27 @@ static int apply_file_meta(struct ferry_copier *c, int fd,
         return 0;
 }
 
-/* Renames tmp over name; a directory in the way (type change) is removed. */
-static int install(struct ferry_copier *c, const char *tmp, const char *name)
+/* Renames tmp over name; a directory in the way (type change) is removed.
+ * On a case-insensitive DST, the copy of another source file whose name
+ * differs only by case is not replaced: EEXIST, and c->why says so. */
+static int install(struct ferry_copier *c, const struct ferry_item *it,
+                   const struct ferry_stat *src, const char *tmp,
+                   const char *name)
 {
-        int rc = ferry_fsio_renameat(c->dst_dir, tmp, name);
-        if (rc == EISDIR || rc == ENOTEMPTY || rc == EEXIST) {
+        bool clash = false;
+        ferry_names_lock(c->cfg.names, it->dir_id, name);
+        int rc = ferry_names_clash(c->cfg.names, c->dst_dir, c->src_dir, name,
+                                   src, &clash, c->why, sizeof(c->why));
+        if (!rc && clash)
+                rc = EEXIST;
+        else if (!rc)
+                rc = ferry_fsio_renameat(c->dst_dir, tmp, name);
+        if (!clash && (rc == EISDIR || rc == ENOTEMPTY || rc == EEXIST)) {
                 rc = ferry_fsio_remove_tree(c->dst_dir, name);
                 if (!rc)
                         rc = ferry_fsio_renameat(c->dst_dir, tmp, name);
         }
+        ferry_names_unlock(c->cfg.names, it->dir_id, name);
         if (!rc)
                 ferry_fsio_crashpoint("after_rename");
         return rc;
@@ -399,7 +412,7 @@ static int copy_once(struct ferry_copier *c, const char *name,
         if (!rc && !*changed) {
                 ferry_fsio_crashpoint("after_write");
                 *what = "rename into place";
-                rc = install(c, tmp, name);
+                rc = install(c, it, &before, tmp, name);
         }
         if (rc || *changed)
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
@@ -444,7 +457,7 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
                 *what = "set link times";
         if (!rc) {
                 *what = "rename into place";
-                rc = install(c, tmp, name);
+                rc = install(c, it, &st, tmp, name);
         }
         if (rc)
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
@@ -497,7 +510,7 @@ static int link_once(struct ferry_copier *c, const struct ferry_batch *b,
         if (rc)
                 return rc;
         *what = "rename into place";
-        rc = install(c, tmp, name);
+        rc = install(c, it, &st, tmp, name);
         /* rename() does nothing when name already is a link to the same
          * inode (a re-run after a crash): the temp name must still go */
         ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
@@ -546,9 +559,27 @@ static void enter_dir_retrying(struct ferry_copier *c, struct ferry_batch *b,
         }
 }
 
+/* Fails it with the reason in c->why, which goes into b's arena (so
+ * pointers into the arena are stale afterwards). */
+static void fail_why(struct ferry_copier *c, struct ferry_batch *b,
+                     struct ferry_item *it)
+{
+        it->result = R_FAILED;
+        it->err = 0;
+        if (ferry_batch_str(b, c->why, strlen(c->why), &it->why_off))
+                it->what = "name not allowed or taken on the destination";
+}
+
 void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                        struct ferry_item *it)
 {
+        c->why[0] = '\0';
+        /* a name DST cannot hold fails before anything is read */
+        if (ferry_names_refused(c->cfg.names, ferry_batch_at(b, it->name_off),
+                                c->why, sizeof(c->why))) {
+                fail_why(c, b, it);
+                return;
+        }
         enter_dir_retrying(c, b, it);
         if (c->src_err) {
                 it->result = c->src_err == ENOENT ? R_VANISHED : R_FAILED;
@@ -557,7 +588,13 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                 return;
         }
         if (c->dst_err) {
-                set_result(it, c->dst_err, "create destination directory");
+                if (ferry_names_dir_refused(c->cfg.names,
+                                            ferry_batch_at(b, it->dir_off),
+                                            c->why, sizeof(c->why)))
+                        fail_why(c, b, it);
+                else
+                        set_result(it, c->dst_err,
+                                   "create destination directory");
                 return;
         }
         const char *name = ferry_batch_at(b, it->name_off);
@@ -567,6 +604,10 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                 int rc = copy_attempt(c, b, name, it, &changed, &what);
                 if (!rc && !changed) {
                         it->result = R_DONE;
+                        return;
+                }
+                if (c->why[0]) { /* a clash by case: never retried */
+                        fail_why(c, b, it);
                         return;
                 }
                 if (rc == ECANCELED) {

@@ -17,6 +17,7 @@
 
 #include "ferry/journal.h"
 #include "ferry/manifest.h"
+#include "ferry/names.h"
 #include "ferry/pattern.h"
 
 #include <errno.h>
@@ -40,6 +41,7 @@ struct ferry_job {
         int srcfd, dstfd, lockfd;
         struct ferry_manifest *m;
         struct ferry_patterns *excludes;
+        struct ferry_names *names; /* what DST can hold; NULL: anything */
 };
 
 static atomic_bool stop_requested;
@@ -342,6 +344,18 @@ static int open_manifest(struct ferry_job *job, struct ferry_error *err)
         return rc;
 }
 
+/* Learns which names DST can hold, before a copy writes anything. */
+static int probe_names(struct ferry_job *job, struct ferry_error *err)
+{
+        if (job->opt.verify || job->opt.dry_run)
+                return 0;
+        struct ferry_name_rules rules;
+        ferry_names_probe(job->dstfd, &rules);
+        if (ferry_names_new(&rules, &job->names))
+                return errf(err, FERRY_EINTERNAL, "out of memory");
+        return 0;
+}
+
 static int open_trees(struct ferry_job *job, struct ferry_error *err)
 {
         job->srcfd = open(job->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -358,7 +372,7 @@ static int open_trees(struct ferry_job *job, struct ferry_error *err)
         if (job->dstfd < 0)
                 return errf(err, FERRY_EPATH, "destination '%s': %s",
                             job->opt.dst, strerror(errno));
-        return 0;
+        return probe_names(job, err);
 }
 
 int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
@@ -403,6 +417,7 @@ static void journal_cfg(struct ferry_job *job, struct ferry_journal_cfg *cfg,
         cfg->excludes = job->excludes;
         cfg->stop = &stop_requested;
         cfg->command = command;
+        cfg->names = job->names;
 }
 
 int ferry_job_run(struct ferry_job *job, struct ferry_summary *sum,
@@ -434,6 +449,7 @@ void ferry_job_close(struct ferry_job *job)
                 return;
         ferry_manifest_close(job->m);
         ferry_patterns_free(job->excludes);
+        ferry_names_free(job->names);
         if (job->srcfd >= 0)
                 close(job->srcfd);
         if (job->dstfd >= 0)

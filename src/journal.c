@@ -277,9 +277,12 @@ static void *barrier_main(void *arg)
 
 /* ---- results ----------------------------------------------------------- */
 
-static void reason(const struct ferry_item *it, char *buf, size_t size)
+static void reason(const struct ferry_batch *b, const struct ferry_item *it,
+                   char *buf, size_t size)
 {
-        if (it->err)
+        if (it->why_off)
+                snprintf(buf, size, "%s", ferry_batch_at(b, it->why_off));
+        else if (it->err)
                 snprintf(buf, size, "%s: %s", it->what ? it->what : "copy",
                          strerror(it->err));
         else
@@ -309,7 +312,7 @@ static int record_copy(struct journal *j, const struct ferry_batch *b,
         case R_CHANGED:
         case R_MISMATCH:
         case R_MISSING:
-                reason(it, why, sizeof(why));
+                reason(b, it, why, sizeof(why));
                 rc = ferry_manifest_file_set_state(j->m, it->id, ST_FAILED,
                                                    why);
                 if (!rc && !(rc = ferry_manifest_elect_leader(j->m, it->id)))
@@ -423,7 +426,7 @@ static void record_verify(struct journal *j, const struct ferry_batch *b,
                           b, it, it->what);
                 break;
         default:
-                reason(it, why, sizeof(why));
+                reason(b, it, why, sizeof(why));
                 j->sum->files_failed++;
                 j->prog.errors++;
                 emit_item(j, FERRY_EV_FAILED, b, it, why);
@@ -820,6 +823,7 @@ static int start_threads(struct journal *j, bool scan, bool work)
                         .fsync_each = j->opt->durability == FERRY_DURABLE_FILE,
                         .retries = j->opt->retries,
                         .stop = j->cfg->stop,
+                        .names = j->cfg->names,
                 };
                 cc.umask = j->umask;
                 rc = ferry_workers_start(&cc, j->opt->jobs, &j->work, &j->inbox,

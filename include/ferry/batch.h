@@ -92,6 +92,8 @@ struct ferry_item {
         enum ferry_result result;
         int err;          /* errno of a failure */
         const char *what; /* static: which step failed */
+        uint32_t why_off; /* arena offset of a reason the worker wrote
+                             in full (err 0, what NULL), or 0 */
         uint64_t bytes;   /* bytes written */
 };
 

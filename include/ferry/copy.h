@@ -22,6 +22,7 @@
 
 #include "ferry.h"
 #include "ferry/batch.h"
+#include "ferry/names.h"
 
 #include <stdatomic.h>
 
@@ -33,6 +34,8 @@ struct ferry_copy_cfg {
         unsigned retries;
         mode_t umask;      /* for --no-perms */
         atomic_bool *stop; /* borrowed */
+        /* borrowed, shared by the workers; NULL: DST holds any name */
+        struct ferry_names *names;
 };
 
 struct ferry_copier;

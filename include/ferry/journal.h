@@ -17,6 +17,7 @@
 
 #include "ferry.h"
 #include "ferry/manifest.h"
+#include "ferry/names.h"
 #include "ferry/pattern.h"
 
 #include <stdatomic.h>
@@ -28,6 +29,7 @@ struct ferry_journal_cfg {
         const struct ferry_patterns *excludes; /* borrowed, may be NULL */
         atomic_bool *stop;                     /* borrowed: set to stop */
         const char *command;                   /* for the runs table */
+        struct ferry_names *names; /* borrowed, may be NULL: DST's rules */
 };
 
 int ferry_journal_copy(const struct ferry_journal_cfg *cfg,

@@ -52,7 +52,15 @@ static void fx_reopen(struct fixture *fx, const char *dir)
         fx->dst = openat(fx->root, "dst", O_RDONLY | O_DIRECTORY);
         atomic_init(&fx->stop, false);
         fx->cfg = (struct ferry_copy_cfg){
-                fx->src, fx->dst, true, true, true, false, 1, 022, &fx->stop};
+                .srcfd = fx->src,
+                .dstfd = fx->dst,
+                .perms = true,
+                .owner = true,
+                .times = true,
+                .retries = 1,
+                .umask = 022,
+                .stop = &fx->stop,
+        };
 }
 
 static void fx_close(struct fixture *fx, bool remove)

@@ -1,0 +1,84 @@
+/*
+ * names.h - which names the destination can hold, and names that would
+ * collide there only by case.
+ *
+ * exFAT, FAT, NTFS and CIFS shares refuse some characters in a name and
+ * compare names without case. The file system type says little (exfat-fuse
+ * is "fuseblk", a CIFS share depends on its server), so the rules are
+ * probed: at job start, a few probe files are created and removed in the
+ * destination's root.
+ *
+ * Calling sequence:
+ *   struct ferry_name_rules r;
+ *   ferry_names_probe(dstfd, &r);          // job start, not in a dry run
+ *   ferry_names_new(&r, &names);           // shared by all workers
+ *   worker, per file:
+ *     ferry_names_refused(names, name, why, size)  before reading anything
+ *     ferry_names_lock(names, dir_id, name);
+ *     ferry_names_clash(names, dstdir, srcdir, name, &src_st, &clash, ...)
+ *     rename the temp file into place unless clash
+ *     ferry_names_unlock(names, dir_id, name);
+ *   ferry_names_free(names);
+ */
+#ifndef FERRY_NAMES_H
+#define FERRY_NAMES_H
+
+#include "ferry/fsio.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ferry_name_rules {
+        bool refused[256];      /* bytes the destination cannot hold */
+        bool no_trailing_dot;   /* "a." is refused or stored as "a" */
+        bool no_trailing_space; /* likewise "a " */
+        bool case_insensitive;  /* "A" and "a" are one name */
+};
+
+/* Probes the directory dirfd with files named ".ferry-probe.<pid>...
+ * .ferry-part" (removed again) and fills rules. When even a plain probe
+ * file cannot be created (read-only, no space), rules stay empty: the copy
+ * then reports its own errors. The directory's times are given back.
+ * Returns 0. */
+int ferry_names_probe(int dirfd, struct ferry_name_rules *rules);
+
+struct ferry_names;
+
+/* Caller frees *out with ferry_names_free. ENOMEM or 0. */
+int ferry_names_new(const struct ferry_name_rules *rules,
+                    struct ferry_names **out);
+void ferry_names_free(struct ferry_names *n);
+/* The rules n was made from; n may be NULL (no rules). */
+bool ferry_names_case_insensitive(const struct ferry_names *n);
+
+/* True when the destination cannot hold name (one path component); why
+ * gets "name not allowed on the destination file system (contains ':')"
+ * or the like. n may be NULL (nothing is refused). */
+bool ferry_names_refused(const struct ferry_names *n, const char *name,
+                         char *why, size_t size);
+/* Like ferry_names_refused for each component of the relative directory
+ * path dir; why names the component. */
+bool ferry_names_dir_refused(const struct ferry_names *n, const char *dir,
+                             char *why, size_t size);
+
+/* Serialize the check and rename of name in directory dir_id against
+ * other workers installing a name that may differ from it only by case
+ * (a striped lock keyed by the ASCII-folded name without its non-ASCII
+ * bytes). Nothing to do for a case-sensitive destination or n NULL. */
+void ferry_names_lock(struct ferry_names *n, int64_t dir_id, const char *name);
+void ferry_names_unlock(struct ferry_names *n, int64_t dir_id,
+                        const char *name);
+
+/* On a case-insensitive destination: *clash when installing name in
+ * dstdir would replace the copy of another source file whose name differs
+ * only by case, that is when dstdir holds the name under another spelling
+ * V and srcdir holds V as a file other than src (dev and ino). why tells.
+ * An entry under V that the source no longer has (renamed by case, or not
+ * ferry's) is no clash: it is replaced. Returns 0 or the errno of reading
+ * the destination directory. Call it under ferry_names_lock. */
+int ferry_names_clash(const struct ferry_names *n, int dstdir, int srcdir,
+                      const char *name, const struct ferry_stat *src,
+                      bool *clash, char *why, size_t size);
+
+#endif

@@ -1,0 +1,389 @@
+/*
+ * names.c - names the destination cannot hold, and names that collide
+ * there only by case (include/ferry/names.h).
+ *
+ * Owns the probed rules and the striped locks that the workers share.
+ *
+ * Probing: a plain probe file is created in DST's root; looking it up in
+ * upper case tells whether names are compared without case. Then a name
+ * holding every candidate byte (control characters, DEL and " * : < > ? \ |)
+ * is tried; when the file system refuses it, each byte is tried alone.
+ * Trailing dot and space are refused when the create fails or the file
+ * appears without them (Windows servers strip them). The probes go through
+ * the plain system calls, not fsio, so that they do not count in the fault
+ * injection of the tests.
+ *
+ * Collisions by case (case-insensitive DST only): the rename that installs
+ * a file would silently replace a file whose name differs only by case. So
+ * before the rename, under a lock that every name folding to the same key
+ * shares, the worker looks the name up in DST; when something is there, it
+ * reads the directory for the spelling stored there. The exact spelling is
+ * this name's own earlier copy (replace it). Another spelling V that the
+ * source directory holds as another file is the copy of that file: a
+ * clash, this file fails. The source tells, not the manifest, so the check
+ * works across listing chunks, batches and runs, and costs nothing unless
+ * the name exists in DST already. Folding here is ASCII only: a stored
+ * spelling that differs beyond ASCII (exFAT's up-case table folds more) is
+ * not found in the directory and counts as a clash with an unnamed file.
+ */
+#define _GNU_SOURCE
+#include "ferry/names.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define NAME_LOCKS 64
+
+struct ferry_names {
+        struct ferry_name_rules rules;
+        pthread_mutex_t locks[NAME_LOCKS];
+};
+
+static const char special[] = "\"*:<>?\\|";
+
+/* ---- probing ------------------------------------------------------------ */
+
+static int probe_create(int dirfd, const char *name)
+{
+        int fd = openat(dirfd, name,
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                        0600);
+        if (fd < 0)
+                return errno;
+        close(fd);
+        return 0;
+}
+
+static bool probe_exists(int dirfd, const char *name)
+{
+        struct stat st;
+        return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* ".ferry-probe.<pid><middle>.ferry-part<tail>" */
+static void probe_name(char *out, size_t size, const char *middle,
+                       const char *tail)
+{
+        snprintf(out, size, ".ferry-probe.%ld%s.ferry-part%s", (long)getpid(),
+                 middle, tail);
+}
+
+/* True when a file named with middle can be created (and removes it). */
+static bool probe_holds(int dirfd, const char *middle)
+{
+        char name[NAME_MAX + 1];
+        probe_name(name, sizeof(name), middle, "");
+        if (probe_create(dirfd, name))
+                return false;
+        unlinkat(dirfd, name, 0);
+        return true;
+}
+
+/* Trailing ch: refused, or stored without it. */
+static bool probe_trailing_refused(int dirfd, char ch)
+{
+        char name[NAME_MAX + 1], bare[NAME_MAX + 1];
+        char tail[2] = {ch, '\0'};
+        probe_name(name, sizeof(name), ".t", tail);
+        probe_name(bare, sizeof(bare), ".t", "");
+        if (probe_create(dirfd, name))
+                return true;
+        bool stripped = probe_exists(dirfd, bare);
+        unlinkat(dirfd, name, 0);
+        unlinkat(dirfd, bare, 0);
+        return stripped;
+}
+
+static void probe_bytes(int dirfd, struct ferry_name_rules *r)
+{
+        char all[64];
+        size_t n = 0;
+        for (int ch = 1; ch < 0x20; ch++)
+                all[n++] = (char)ch;
+        all[n++] = 0x7f;
+        memcpy(all + n, special, sizeof(special)); /* with its NUL */
+        if (probe_holds(dirfd, all))
+                return;
+        for (size_t i = 0; all[i]; i++) {
+                char one[2] = {all[i], '\0'};
+                r->refused[(unsigned char)all[i]] = !probe_holds(dirfd, one);
+        }
+}
+
+static void probe_all(int dirfd, struct ferry_name_rules *r)
+{
+        char plain[NAME_MAX + 1], upper[NAME_MAX + 1];
+        probe_name(plain, sizeof(plain), ".c", "");
+        int rc = probe_create(dirfd, plain);
+        if (rc == EEXIST) { /* a leftover of a crashed run of this pid */
+                unlinkat(dirfd, plain, 0);
+                rc = probe_create(dirfd, plain);
+        }
+        if (rc)
+                return;
+        size_t i;
+        for (i = 0; plain[i]; i++)
+                upper[i] = plain[i] >= 'a' && plain[i] <= 'z'
+                                   ? (char)(plain[i] - 'a' + 'A')
+                                   : plain[i];
+        upper[i] = '\0';
+        r->case_insensitive = probe_exists(dirfd, upper);
+        unlinkat(dirfd, plain, 0);
+        probe_bytes(dirfd, r);
+        r->no_trailing_dot = probe_trailing_refused(dirfd, '.');
+        r->no_trailing_space = probe_trailing_refused(dirfd, ' ');
+}
+
+int ferry_names_probe(int dirfd, struct ferry_name_rules *r)
+{
+        memset(r, 0, sizeof(*r));
+        struct stat before, after;
+        bool have = fstat(dirfd, &before) == 0;
+        probe_all(dirfd, r);
+        /* the probes touched the directory: give back its times, which a
+         * run that finds nothing to do would not set again */
+        if (have && !fstat(dirfd, &after) &&
+            (after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+             after.st_mtim.tv_nsec != before.st_mtim.tv_nsec)) {
+                struct timespec ts[2] = {before.st_atim, before.st_mtim};
+                futimens(dirfd, ts);
+        }
+        return 0;
+}
+
+/* ---- the rules ---------------------------------------------------------- */
+
+int ferry_names_new(const struct ferry_name_rules *rules,
+                    struct ferry_names **out)
+{
+        struct ferry_names *n = calloc(1, sizeof(*n));
+        if (!n)
+                return ENOMEM;
+        n->rules = *rules;
+        for (int i = 0; i < NAME_LOCKS; i++)
+                pthread_mutex_init(&n->locks[i], NULL);
+        *out = n;
+        return 0;
+}
+
+void ferry_names_free(struct ferry_names *n)
+{
+        if (!n)
+                return;
+        for (int i = 0; i < NAME_LOCKS; i++)
+                pthread_mutex_destroy(&n->locks[i]);
+        free(n);
+}
+
+bool ferry_names_case_insensitive(const struct ferry_names *n)
+{
+        return n && n->rules.case_insensitive;
+}
+
+/* Appends s (len bytes) to out, quoted as the command line quotes paths:
+ * backslash, quote and control bytes escaped. */
+static void put_quoted(char *out, size_t size, const char *s, size_t len)
+{
+        size_t o = strlen(out);
+        if (o + 1 >= size)
+                return;
+        out[o++] = '\'';
+        for (size_t i = 0; i < len && o + 5 < size; i++) {
+                unsigned char ch = (unsigned char)s[i];
+                if (ch == '\\' || ch == '\'')
+                        o += (size_t)snprintf(out + o, size - o, "\\%c", ch);
+                else if (ch < 0x20 || ch == 0x7f)
+                        o += (size_t)snprintf(out + o, size - o, "\\x%02x", ch);
+                else
+                        out[o++] = (char)ch;
+        }
+        if (o + 1 < size)
+                out[o++] = '\'';
+        out[o] = '\0';
+}
+
+/* True when name (len bytes) is refused; why gets "contains ':'" or the like.
+ */
+static bool why_refused(const struct ferry_name_rules *r, const char *name,
+                        size_t len, char *why, size_t size)
+{
+        for (size_t i = 0; i < len; i++) {
+                unsigned char ch = (unsigned char)name[i];
+                if (!r->refused[ch])
+                        continue;
+                if (ch < 0x20 || ch == 0x7f)
+                        snprintf(why, size,
+                                 "contains control character \\x%02x", ch);
+                else
+                        snprintf(why, size, "contains '%s%c'",
+                                 ch == '\\' ? "\\" : "", ch);
+                return true;
+        }
+        if (len && name[len - 1] == '.' && r->no_trailing_dot) {
+                snprintf(why, size, "ends with '.'");
+                return true;
+        }
+        if (len && name[len - 1] == ' ' && r->no_trailing_space) {
+                snprintf(why, size, "ends with a space");
+                return true;
+        }
+        return false;
+}
+
+bool ferry_names_refused(const struct ferry_names *n, const char *name,
+                         char *why, size_t size)
+{
+        char detail[64];
+        if (!n ||
+            !why_refused(&n->rules, name, strlen(name), detail, sizeof(detail)))
+                return false;
+        snprintf(why, size,
+                 "name not allowed on the destination file system (%s)",
+                 detail);
+        return true;
+}
+
+bool ferry_names_dir_refused(const struct ferry_names *n, const char *dir,
+                             char *why, size_t size)
+{
+        char detail[64];
+        while (n && *dir) {
+                size_t len = strcspn(dir, "/");
+                if (why_refused(&n->rules, dir, len, detail, sizeof(detail))) {
+                        snprintf(why, size, "directory ");
+                        put_quoted(why, size, dir, len);
+                        size_t o = strlen(why);
+                        snprintf(why + o, size - o,
+                                 " not allowed on the destination file "
+                                 "system (%s)",
+                                 detail);
+                        return true;
+                }
+                dir += len;
+                dir += *dir == '/';
+        }
+        return false;
+}
+
+/* ---- collisions by case ------------------------------------------------- */
+
+static unsigned char ascii_lower(unsigned char ch)
+{
+        return ch >= 'A' && ch <= 'Z' ? (unsigned char)(ch - 'A' + 'a') : ch;
+}
+
+/* The stripe of (dir_id, name): FNV-1a of the directory and of the name
+ * folded to ASCII lower case without its non-ASCII bytes, so that any two
+ * names a file system may fold together share it. */
+static pthread_mutex_t *stripe(struct ferry_names *n, int64_t dir_id,
+                               const char *name)
+{
+        uint64_t h = 1469598103934665603ULL;
+        for (int i = 0; i < 8; i++)
+                h = (h ^ (uint8_t)((uint64_t)dir_id >> (8 * i))) *
+                    1099511628211ULL;
+        for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+                if (*p < 0x80)
+                        h = (h ^ ascii_lower(*p)) * 1099511628211ULL;
+        return &n->locks[h % NAME_LOCKS];
+}
+
+void ferry_names_lock(struct ferry_names *n, int64_t dir_id, const char *name)
+{
+        if (ferry_names_case_insensitive(n))
+                pthread_mutex_lock(stripe(n, dir_id, name));
+}
+
+void ferry_names_unlock(struct ferry_names *n, int64_t dir_id, const char *name)
+{
+        if (ferry_names_case_insensitive(n))
+                pthread_mutex_unlock(stripe(n, dir_id, name));
+}
+
+static bool ascii_equal(const char *a, const char *b)
+{
+        for (; *a && *b; a++, b++)
+                if (ascii_lower((unsigned char)*a) !=
+                    ascii_lower((unsigned char)*b))
+                        return false;
+        return *a == *b;
+}
+
+enum spelling { SP_NONE, SP_EXACT, SP_OTHER };
+
+/* How dirfd stores name: exactly, as other (ASCII case), or not found. */
+static int stored_spelling(int dirfd, const char *name, char *other,
+                           size_t size, enum spelling *sp)
+{
+        int fd = -1;
+        int rc = ferry_fsio_openat(dirfd, ".", O_RDONLY | O_DIRECTORY, 0, &fd);
+        if (rc)
+                return rc;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                rc = errno;
+                ferry_fsio_close(&fd);
+                return rc;
+        }
+        *sp = SP_NONE;
+        struct dirent *e;
+        errno = 0;
+        while ((e = readdir(d))) {
+                if (!strcmp(e->d_name, name)) {
+                        *sp = SP_EXACT;
+                        break;
+                }
+                if (*sp == SP_NONE && ascii_equal(e->d_name, name)) {
+                        snprintf(other, size, "%s", e->d_name);
+                        *sp = SP_OTHER;
+                }
+                errno = 0;
+        }
+        rc = e || !errno ? 0 : errno;
+        closedir(d);
+        return rc;
+}
+
+int ferry_names_clash(const struct ferry_names *n, int dstdir, int srcdir,
+                      const char *name, const struct ferry_stat *src,
+                      bool *clash, char *why, size_t size)
+{
+        *clash = false;
+        if (!ferry_names_case_insensitive(n))
+                return 0;
+        struct ferry_stat st;
+        if (ferry_fsio_statat(dstdir, name, &st))
+                return 0; /* nothing there; the rename reports other errors */
+        char other[NAME_MAX + 1];
+        enum spelling sp = SP_NONE;
+        int rc = stored_spelling(dstdir, name, other, sizeof(other), &sp);
+        if (rc || sp == SP_EXACT)
+                return rc;
+        if (sp == SP_OTHER) {
+                rc = ferry_fsio_statat(srcdir, other, &st);
+                if (rc == ENOENT || rc == ENOTDIR)
+                        return 0; /* not a source file's copy: replace it */
+                if (rc || (st.dev == src->dev && st.ino == src->ino))
+                        return rc; /* the source folds case too: same file */
+                snprintf(why, size, "name collides with ");
+                put_quoted(why, size, other, strlen(other));
+                size_t o = strlen(why);
+                snprintf(why + o, size - o,
+                         " on the case-insensitive destination (the names "
+                         "differ only by case)");
+        } else
+                snprintf(why, size,
+                         "name collides with another name on the "
+                         "case-insensitive destination (the names differ "
+                         "only by case)");
+        *clash = true;
+        return 0;
+}
