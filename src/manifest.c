@@ -753,6 +753,30 @@ int ferry_manifest_rollback(struct ferry_manifest *m)
         return s ? exec_stmt(m, s, "rollback") : db_fail(m, "rollback");
 }
 
+int ferry_manifest_note(struct ferry_manifest *m, const char *key, char *buf,
+                        size_t size)
+{
+        sqlite3_stmt *row;
+        buf[0] = '\0';
+        int rc = meta_get(m, key, &row);
+        if (rc || !row)
+                return rc;
+        const void *v = sqlite3_column_blob(row, 0);
+        int n = sqlite3_column_bytes(row, 0);
+        if (v && (size_t)n < size) {
+                memcpy(buf, v, (size_t)n);
+                buf[n] = '\0';
+        }
+        sqlite3_reset(row);
+        return 0;
+}
+
+int ferry_manifest_set_note(struct ferry_manifest *m, const char *key,
+                            const char *value)
+{
+        return meta_set_text(m, key, value);
+}
+
 int ferry_manifest_next_gen(struct ferry_manifest *m, int64_t *gen)
 {
         sqlite3_stmt *row;
@@ -921,8 +945,11 @@ int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
         if (len) {
                 rc = ferry_manifest_dir_find(m, path, parent_len(path, len),
                                              &parent, NULL);
+                /* a new directory changes its parent's mtime in DST */
                 if (!rc && parent)
                         rc = remove_file_named(m, parent, path, len, gen);
+                if (!rc && parent)
+                        rc = ferry_manifest_dir_touch(m, parent);
                 if (rc)
                         return rc;
         }
