@@ -344,13 +344,66 @@ static int open_manifest(struct ferry_job *job, struct ferry_error *err)
         return rc;
 }
 
-/* Learns which names DST can hold, before a copy writes anything. */
+/* The rules as "DEV:INO " + 256 refused flags + trailing dot, trailing
+ * space and case flags, '0' or '1' each. */
+static void rules_text(const struct ferry_name_rules *r, const char *id,
+                       char *buf, size_t size)
+{
+        size_t n = (size_t)snprintf(buf, size, "%s ", id);
+        for (int c = 0; c < 256 && n + 1 < size; c++)
+                buf[n++] = r->refused[c] ? '1' : '0';
+        bool flags[3] = {r->no_trailing_dot, r->no_trailing_space,
+                         r->case_insensitive};
+        for (int i = 0; i < 3 && n + 1 < size; i++)
+                buf[n++] = flags[i] ? '1' : '0';
+        buf[n] = '\0';
+}
+
+static bool rules_parse(const char *text, const char *id,
+                        struct ferry_name_rules *r)
+{
+        size_t idlen = strlen(id);
+        if (strncmp(text, id, idlen) || text[idlen] != ' ' ||
+            strlen(text + idlen + 1) != 259)
+                return false;
+        const char *p = text + idlen + 1;
+        for (int c = 0; c < 256; c++)
+                r->refused[c] = p[c] == '1';
+        r->no_trailing_dot = p[256] == '1';
+        r->no_trailing_space = p[257] == '1';
+        r->case_insensitive = p[258] == '1';
+        return true;
+}
+
+/*
+ * Learns which names DST can hold, before a copy writes anything. The
+ * probe creates files in DST's root, so its answer is kept in the manifest
+ * for this DST (device and inode of its root): a no-change re-run touches
+ * nothing in DST.
+ */
 static int probe_names(struct ferry_job *job, struct ferry_error *err)
 {
         if (job->opt.verify || job->opt.dry_run)
                 return 0;
         struct ferry_name_rules rules;
-        ferry_names_probe(job->dstfd, &rules);
+        struct stat st; /* not through fsio: its fault counts stay put */
+        char id[64], text[512];
+        id[0] = '\0';
+        if (!fstat(job->dstfd, &st))
+                snprintf(id, sizeof(id), "%llu:%llu",
+                         (unsigned long long)st.st_dev,
+                         (unsigned long long)st.st_ino);
+        memset(&rules, 0, sizeof(rules));
+        if (ferry_manifest_note(job->m, "dst_names", text, sizeof(text)))
+                return errf(err, FERRY_EMANIFEST, "%s",
+                            ferry_manifest_errmsg(job->m));
+        if (!id[0] || !rules_parse(text, id, &rules)) {
+                ferry_names_probe(job->dstfd, &rules);
+                rules_text(&rules, id, text, sizeof(text));
+                if (id[0] && ferry_manifest_set_note(job->m, "dst_names", text))
+                        return errf(err, FERRY_EMANIFEST, "%s",
+                                    ferry_manifest_errmsg(job->m));
+        }
         if (ferry_names_new(&rules, &job->names))
                 return errf(err, FERRY_EINTERNAL, "out of memory");
         return 0;

@@ -83,6 +83,12 @@ int ferry_manifest_run_finish(struct ferry_manifest *m, int64_t run_id,
  * recorded; when DST was replaced, every done row becomes pending again. */
 int ferry_manifest_check_dst(struct ferry_manifest *m, const char *identity,
                              bool *replaced);
+/* A short text kept in the manifest under key (e.g. what DST can hold);
+ * "" when there is none or it does not fit. */
+int ferry_manifest_note(struct ferry_manifest *m, const char *key, char *buf,
+                        size_t size);
+int ferry_manifest_set_note(struct ferry_manifest *m, const char *key,
+                            const char *value);
 /* Failed rows of earlier runs become pending again. */
 int ferry_manifest_retry_failed(struct ferry_manifest *m);
 
