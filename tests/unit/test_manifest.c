@@ -1389,6 +1389,44 @@ static void test_listed_marking(void)
         fx_close(&fx);
 }
 
+/* A version 1 manifest is upgraded on open: its directories are marked row
+ * by row by the next scan (listed -1), its rows are kept. */
+static void test_upgrade_from_1(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        ferry_manifest_close(fx.m);
+        fx.m = NULL;
+        unlink(fx.db);
+        char sql[256];
+        CHECK_EQ(ferry_migrations[0].version, 1);
+        snprintf(sql, sizeof(sql),
+                 "PRAGMA journal_mode = WAL; PRAGMA application_id = %d;"
+                 " PRAGMA user_version = 1;",
+                 FERRY_APPLICATION_ID);
+        CHECK_EQ(sql_exec(fx.db, sql), SQLITE_OK);
+        CHECK_EQ(sql_exec(fx.db, ferry_migrations[0].sql), SQLITE_OK);
+        CHECK_EQ(sql_exec(fx.db,
+                          "INSERT INTO dirs (id, path, mode, uid, gid,"
+                          " mtime_ns, state, gen) VALUES (1, X'', 16877, 0,"
+                          " 0, 5, 1, 3);"
+                          "INSERT INTO files (dir, name, type, size,"
+                          " mtime_ns, ctime_ns, mode, uid, gid, dev, ino,"
+                          " state, hash, gen) VALUES (1, X'61', 1, 1, 1, 1,"
+                          " 33188, 0, 0, 1, 1, 1, zeroblob(16), 3);"),
+                 SQLITE_OK);
+        CHECK_EQ(ferry_manifest_open(fx.db, 0, &fx.m, &fx.err), 0);
+        ferry_manifest_close(fx.m);
+        fx.m = NULL;
+        CHECK_EQ(sql_int(fx.db, "PRAGMA user_version", 0),
+                 ferry_migrations[ferry_n_migrations - 1].version);
+        CHECK_EQ(sql_int(fx.db, "SELECT listed FROM dirs WHERE id = ?1", 1),
+                 -1);
+        CHECK_EQ(sql_int(fx.db, "SELECT state FROM files WHERE dir = ?1", 1),
+                 ST_DONE);
+        fx_close(&fx);
+}
+
 int main(int argc, char **argv)
 {
         unit_init(argc, argv);
@@ -1405,5 +1443,6 @@ int main(int argc, char **argv)
         RUN(test_status_counts);
         RUN(test_keep_subtree);
         RUN(test_listed_marking);
+        RUN(test_upgrade_from_1);
         return unit_done();
 }
