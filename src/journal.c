@@ -585,7 +585,8 @@ static void on_listing(struct journal *j, struct ferry_listing *l)
                 rc = scan_error(j, l, dir);
         else if (!rc && l->first)
                 rc = ferry_manifest_dir_set_error(j->m, dir, NULL);
-        if (!rc && l->last && !l->open_err)
+        if (!rc && l->last && !l->open_err && !j->stop_code &&
+            !atomic_load(j->cfg->stop))
                 rc = ferry_manifest_dir_listed(j->m, dir, j->gen, marking,
                                                l->seen);
         if (rc)

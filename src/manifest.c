@@ -53,6 +53,7 @@ enum stmt_id {
         S_FILE_STATE,
         S_FILE_DELETE,
         S_FILE_REMOVE_NAME,
+        S_SUBTREE_REMOVED,
         S_NSTMTS
 };
 
@@ -113,6 +114,10 @@ static const char *const stmt_sql[S_NSTMTS] = {
         [S_FILE_DELETE] = "DELETE FROM files WHERE id = ?1",
         [S_FILE_REMOVE_NAME] = "UPDATE files SET state = 5, gen = ?3"
                                " WHERE dir = ?1 AND name = ?2 AND state != 5",
+        [S_SUBTREE_REMOVED] = "UPDATE files SET state = 5, gen = ?1"
+                              " WHERE state != 5 AND dir IN (SELECT id"
+                              " FROM dirs WHERE path = ?2 OR (path >= ?3"
+                              " AND path < ?4))",
 };
 
 #define FILE_COLS                                                              \
@@ -145,15 +150,27 @@ static const char *const query_sql[Q_NQUERIES] = {
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
                 " WHERE f.state = 0 AND f.gen = ?3 AND f.id > ?1"
                 " ORDER BY f.id LIMIT ?2",
+        /* Each state through its partial index, in id order: "state IN
+         * (4, 5) AND state = 5" lets SQLite use files_removed, which a
+         * bare "state = 5" or the IN list with ORDER BY id would not (a
+         * scan, or a sort of every removed row per page). */
         [Q_REMOVED_FILES] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
-                " WHERE f.state IN (4, 5) AND f.id > ?1"
+                " WHERE f.id IN (SELECT id FROM (SELECT id FROM files"
+                " WHERE state IN (4, 5) AND state = 4 AND id > ?1"
+                " ORDER BY id LIMIT ?2) UNION ALL SELECT id FROM (SELECT id"
+                " FROM files WHERE state IN (4, 5) AND state = 5 AND id > ?1"
+                " ORDER BY id LIMIT ?2))"
                 " ORDER BY f.id LIMIT ?2",
         /* pending rows not seen, and those removed by this scan */
         [Q_STALE_TEMPS] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
-                " WHERE ((f.state = 0 AND f.gen < ?3) OR (f.state = 5"
-                " AND f.gen = ?3 AND f.hash IS NULL)) AND f.id > ?1"
+                " WHERE f.id IN (SELECT id FROM (SELECT id FROM files"
+                " WHERE state = 0 AND gen < ?3 AND id > ?1"
+                " ORDER BY id LIMIT ?2) UNION ALL SELECT id FROM (SELECT id"
+                " FROM files WHERE state IN (4, 5) AND state = 5"
+                " AND gen = ?3 AND hash IS NULL AND id > ?1"
+                " ORDER BY id LIMIT ?2))"
                 " ORDER BY f.id LIMIT ?2",
         [Q_REMOVED_DIRS] =
                 "SELECT id, coalesce(parent, 0), path, '', 0, 0, mtime_ns, 0,"
@@ -1023,12 +1040,7 @@ int ferry_manifest_subtree_removed(struct ferry_manifest *m, const char *path,
         memcpy(hi, path, len);
         lo[len] = '/';
         hi[len] = '0';
-        if (sqlite3_prepare_v2(m->db,
-                               "UPDATE files SET state = 5, gen = ?1"
-                               " WHERE state != 5 AND dir IN (SELECT id"
-                               " FROM dirs WHERE path = ?2 OR (path >= ?3"
-                               " AND path < ?4))",
-                               -1, &s, NULL) != SQLITE_OK) {
+        if (!(s = stmt(m, S_SUBTREE_REMOVED))) {
                 rc = db_fail(m, "write");
                 goto out;
         }
@@ -1038,7 +1050,6 @@ int ferry_manifest_subtree_removed(struct ferry_manifest *m, const char *path,
         bind_bytes(s, 4, hi, len + 1);
         rc = exec_stmt(m, s, "file update");
 out:
-        sqlite3_finalize(s);
         free(lo);
         free(hi);
         return rc;
@@ -1282,6 +1293,22 @@ int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
         return exec_stmt(m, s, "file update");
 }
 
+/* A removed or vanished first name with no other name to take over: no
+ * longer a first name, so later scans do not elect for it again. */
+static int forget_group(struct ferry_manifest *m, int64_t old)
+{
+        sqlite3_stmt *s;
+        if (sqlite3_prepare_v2(m->db,
+                               "UPDATE files SET hl = NULL WHERE id = ?1"
+                               " AND state IN (4, 5)",
+                               -1, &s, NULL) != SQLITE_OK)
+                return db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, old);
+        int rc = exec_stmt(m, s, "file update");
+        sqlite3_finalize(s);
+        return rc;
+}
+
 /* One hardlink group: a new first name for the followers of old, the
  * group's other first name if the scan already made one (a name seen after
  * old was known to be gone), else the lowest follower. */
@@ -1292,10 +1319,10 @@ static int elect(struct ferry_manifest *m, int64_t old)
                                "SELECT ino, dev, coalesce((SELECT min(id)"
                                " FROM files f WHERE f.ino = o.ino AND"
                                " f.dev = o.dev AND f.hl = -1 AND"
-                               " f.id != o.id AND f.state NOT IN (4, 5)),"
+                               " f.id != o.id AND f.state NOT IN (2, 4, 5)),"
                                " (SELECT min(id) FROM files f"
                                " WHERE f.ino = o.ino AND f.dev = o.dev AND"
-                               " f.hl = o.id AND f.state NOT IN (4, 5)))"
+                               " f.hl = o.id AND f.state NOT IN (2, 4, 5)))"
                                " FROM files o WHERE o.id = ?1 AND o.hl = -1",
                                -1, &s, NULL) != SQLITE_OK)
                 return db_fail(m, "read");
@@ -1310,6 +1337,8 @@ static int elect(struct ferry_manifest *m, int64_t old)
         sqlite3_finalize(s);
         if (rc != SQLITE_ROW && rc != SQLITE_DONE)
                 return db_fail(m, "read");
+        if (rc == SQLITE_ROW && !leader)
+                return forget_group(m, old);
         if (!leader)
                 return 0;
         /* the new first name is copied with data, the old one becomes a
@@ -1339,8 +1368,12 @@ int ferry_manifest_elect_leaders(struct ferry_manifest *m)
 {
         sqlite3_stmt *s;
         if (sqlite3_prepare_v2(m->db,
-                               "SELECT id FROM files WHERE state IN (4, 5)"
-                               " AND hl = -1 AND id > ?1 ORDER BY id LIMIT 1",
+                               "SELECT min(id) FROM (SELECT min(id) AS id"
+                               " FROM files WHERE state IN (4, 5) AND"
+                               " state = 4 AND id > ?1 AND hl = -1"
+                               " UNION ALL SELECT min(id) FROM files WHERE"
+                               " state IN (4, 5) AND state = 5 AND id > ?1"
+                               " AND hl = -1)",
                                -1, &s, NULL) != SQLITE_OK)
                 return db_fail(m, "read");
         int64_t cursor = 0;
@@ -1348,8 +1381,12 @@ int ferry_manifest_elect_leaders(struct ferry_manifest *m)
         while (!rc) {
                 sqlite3_bind_int64(s, 1, cursor);
                 int step = sqlite3_step(s);
-                if (step != SQLITE_ROW) {
-                        rc = step == SQLITE_DONE ? 0 : db_fail(m, "read");
+                if (step != SQLITE_ROW ||
+                    sqlite3_column_type(s, 0) == SQLITE_NULL) {
+                        sqlite3_reset(s);
+                        rc = step == SQLITE_ROW || step == SQLITE_DONE
+                                     ? 0
+                                     : db_fail(m, "read");
                         break;
                 }
                 cursor = sqlite3_column_int64(s, 0);
@@ -1570,8 +1607,10 @@ static int status_meta(struct ferry_manifest *m, struct ferry_status_info *info)
         }
         sqlite3_finalize(s);
         int64_t n = 0;
-        int rc =
-                pragma_int(m, "SELECT count(*) FROM files WHERE state = 5", &n);
+        int rc = pragma_int(m,
+                            "SELECT count(*) FROM files WHERE state IN (4, 5)"
+                            " AND state = 5",
+                            &n);
         info->not_in_source = (uint64_t)n;
         if (!rc)
                 rc = pragma_int(m, "SELECT count(*) FROM dirs", &n);

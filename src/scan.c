@@ -276,7 +276,9 @@ static void read_dir(struct reader *r)
                 closedir(d);
         if (r->cur) {
                 r->cur->open_err = err;
-                r->cur->last = true;
+                /* a listing cut short by a stop is not the whole directory:
+                 * the journal must not take its unread rows for removed */
+                r->cur->last = !atomic_load(r->sc->cfg.stop);
                 r->cur->seen = r->seen;
                 flush_chunk(r, true);
         }

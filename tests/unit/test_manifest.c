@@ -865,6 +865,32 @@ static void test_hardlinks(void)
         CHECK_EQ(sql_int(fx.db, hl, bb), -1);
         CHECK_EQ(sql_int(fx.db, hl, a), bb);
 
+        /* two failures in one group: a failed name is never elected */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        int64_t l1 = add_file(&fx, root, "l1", 500, 7, 3, 10, gen, true);
+        int64_t l2 = add_file(&fx, root, "l2", 500, 7, 3, 10, gen, true);
+        int64_t l3 = add_file(&fx, root, "l3", 500, 7, 3, 10, gen, true);
+        CHECK_EQ(ferry_manifest_file_set_state(fx.m, l1, ST_FAILED, "x"), 0);
+        CHECK_EQ(ferry_manifest_elect_leader(fx.m, l1), 0);
+        CHECK_EQ(ferry_manifest_file_set_state(fx.m, l2, ST_FAILED, "y"), 0);
+        CHECK_EQ(ferry_manifest_elect_leader(fx.m, l2), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_int(fx.db, hl, l3), -1);
+        CHECK_EQ(sql_int(fx.db, hl, l1), l3);
+        CHECK_EQ(sql_int(fx.db, hl, l2), l3);
+        /* a removed first name alone is no first name any more */
+        CHECK_EQ(sql_exec(fx.db, "UPDATE files SET state = 5 WHERE ino = 300"
+                                 " OR ino = 400"),
+                 SQLITE_OK);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_elect_leaders(fx.m), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(sql_int(fx.db,
+                         "SELECT count(*) FROM files WHERE state = 5 AND"
+                         " hl = ?1",
+                         -1),
+                 0);
+
         /* a hardlink that changes back to one name loses its leader */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         ferry_manifest_next_gen(fx.m, &gen);
