@@ -925,23 +925,72 @@ static void journal_release(struct journal *j)
         j->sum->seconds = now() - j->t0;
 }
 
-/* A destination deleted or swapped behind ferry's back holds none of the
- * files the manifest calls done: copy them all again. */
+/* Done files looked at in DST when its identity changed. */
+#define DST_SAMPLE 32
+/* Coarsest mtime a destination keeps: FAT's 2 s (exFAT: 10 ms, exfat-fuse
+ * whole seconds). */
+#define MTIME_SLACK_NS 2000000000LL
+
+struct dst_sample {
+        struct journal *j;
+        bool differs;
+};
+
+/* Is this done file in DST as ferry left it (type, size, and mtime when
+ * times are kept)? Anything else, an error to look too, says no. */
+static bool sample_matches(const struct ferry_done_file *f, void *arg)
+{
+        struct dst_sample *ds = arg;
+        struct ferry_stat st;
+        int dfd = -1, rc = ferry_fsio_open_dir(ds->j->cfg->dstfd, f->dir, &dfd);
+        if (!rc)
+                rc = ferry_fsio_statat(dfd, f->name, &st);
+        ferry_fsio_close(&dfd);
+        bool reg = f->type == FT_REG;
+        if (rc || (reg ? !S_ISREG(st.mode) : !S_ISLNK(st.mode)) ||
+            st.size != f->size ||
+            (reg && ds->j->opt->times &&
+             llabs(st.mtime_ns - f->mtime_ns) >= MTIME_SLACK_NS))
+                ds->differs = true;
+        return !ds->differs;
+}
+
+/*
+ * DST's identity is its root's dev:ino. It changes when DST is deleted or
+ * swapped behind ferry's back, which then holds none of the files the
+ * manifest calls done: copy them all again. But it also changes when the
+ * same DST is only mounted again (a USB disk gets another device number;
+ * exfat-fuse numbers inodes anew when the kernel forgets one), and copying
+ * days of data again for that is wrong. So a changed identity is believed
+ * only when DST does not hold a sample of the done files as they were
+ * copied. Silent when the sample matches: nothing changes for the user, and
+ * a re-plugged disk would warn on every run.
+ */
 static int check_destination(struct journal *j)
 {
         struct ferry_stat st;
         if (j->cfg->dstfd < 0 || ferry_fsio_fstat(j->cfg->dstfd, &st))
                 return 0;
         char id[64];
-        bool replaced;
+        bool changed;
         snprintf(id, sizeof(id), "%llu:%llu", (unsigned long long)st.dev,
                  (unsigned long long)st.ino);
-        if (ferry_manifest_check_dst(j->m, id, &replaced))
+        if (ferry_manifest_check_dst(j->m, id, &changed))
                 return -1;
-        if (replaced)
-                emit(j, FERRY_EV_WARNING, "", "",
-                     "the destination was replaced since the last run: "
-                     "copying everything again");
+        if (!changed)
+                return 0;
+        struct dst_sample ds = {.j = j, .differs = false};
+        unsigned seen;
+        if (ferry_manifest_sample_done(j->m, DST_SAMPLE, sample_matches, &ds,
+                                       &seen))
+                return -1;
+        if (!ds.differs)
+                return 0; /* the same DST, mounted again */
+        if (ferry_manifest_reset_done(j->m))
+                return -1;
+        emit(j, FERRY_EV_WARNING, "", "",
+             "the destination was replaced since the last run: "
+             "copying everything again");
         return 0;
 }
 

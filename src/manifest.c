@@ -845,29 +845,87 @@ int ferry_manifest_run_finish(struct ferry_manifest *m, int64_t run_id,
 }
 
 int ferry_manifest_check_dst(struct ferry_manifest *m, const char *identity,
-                             bool *replaced)
+                             bool *changed)
 {
         sqlite3_stmt *row;
-        *replaced = false;
+        *changed = false;
         int rc = meta_get(m, "dst_identity", &row);
         if (rc)
                 return rc;
         if (row) {
                 const void *v = sqlite3_column_blob(row, 0);
                 size_t n = (size_t)sqlite3_column_bytes(row, 0);
-                *replaced = n != strlen(identity) ||
-                            (n && memcmp(v, identity, n) != 0);
+                *changed = n != strlen(identity) ||
+                           (n && memcmp(v, identity, n) != 0);
                 sqlite3_reset(row);
-                if (!*replaced)
+                if (!*changed)
                         return 0;
-                rc = exec_sql(m,
-                              "UPDATE files SET state = 0 WHERE state = 1;"
-                              "UPDATE dirs SET state = 0;",
-                              "reset after a replaced destination");
-                if (rc)
-                        return rc;
         }
         return meta_set_text(m, "dst_identity", identity);
+}
+
+int ferry_manifest_reset_done(struct ferry_manifest *m)
+{
+        return exec_sql(m,
+                        "UPDATE files SET state = 0 WHERE state = 1;"
+                        "UPDATE dirs SET state = 0;",
+                        "reset after a replaced destination");
+}
+
+/* Row i of n evenly spaced points in 1..max, without overflow. */
+static int64_t spread(int64_t max, unsigned i, unsigned n)
+{
+        return 1 + max / n * i + max % n * i / n;
+}
+
+/* Text of a blob column, NUL-terminated by SQLite ("" for an empty one). */
+static const char *column_str(sqlite3_stmt *s, int col)
+{
+        const char *p = (const char *)sqlite3_column_text(s, col);
+        return p ? p : "";
+}
+
+int ferry_manifest_sample_done(struct ferry_manifest *m, unsigned n,
+                               ferry_sample_fn fn, void *arg, unsigned *seen)
+{
+        *seen = 0;
+        int64_t max = 0;
+        int rc = ferry_manifest_max_id(m, &max);
+        if (rc || !n || max < 1)
+                return rc;
+        sqlite3_stmt *s;
+        if (sqlite3_prepare_v2(m->db,
+                               "SELECT f.id, d.path, f.name, f.type, f.size,"
+                               " f.mtime_ns FROM files f"
+                               " JOIN dirs d ON d.id = f.dir"
+                               " WHERE f.id >= ?1 AND f.state = 1"
+                               " AND f.type IN (1, 2) ORDER BY f.id LIMIT 1",
+                               -1, &s, NULL) != SQLITE_OK)
+                return db_fail(m, "read");
+        int64_t next = 1;
+        bool more = true;
+        for (unsigned i = 0; i < n && more; i++) {
+                int64_t at = spread(max, i, n);
+                sqlite3_bind_int64(s, 1, at > next ? at : next);
+                int step = sqlite3_step(s);
+                if (step != SQLITE_ROW) {
+                        rc = step == SQLITE_DONE ? 0 : db_fail(m, "read");
+                        break; /* no done row beyond this point */
+                }
+                next = sqlite3_column_int64(s, 0) + 1;
+                struct ferry_done_file f = {
+                        .dir = column_str(s, 1),
+                        .name = column_str(s, 2),
+                        .type = (enum ferry_ftype)sqlite3_column_int(s, 3),
+                        .size = (uint64_t)sqlite3_column_int64(s, 4),
+                        .mtime_ns = sqlite3_column_int64(s, 5),
+                };
+                (*seen)++;
+                more = fn(&f, arg);
+                sqlite3_reset(s);
+        }
+        sqlite3_finalize(s);
+        return rc;
 }
 
 int ferry_manifest_retry_failed(struct ferry_manifest *m)

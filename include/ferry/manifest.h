@@ -79,10 +79,34 @@ int ferry_manifest_run_start(struct ferry_manifest *m, const char *command,
                              int64_t *run_id);
 int ferry_manifest_run_finish(struct ferry_manifest *m, int64_t run_id,
                               int result);
-/* Compares DST's identity (device and inode of its root) with the one
- * recorded; when DST was replaced, every done row becomes pending again. */
+/* Records DST's identity (device and inode of its root); *changed when a
+ * different one was recorded before. Changes no row: the identity also
+ * changes when DST is only mounted again, so the caller looks at DST
+ * (ferry_manifest_sample_done) before ferry_manifest_reset_done. */
 int ferry_manifest_check_dst(struct ferry_manifest *m, const char *identity,
-                             bool *replaced);
+                             bool *changed);
+/* DST was replaced: every done row, and every directory's metadata, is
+ * to be copied again. */
+int ferry_manifest_reset_done(struct ferry_manifest *m);
+
+/* A done row as sample_done lends it: dir is its directory relative to
+ * SRC and DST ("" for the top), name its name; both NUL-terminated and
+ * valid during the call only. size and mtime_ns are SRC's when the row
+ * was copied. */
+struct ferry_done_file {
+        const char *dir;
+        const char *name;
+        enum ferry_ftype type;
+        uint64_t size;
+        int64_t mtime_ns;
+};
+/* Returns true to see the next row. */
+typedef bool (*ferry_sample_fn)(const struct ferry_done_file *f, void *arg);
+/* Calls fn for up to n done regular files and symlinks, spread evenly over
+ * the files table by id: one primary-key lookup each, no scan of the
+ * table. Stops when fn returns false. *seen: rows handed to fn. */
+int ferry_manifest_sample_done(struct ferry_manifest *m, unsigned n,
+                               ferry_sample_fn fn, void *arg, unsigned *seen);
 /* A short text kept in the manifest under key (e.g. what DST can hold);
  * "" when there is none or it does not fit. */
 int ferry_manifest_note(struct ferry_manifest *m, const char *key, char *buf,

@@ -1174,12 +1174,22 @@ static void test_status_counts(void)
         CHECK_EQ(info.pending.files, 2);
         CHECK_EQ(info.not_in_source, 0);
 
-        /* a replaced destination: everything done is pending again */
+        /* a changed identity is recorded and changes no row by itself */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         CHECK_EQ(ferry_manifest_check_dst(fx.m, "65024:2", &replaced), 0);
         CHECK(!replaced);
         CHECK_EQ(ferry_manifest_check_dst(fx.m, "65024:3", &replaced), 0);
         CHECK(replaced);
+        CHECK_EQ(ferry_manifest_check_dst(fx.m, "65024:3", &replaced), 0);
+        CHECK(!replaced);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        memset(&info, 0, sizeof(info));
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL), 0);
+        CHECK_EQ(info.done.files, 2);
+
+        /* a replaced destination: everything done is pending again */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_reset_done(fx.m), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         memset(&info, 0, sizeof(info));
         CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL), 0);
@@ -1188,6 +1198,105 @@ static void test_status_counts(void)
         CHECK_EQ(
                 sql_int(fx.db, "SELECT count(*) FROM dirs WHERE state != 0", 0),
                 0);
+        fx_close(&fx);
+}
+
+struct sample_log {
+        unsigned calls, stop_after;
+        int64_t sizes[64];
+        char paths[64][32];
+};
+
+static bool log_sample(const struct ferry_done_file *f, void *arg)
+{
+        struct sample_log *l = arg;
+        l->sizes[l->calls] = (int64_t)f->size;
+        snprintf(l->paths[l->calls], sizeof(l->paths[0]), "%s|%s|%d", f->dir,
+                 f->name, (int)f->type);
+        l->calls++;
+        return l->calls != l->stop_after;
+}
+
+/* The sample of done rows is spread over the table, never repeats a row,
+ * and sees only done regular files and symlinks. */
+static void test_sample_done(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        struct sample_log l;
+        unsigned seen = 99;
+        memset(&l, 0, sizeof(l));
+        CHECK_EQ(ferry_manifest_sample_done(fx.m, 32, log_sample, &l, &seen),
+                 0);
+        CHECK_EQ(seen, 0); /* no rows at all */
+
+        int64_t gen, root, d;
+        bool is_new;
+        struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        ferry_manifest_next_gen(fx.m, &gen);
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new,
+                                  &unit_marking);
+        ferry_manifest_dir_upsert(fx.m, "d\n1", 3, &dst, gen, &d, &is_new,
+                                  &unit_marking);
+        /* 100 files of size i; those with i % 10 == 3 are done (10 rows),
+         * and 97 as well, but a symlink; 98 is a done fifo */
+        for (uint64_t i = 1; i <= 100; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "f%llu", (unsigned long long)i);
+                struct ferry_stat st =
+                        mkstat(i == 97   ? S_IFLNK | 0777
+                               : i == 98 ? S_IFIFO | 0600
+                                         : S_IFREG | 0644,
+                               i, 5000 + (int64_t)i, 1000 + i, 1);
+                enum ferry_upsert res;
+                CHECK_EQ(ferry_manifest_file_upsert(
+                                 fx.m, i <= 50 ? root : d, false, true, name,
+                                 strlen(name), &st, gen, true, &res),
+                         0);
+                int64_t id;
+                CHECK_EQ(ferry_manifest_max_id(fx.m, &id), 0);
+                if (i % 10 == 3 || i == 97 || i == 98) {
+                        struct ferry_item it;
+                        memset(&it, 0, sizeof(it));
+                        it.id = id;
+                        it.st = st;
+                        CHECK_EQ(ferry_manifest_file_done(fx.m, &it), 0);
+                }
+        }
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(
+                sql_int(fx.db, "SELECT count(*) FROM files WHERE state = 1", 0),
+                12);
+
+        /* 4 points (1, 26, 51, 76): the first done row at or after each */
+        memset(&l, 0, sizeof(l));
+        CHECK_EQ(ferry_manifest_sample_done(fx.m, 4, log_sample, &l, &seen), 0);
+        CHECK_EQ(seen, 4);
+        CHECK_EQ(l.calls, 4);
+        CHECK_EQ(l.sizes[0], 3);
+        CHECK_EQ(l.sizes[1], 33);
+        CHECK_EQ(l.sizes[2], 53);
+        CHECK_EQ(l.sizes[3], 83);
+        CHECK_STR(l.paths[0], "|f3|1");
+        CHECK_STR(l.paths[2], "d\n1|f53|1");
+
+        /* more points than done rows: each row once, in id order, the
+         * fifo left out, the symlink in */
+        memset(&l, 0, sizeof(l));
+        CHECK_EQ(ferry_manifest_sample_done(fx.m, 32, log_sample, &l, &seen),
+                 0);
+        CHECK_EQ(seen, 11);
+        for (unsigned i = 0; i < 10; i++)
+                CHECK_EQ(l.sizes[i], 10 * (int64_t)i + 3);
+        CHECK_STR(l.paths[10], "d\n1|f97|2");
+
+        /* the callback stops it */
+        memset(&l, 0, sizeof(l));
+        l.stop_after = 2;
+        CHECK_EQ(ferry_manifest_sample_done(fx.m, 32, log_sample, &l, &seen),
+                 0);
+        CHECK_EQ(seen, 2);
         fx_close(&fx);
 }
 
@@ -1467,6 +1576,7 @@ int main(int argc, char **argv)
         RUN(test_hardlinks);
         RUN(test_fill_limits_and_queries);
         RUN(test_status_counts);
+        RUN(test_sample_done);
         RUN(test_keep_subtree);
         RUN(test_listed_marking);
         RUN(test_upgrade_from_1);

@@ -1,0 +1,96 @@
+#!/bin/bash
+# t15-remounted-dst: a destination whose identity changed is copied again
+# only when it really was replaced.
+#
+# ferry records DST's identity (its root's dev:ino) in the manifest. The
+# identity also changes when the same DST is only mounted again (a USB disk
+# re-plugged gets another device number, exfat-fuse numbers inodes anew),
+# so ferry then looks at a sample of the done files in DST. The change of
+# identity is simulated by rewriting the recorded one with sqlite3, which
+# makes each case deterministic whatever inode a recreated directory gets.
+# Proves:
+#  - the same DST under a new identity: a re-run copies nothing (-v prints
+#    nothing, no warning), records the new identity, and DST is unchanged;
+#  - DST deleted and recreated empty: the re-run warns that the destination
+#    was replaced and copies every file again;
+#  - DST swapped for a tree that lacks half of the files: copied again;
+#  - DST swapped for a tree with the same names and sizes but other mtimes:
+#    copied again when times are kept, not with --no-times.
+. "$(dirname "$0")/lib.sh" || exit 1
+need_cmd sqlite3
+
+gen_tree src --seed 1515 --files 400 --no-links
+set_times src
+NFILES=$(find src -type f | wc -l)
+WARNING='the destination was replaced since the last run: copying everything again'
+
+expect_code 0 "$FERRY" -q src dst || die "first copy failed"
+M=$(manifest_path src dst)
+[[ -f $M ]] || die "no manifest for src dst"
+
+identity() { sqlite3 "$M" "SELECT value FROM meta WHERE key = 'dst_identity'"; }
+check "the manifest records DST's dev:ino" test "$(identity)" = "$(stat -c %d:%i dst)"
+
+# new_identity: DST looks like another file system's root from now on.
+new_identity() {
+	sqlite3 "$M" "UPDATE meta SET value = '1:1' WHERE key = 'dst_identity'" ||
+		die "cannot rewrite the recorded identity"
+}
+
+no_warning() { ! grep -q 'warning' "$LOG/err"; }
+
+# copied_all WHAT: the last run (-v) listed every file of SRC, warned that
+# DST was replaced, and DST equals SRC.
+copied_all() {
+	local n
+	n=$(verbose_copied "$LOG/out" | while IFS= read -r p; do
+		[[ -f src/$p && ! -L src/$p ]] && printf '%s\n' "$p"
+	done | sort -u | wc -l)
+	check "$1: every file copied again ($n of $NFILES)" test "$n" = "$NFILES"
+	check "$1: the replaced destination is reported" grep -qF "$WARNING" "$LOG/err"
+	tree_equal src dst
+}
+
+# --- the same DST, mounted again
+inode_map dst >"$LOG/inodes.before"
+new_identity
+expect_code 0 "$FERRY" -v src dst
+check "same DST, new identity: nothing copied (-v prints nothing)" test ! -s "$LOG/out"
+check "same DST, new identity: no warning" no_warning
+check "same DST, new identity: the new identity is recorded" \
+	test "$(identity)" = "$(stat -c %d:%i dst)"
+inode_map dst >"$LOG/inodes.after"
+check "same DST, new identity: every file keeps its inode" \
+	cmp -s "$LOG/inodes.before" "$LOG/inodes.after"
+n=$(status_count src dst done)
+check "same DST, new identity: status: done: $NFILES files (got '$n')" test "$n" = "$NFILES"
+
+# --- DST deleted and made again, empty
+rm -rf dst && mkdir dst
+new_identity
+expect_code 0 "$FERRY" -v src dst
+copied_all "DST recreated empty"
+
+# --- DST swapped for a tree that lacks half of the files (every second
+# one, by name: a sample of 32 all in the other half is a 2^-32 chance).
+# Each swap starts from a full copy (cp -a keeps sizes and mtimes), so that
+# no case leans on the one before.
+rm -rf dst && cp -a src dst || die "cannot copy src to dst"
+(cd dst && find . -type f | sort | awk 'NR % 2' | xargs -r -d '\n' rm --) ||
+	die "cannot thin out dst"
+new_identity
+expect_code 0 "$FERRY" -v src dst
+copied_all "DST with half of the files"
+
+# --- same names and sizes, other mtimes
+rm -rf dst && cp -a src dst || die "cannot copy src to dst"
+find dst -type f -exec touch -d @1600000000 {} +
+new_identity
+expect_code 0 "$FERRY" -v --no-times src dst
+check "other mtimes, --no-times: nothing copied" test ! -s "$LOG/out"
+check "other mtimes, --no-times: no warning" no_warning
+new_identity
+expect_code 0 "$FERRY" -v src dst
+copied_all "other mtimes, times kept"
+
+finish
