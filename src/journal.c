@@ -846,6 +846,13 @@ static int start_threads(struct journal *j, bool scan, bool work)
                         .chunk = LISTING_CHUNK,
                 };
                 rc = ferry_scan_start(&sc, &j->scan);
+                /* anything but a lack of memory or threads is SRC's stat */
+                if (rc && rc != ENOMEM && rc != EAGAIN) {
+                        set_error(j, FERRY_EPATH,
+                                  "cannot read the source directory: %s",
+                                  strerror(rc));
+                        return rc;
+                }
         }
         if (rc)
                 set_error(j, FERRY_EINTERNAL, "cannot start threads: %s",

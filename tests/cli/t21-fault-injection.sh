@@ -423,5 +423,16 @@ check "stat:3:13 on a directory: the next run copies it" diff -r hid dsth
 check "stat:3:13 on a directory: the next run restores the mtime of SRC itself" \
 	test "$(stat -c %y hid)" = "$(stat -c %y dsth)"
 
+# SRC's own stat at the start of the scan (the first stat is DST's root,
+# the second SRC's), failing for good: a path error, one clear line.
+say "--- stat:2:13: SRC cannot be stat'ed when the scan starts"
+rm -rf dsts2 "$XDG_STATE_HOME/ferry"
+run env FERRY_FAULT=stat:2:13 "$FERRY" -q --retries 0 flat dsts2
+injected=$((injected + 1))
+check "stat:2:13: exit 2 (got $RC)" test "$RC" = 2
+check "stat:2:13: one line says the source directory cannot be read" \
+	grep -qx "ferry: cannot read the source directory: Permission denied" "$LOG/err"
+stderr_is_one_error
+
 say "faults injected: $injected runs with FERRY_FAULT (ops ${OPS[*]} x ${#ERRNOS[@]} errnos x nth ${NTHS[*]}, plus special cases)"
 finish
