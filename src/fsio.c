@@ -39,8 +39,9 @@ struct fault {
 };
 
 static const char *const op_names[FSIO_NOPS] = {
-        "open",    "read",  "write", "fsync", "syncfs",  "rename", "mkdir",
-        "utimens", "chmod", "chown", "link",  "symlink", "stat",   "unlink",
+        "open",  "read",    "write",  "fsync", "syncfs", "rename",
+        "mkdir", "utimens", "chmod",  "chown", "link",   "symlink",
+        "stat",  "unlink",  "mwrite", "msync",
 };
 
 static struct fault faults[MAX_FAULTS];
@@ -114,6 +115,15 @@ static int injected(enum ferry_fsio_op op)
         return 0;
 }
 
+bool ferry_fsio_faults_on(enum ferry_fsio_op op)
+{
+        pthread_once(&faults_once, load_faults);
+        for (int i = 0; i < n_faults; i++)
+                if (faults[i].op == (int)op)
+                        return true;
+        return false;
+}
+
 void ferry_fsio_crashpoint(const char *point)
 {
         pthread_once(&faults_once, load_faults);
@@ -133,7 +143,18 @@ void ferry_fsio_crashpoint(const char *point)
 {
         (void)point;
 }
+
+bool ferry_fsio_faults_on(enum ferry_fsio_op op)
+{
+        (void)op;
+        return false;
+}
 #endif
+
+int ferry_fsio_fault(enum ferry_fsio_op op)
+{
+        return injected(op);
+}
 
 #define FAULT(op)                                                              \
         do {                                                                   \

@@ -15,10 +15,13 @@
 #define _GNU_SOURCE
 #include "ferry/manifest.h"
 
+#include "ferry/mvfs.h"
+
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -582,6 +585,17 @@ static int status_open_flags(const char *path)
         return writable ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY;
 }
 
+static void remove_new(const char *path)
+{
+        static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+        for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+                char p[PATH_MAX];
+                if ((size_t)snprintf(p, sizeof(p), "%s%s", path, suffix[i]) <
+                    sizeof(p))
+                        unlink(p);
+        }
+}
+
 int ferry_manifest_open(const char *path, int flags,
                         struct ferry_manifest **out, struct ferry_error *err)
 {
@@ -608,7 +622,8 @@ int ferry_manifest_open(const char *path, int flags,
                               : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
         int rc = FERRY_OK;
         if (sqlite3_open_v2(memory ? ":memory:" : path, &m->db,
-                            oflags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+                            oflags | SQLITE_OPEN_NOMUTEX,
+                            ferry_mvfs_name()) != SQLITE_OK) {
                 rc = fail(m, "cannot open manifest '%s': %s", path,
                           m->db ? sqlite3_errmsg(m->db) : "out of memory");
                 goto out;
@@ -649,6 +664,12 @@ out:
         if (rc) {
                 snprintf(err->msg, sizeof(err->msg), "%s", m->errmsg);
                 ferry_manifest_close(m);
+                /* A manifest this call created but could not set up (a
+                 * write or fsync failed) would be refused by every later
+                 * run: remove it, it holds nothing yet. Found with the
+                 * manifest fault injection (mwrite:1, msync:1). */
+                if (!memory && !readonly && !f.exists)
+                        remove_new(path);
                 return rc;
         }
         *out = m;

@@ -6,19 +6,21 @@
  * up as is. In test builds (FERRY_TESTING) each wrapper first asks the fault
  * table, filled from the environment on first use:
  *
- *   FERRY_FAULT="op:nth:errno[,op:nth:errno...]"  the nth call of op fails
- *                                                 with errno (nth=0: every
- * call) FERRY_CRASH="point:nth"                       _exit(86) the nth time
- * the named crash point is passed
+ *   FERRY_FAULT="op:nth:errno[,op:nth:errno...]"
+ *       the nth call of op fails with errno (nth 0: every call)
+ *   FERRY_CRASH="point:nth"
+ *       _exit(86) the nth time the named crash point is passed
  *
  * ops: open read write fsync syncfs rename mkdir utimens chmod chown link
- *      symlink stat unlink. Crash points: see ferry_fsio_crashpoint callers
- * (after_write, after_rename, before_barrier, after_barrier, before_commit,
- * after_commit).
+ * symlink stat unlink, and for the manifest (through an SQLite VFS shim,
+ * src/mvfs.c) mwrite and msync. Crash points: see ferry_fsio_crashpoint
+ * callers (after_write, after_rename, before_barrier, after_barrier,
+ * before_commit, after_commit).
  */
 #ifndef FERRY_FSIO_H
 #define FERRY_FSIO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -39,6 +41,8 @@ enum ferry_fsio_op {
         FSIO_SYMLINK,
         FSIO_STAT,
         FSIO_UNLINK,
+        FSIO_MWRITE, /* the manifest's writes (main file and WAL) */
+        FSIO_MSYNC,  /* the manifest's fsyncs */
         FSIO_NOPS
 };
 
@@ -104,5 +108,9 @@ int ferry_fsio_remove_tree(int dirfd, const char *name);
 
 /* Test builds: _exit(86) when the crash point's counter reaches its nth. */
 void ferry_fsio_crashpoint(const char *point);
+/* The errno to inject for this call of op (0: none; always 0 outside test
+ * builds), and whether FERRY_FAULT names op at all. */
+int ferry_fsio_fault(enum ferry_fsio_op op);
+bool ferry_fsio_faults_on(enum ferry_fsio_op op);
 
 #endif
