@@ -22,6 +22,7 @@
 #include "ferry/scan.h"
 #include "ferry/workers.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -30,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -1051,12 +1053,39 @@ static bool protected_path(struct journal *j, const char *dir, const char *name,
         return hit;
 }
 
+/* On a case-insensitive DST, DST's name may now hold the copy of another
+ * SRC file whose name differs only by case (name was renamed by case):
+ * deleting it would delete that copy. True when SRC's dir holds such a
+ * name other than name itself. ASCII folding, as in names.c. */
+static bool src_holds_other_spelling(struct journal *j, const char *dir,
+                                     const char *name)
+{
+        if (!ferry_names_case_insensitive(j->cfg->names))
+                return false;
+        int fd = -1;
+        if (ferry_fsio_open_dir(j->cfg->srcfd, dir, &fd))
+                return false;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                ferry_fsio_close(&fd);
+                return false;
+        }
+        bool found = false;
+        struct dirent *de;
+        while (!found && (de = readdir(d)))
+                found = strcmp(de->d_name, name) &&
+                        !strcasecmp(de->d_name, name);
+        closedir(d);
+        return found;
+}
+
 static void delete_file(struct journal *j, const struct ferry_batch *b,
                         const struct ferry_item *it)
 {
         const char *dir = ferry_batch_at(b, it->dir_off);
         const char *name = ferry_batch_at(b, it->name_off);
-        if (!protected_path(j, dir, name, false)) {
+        if (!protected_path(j, dir, name, false) &&
+            !src_holds_other_spelling(j, dir, name)) {
                 int dfd = -1,
                     rc = ferry_fsio_open_dir(j->cfg->dstfd, dir, &dfd);
                 struct ferry_stat st;
