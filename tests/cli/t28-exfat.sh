@@ -142,6 +142,8 @@ dir_pairs() {
 		check "$desc: dirs/$DIR_LOSE/$f fails naming dirs/$DIR_WIN" grep -qF \
 			"failed: 'dirs/$DIR_LOSE/$f': directory 'dirs/$DIR_LOSE' collides with 'dirs/$DIR_WIN' on the case-insensitive destination" "$out"
 	done
+	check "$desc: the directory dirs/$DIR_LOSE itself fails" grep -qF \
+		"failed: 'dirs/$DIR_LOSE': directory 'dirs/$DIR_LOSE' collides with 'dirs/$DIR_WIN' on the case-insensitive destination" "$out"
 	rep=$(grep -ix report "$LOG/dirs.ls")
 	if [[ -f mnt/dst/dirs/$rep ]]; then
 		check "$desc: DST dirs/report is the file" cmp -s src/dirs/report "mnt/dst/dirs/$rep"
