@@ -32,6 +32,7 @@ struct ferry_copier {
         int64_t dir_id; /* the directory the fds below belong to */
         int src_dir, dst_dir;
         int src_err, dst_err; /* why a descriptor is missing */
+        char dir_why[384];    /* the reason for dst_err (names), or "" */
         char why[384];        /* the current item's own reason (names), or "" */
 };
 
@@ -123,6 +124,27 @@ int ferry_copy_open_dst_dir(int dstfd, const char *path, bool create, int *fd)
                       : ferry_fsio_open_dir(dstfd, path, fd);
 }
 
+int ferry_copy_make_dst_dir(const struct ferry_copy_dirs *d, const char *path,
+                            int *fd, char *why, size_t size)
+{
+        why[0] = '\0';
+        if (ferry_names_dir_refused(d->names, path, why, size))
+                return EINVAL;
+        bool clash = false;
+        int rc = ferry_names_dir_clash(d->names, d->dstfd, d->srcfd, path,
+                                       &clash, why, size);
+        if (!rc && !clash)
+                rc = ferry_copy_open_dst_dir(d->dstfd, path, true, fd);
+        /* again for the components that only an EACCES fix-up could make
+         * (the others are known fine by now: no system call) */
+        if (!rc && !clash)
+                rc = ferry_names_dir_clash(d->names, d->dstfd, d->srcfd, path,
+                                           &clash, why, size);
+        if (rc || clash)
+                ferry_fsio_close(fd);
+        return clash ? EEXIST : rc;
+}
+
 /* Opens the directories of it (source, destination or both) unless cached. */
 static void enter_dir(struct ferry_copier *c, const struct ferry_batch *b,
                       const struct ferry_item *it)
@@ -132,12 +154,17 @@ static void enter_dir(struct ferry_copier *c, const struct ferry_batch *b,
         leave_dir(c);
         const char *dir = ferry_batch_at(b, it->dir_off);
         c->src_err = c->dst_err = 0;
+        c->dir_why[0] = '\0';
         if (b->work & (WORK_COPY | WORK_VERIFY_SRC))
                 c->src_err =
                         ferry_fsio_open_dir(c->cfg.srcfd, dir, &c->src_dir);
-        if (b->work & (WORK_COPY | WORK_VERIFY_DST))
-                c->dst_err = ferry_copy_open_dst_dir(
-                        c->cfg.dstfd, dir, b->work & WORK_COPY, &c->dst_dir);
+        struct ferry_copy_dirs d = {c->cfg.srcfd, c->cfg.dstfd, c->cfg.names};
+        if (b->work & WORK_COPY)
+                c->dst_err = ferry_copy_make_dst_dir(
+                        &d, dir, &c->dst_dir, c->dir_why, sizeof(c->dir_why));
+        else if (b->work & WORK_VERIFY_DST)
+                c->dst_err = ferry_copy_open_dst_dir(c->cfg.dstfd, dir, false,
+                                                     &c->dst_dir);
         c->dir_id = it->dir_id;
 }
 
@@ -588,11 +615,10 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                 return;
         }
         if (c->dst_err) {
-                if (ferry_names_dir_refused(c->cfg.names,
-                                            ferry_batch_at(b, it->dir_off),
-                                            c->why, sizeof(c->why)))
+                if (c->dir_why[0]) { /* a refused or colliding directory */
+                        memcpy(c->why, c->dir_why, sizeof(c->why));
                         fail_why(c, b, it);
-                else
+                } else
                         set_result(it, c->dst_err,
                                    "create destination directory");
                 return;

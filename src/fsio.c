@@ -163,6 +163,24 @@ int ferry_fsio_fault(enum ferry_fsio_op op)
                         return fault_;                                         \
         } while (0)
 
+/* Whether dirfd lists name exactly: not so on a case-insensitive file
+ * system that holds it under another spelling (another name's copy). */
+static bool listed_exactly(int dirfd, const char *name)
+{
+        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd < 0 ? NULL : fdopendir(fd);
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return false;
+        }
+        struct dirent *e;
+        while ((e = readdir(d)) && strcmp(e->d_name, name))
+                ;
+        closedir(d);
+        return e != NULL;
+}
+
 /* Walks rel one component at a time from rootfd (for paths > PATH_MAX). */
 static int open_by_components(int rootfd, const char *rel, int flags,
                               mode_t mode, bool create_dirs, int *out)
@@ -189,8 +207,10 @@ static int open_by_components(int rootfd, const char *rel, int flags,
                 if (next < 0 && (errno == ENOTDIR || errno == ELOOP) &&
                     create_dirs) {
                         /* a file or symlink where the source now has a
-                         * directory (rsync replaces it too) */
-                        if (unlinkat(cur, name, 0) == 0)
+                         * directory (rsync replaces it too), unless it is
+                         * stored under another spelling */
+                        if (listed_exactly(cur, name) &&
+                            unlinkat(cur, name, 0) == 0)
                                 errno = ENOENT;
                         else
                                 errno = ENOTDIR;

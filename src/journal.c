@@ -1166,8 +1166,11 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
 {
         const char *path = ferry_batch_at(b, it->dir_off);
         const char *what = "create directory";
+        struct ferry_copy_dirs d = {j->cfg->srcfd, j->cfg->dstfd,
+                                    j->cfg->names};
+        char why[384];
         int fd = -1,
-            rc = ferry_copy_open_dst_dir(j->cfg->dstfd, path, true, &fd);
+            rc = ferry_copy_make_dst_dir(&d, path, &fd, why, sizeof(why));
         if (!rc && j->opt->owner && geteuid() == 0 &&
             (rc = ferry_fsio_fchown(fd, it->st.uid, it->st.gid)))
                 what = "set directory owner";
@@ -1179,8 +1182,9 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
                 what = "set directory times";
         ferry_fsio_close(&fd);
         if (rc) {
-                char why[256];
-                snprintf(why, sizeof(why), "%s: %s", what, strerror(rc));
+                if (!why[0]) /* else a refused or colliding name */
+                        snprintf(why, sizeof(why), "%s: %s", what,
+                                 strerror(rc));
                 j->sum->files_failed++;
                 emit(j, FERRY_EV_FAILED, "", path, why);
                 if (ferry_manifest_dir_set_error(j->m, it->id, why))

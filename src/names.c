@@ -25,6 +25,20 @@
  * the name exists in DST already. Folding here is ASCII only: a stored
  * spelling that differs beyond ASCII (exFAT's up-case table folds more) is
  * not found in the directory and counts as a clash with an unnamed file.
+ *
+ * Directories collide too: SRC's "Docs/a" and "DOCS/a" would land in one
+ * DST directory, and a directory "Docs" would find the file "docs" where
+ * it should be (a type change, which would remove it). So before a worker
+ * (or the end of the run) makes or enters a DST directory, each component
+ * of its path is made with mkdirat: when that creates it, the spelling is
+ * ours. When it exists, the parent is read for the stored spelling, as for
+ * a file: another spelling V that SRC's parent holds as another directory
+ * or file is a clash, and nothing is made in, removed from or entered
+ * below it; a V that SRC no longer has was renamed by case (a directory is
+ * used as it is, anything else is replaced). Components found fine are
+ * remembered by the hash of their path in a small lossy table, so that a
+ * directory costs at most one read of its parent per run, and none when
+ * this run made it.
  */
 #define _GNU_SOURCE
 #include "ferry/names.h"
@@ -34,17 +48,22 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define NAME_LOCKS 64
+#define NAME_LOCKS   64
+#define DIR_OK_SLOTS 4096
 
 struct ferry_names {
         struct ferry_name_rules rules;
         pthread_mutex_t locks[NAME_LOCKS];
+        /* hashes of directory paths found to be stored under their own
+         * spelling (or one SRC no longer has): a bounded, lossy cache */
+        _Atomic uint64_t dir_ok[DIR_OK_SLOTS];
 };
 
 static const char special[] = "\"*:<>?\\|";
@@ -385,5 +404,157 @@ int ferry_names_clash(const struct ferry_names *n, int dstdir, int srcdir,
                          "case-insensitive destination (the names differ "
                          "only by case)");
         *clash = true;
+        return 0;
+}
+
+/* ---- collisions of directories by case --------------------------------- */
+
+static uint64_t path_hash(const char *s, size_t len)
+{
+        uint64_t h = 1469598103934665603ULL;
+        for (size_t i = 0; i < len; i++)
+                h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+        return h | 1; /* never 0, the empty slot */
+}
+
+static bool dir_known_ok(struct ferry_names *n, uint64_t h)
+{
+        return atomic_load_explicit(&n->dir_ok[h % DIR_OK_SLOTS],
+                                    memory_order_relaxed) == h;
+}
+
+static void dir_remember_ok(struct ferry_names *n, uint64_t h)
+{
+        atomic_store_explicit(&n->dir_ok[h % DIR_OK_SLOTS], h,
+                              memory_order_relaxed);
+}
+
+/* Opens the first len bytes of path (a directory, "" for the root) under
+ * rootfd. */
+static int open_prefix(int rootfd, const char *path, size_t len, int *fd)
+{
+        char *p = strndup(path, len);
+        if (!p)
+                return ENOMEM;
+        int rc = ferry_fsio_open_dir(rootfd, p, fd);
+        free(p);
+        return rc;
+}
+
+/* "directory 'a/DOCS' collides with 'a/Docs' on the ..." */
+static void dir_clash_why(const char *dir, size_t start, size_t end,
+                          const char *other, char *why, size_t size)
+{
+        snprintf(why, size, "directory ");
+        put_quoted(why, size, dir, end);
+        size_t o = strlen(why);
+        if (!other[0]) {
+                snprintf(why + o, size - o,
+                         " collides with another name on the "
+                         "case-insensitive destination (the names differ "
+                         "only by case)");
+                return;
+        }
+        snprintf(why + o, size - o, " collides with ");
+        char *v = malloc(start + strlen(other) + 1);
+        if (v) {
+                memcpy(v, dir, start);
+                strcpy(v + start, other);
+                put_quoted(why, size, v, strlen(v));
+                free(v);
+        } else
+                put_quoted(why, size, other, strlen(other));
+        o = strlen(why);
+        snprintf(why + o, size - o,
+                 " on the case-insensitive destination (the names differ "
+                 "only by case)");
+}
+
+/* DST's parent pfd has name under the other spelling other: whether SRC's
+ * parent (dir up to start) holds other as something else than name. */
+static int src_holds_other(int srcfd, const char *dir, size_t start,
+                           const char *name, const char *other, bool *holds)
+{
+        int sfd = -1;
+        *holds = false;
+        int rc = open_prefix(srcfd, dir, start, &sfd);
+        if (rc)
+                return rc == ENOENT || rc == ENOTDIR ? 0 : rc;
+        struct ferry_stat theirs, ours;
+        rc = ferry_fsio_statat(sfd, other, &theirs);
+        if (rc == ENOENT || rc == ENOTDIR)
+                rc = 0; /* renamed by case in SRC: not another's copy */
+        else if (!rc)
+                *holds = ferry_fsio_statat(sfd, name, &ours) ||
+                         ours.dev != theirs.dev || ours.ino != theirs.ino;
+        ferry_fsio_close(&sfd);
+        return rc;
+}
+
+/* Makes or checks component [start, end) of dir in DST; *stop when the
+ * walk cannot go on (make_dirs reports why). */
+static int check_component(int dstfd, int srcfd, const char *dir, size_t start,
+                           size_t end, bool *clash, bool *stop, char *why,
+                           size_t size)
+{
+        char name[NAME_MAX + 1], other[NAME_MAX + 1];
+        int pfd = -1, rc;
+        if (end - start > NAME_MAX || open_prefix(dstfd, dir, start, &pfd)) {
+                *stop = true;
+                return 0;
+        }
+        memcpy(name, dir + start, end - start);
+        name[end - start] = '\0';
+        rc = ferry_fsio_mkdirat(pfd, name, 0700);
+        if (rc != EEXIST) {
+                *stop = rc != 0;
+                ferry_fsio_close(&pfd);
+                return 0;
+        }
+        enum spelling sp = SP_NONE;
+        other[0] = '\0';
+        rc = stored_spelling(pfd, name, other, sizeof(other), &sp);
+        bool holds = sp == SP_NONE;
+        if (!rc && sp == SP_OTHER)
+                rc = src_holds_other(srcfd, dir, start, name, other, &holds);
+        struct ferry_stat st;
+        if (!rc && sp == SP_OTHER && !holds &&
+            !ferry_fsio_statat(pfd, other, &st) && !S_ISDIR(st.mode)) {
+                /* a file that SRC renamed by case and made a directory:
+                 * replace it, as a file's copy is replaced */
+                rc = ferry_fsio_unlinkat(pfd, other, 0);
+                if (!rc)
+                        rc = ferry_fsio_mkdirat(pfd, name, 0700);
+        }
+        ferry_fsio_close(&pfd);
+        if (rc || !holds)
+                return rc;
+        *clash = true;
+        dir_clash_why(dir, start, end, other, why, size);
+        return 0;
+}
+
+int ferry_names_dir_clash(struct ferry_names *n, int dstfd, int srcfd,
+                          const char *dir, bool *clash, char *why, size_t size)
+{
+        *clash = false;
+        if (!ferry_names_case_insensitive(n))
+                return 0;
+        size_t start = 0;
+        while (dir[start]) {
+                size_t end = start + strcspn(dir + start, "/");
+                uint64_t h = path_hash(dir, end);
+                bool stop = false;
+                if (end > start && !dir_known_ok(n, h)) {
+                        int rc = check_component(dstfd, srcfd, dir, start, end,
+                                                 clash, &stop, why, size);
+                        if (rc || *clash)
+                                return rc;
+                        if (stop)
+                                return 0;
+                        dir_remember_ok(n, h);
+                }
+                start = end + (dir[end] == '/');
+        }
         return 0;
 }

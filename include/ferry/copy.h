@@ -55,6 +55,21 @@ void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,
  * an earlier run left it without owner access, gives that back first. */
 int ferry_copy_open_dst_dir(int dstfd, const char *path, bool create, int *fd);
 
+/* What making a DST directory for a SRC directory needs; all borrowed. */
+struct ferry_copy_dirs {
+        int srcfd, dstfd;
+        struct ferry_names *names; /* may be NULL: DST holds any name */
+};
+
+/* Makes and opens directory path under DST for SRC's directory path, as
+ * ferry_copy_open_dst_dir does, unless DST cannot hold it: a component has
+ * a refused name (EINVAL), or on a case-insensitive DST a component is
+ * stored under another spelling that SRC holds too (EEXIST; see
+ * ferry_names_dir_clash), and then nothing is made or removed. why gets
+ * the reason for those, "" for any other error. */
+int ferry_copy_make_dst_dir(const struct ferry_copy_dirs *d, const char *path,
+                            int *fd, char *why, size_t size);
+
 /* True for errors worth retrying (EIO, EAGAIN, ETIMEDOUT, ESTALE, ...).
  * The scanner uses it too: one policy for every retry of a run. */
 bool ferry_copy_transient(int err);

@@ -69,7 +69,8 @@ int ferry_fsio_openat(int dirfd, const char *name, int flags, mode_t mode,
 int ferry_fsio_open_dir(int rootfd, const char *rel, int *fd);
 /* Like open_dir, creating missing components with mode 0700; a file or
  * symlink where a directory must be is removed first (the source's type
- * changed). Never follows symlinks. */
+ * changed), unless the directory lists it under another spelling (a
+ * case-insensitive file system): then ENOTDIR. Never follows symlinks. */
 int ferry_fsio_make_dirs(int rootfd, const char *rel, int *fd);
 
 /* Reads up to len bytes, looping on short reads; *got < len only at EOF. */

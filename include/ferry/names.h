@@ -18,6 +18,9 @@
  *     ferry_names_clash(names, dstdir, srcdir, name, &src_st, &clash, ...)
  *     rename the temp file into place unless clash
  *     ferry_names_unlock(names, dir_id, name);
+ *   worker, per directory it makes or enters for copying (and the end of
+ *   the run, per directory whose metadata it applies):
+ *     ferry_names_dir_clash(names, dstfd, srcfd, dir, &clash, why, size)
  *   ferry_names_free(names);
  */
 #ifndef FERRY_NAMES_H
@@ -80,5 +83,22 @@ void ferry_names_unlock(struct ferry_names *n, int64_t dir_id,
 int ferry_names_clash(const struct ferry_names *n, int dstdir, int srcdir,
                       const char *name, const struct ferry_stat *src,
                       bool *clash, char *why, size_t size);
+
+/* On a case-insensitive destination, before the directory dir (relative,
+ * the same under SRC and DST) is made or entered for copying: makes each
+ * missing component (mode 0700) and checks each existing one. *clash when
+ * DST holds a component under another spelling V that SRC's parent holds
+ * as another directory or file: what belongs below dir would land in V's
+ * copy, so dir must not be made or entered; why says "directory 'DOCS'
+ * collides with 'Docs' on the case-insensitive destination ...". A V that
+ * SRC no longer has (renamed by case) is no clash: a directory is used as
+ * it is, anything else is replaced by the directory. Nothing else in DST
+ * is removed. Components found fine are remembered in n, so that one costs
+ * at most one read of its parent per run. A component that cannot be made
+ * ends the walk quietly (the caller's make_dirs reports the error). Returns
+ * 0 or the errno of reading DST or SRC. Nothing to do for n NULL or a
+ * case-sensitive destination. */
+int ferry_names_dir_clash(struct ferry_names *n, int dstfd, int srcfd,
+                          const char *dir, bool *clash, char *why, size_t size);
 
 #endif

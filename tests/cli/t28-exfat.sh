@@ -27,7 +27,16 @@
 #    inode, and a re-plugged disk gets another device number; ferry must
 #    find its files in DST (sizes, mtimes at exfat-fuse's granularity)
 #    instead of taking DST for replaced;
-#  - a name renamed by case in SRC replaces its old spelling in DST.
+#  - a name renamed by case in SRC replaces its old spelling in DST;
+#  - directories collide by case too: of dirs/Docs/ and dirs/DOCS/ (the
+#    same file names, other contents) one is copied and every file of the
+#    other fails naming the directory it collides with; of the file
+#    dirs/report and the directory dirs/Report/ one is copied and the other
+#    fails; nothing in DST is overwritten or removed (cmp, diff -r and a
+#    listing of DST), in this run and the next ones, and `ferry status`
+#    lists them; an empty directory that exFAT refuses fails with the
+#    reason; a directory renamed by case in SRC is copied into the old
+#    spelling's directory.
 # Needs root, a loop device, FUSE, exfat-fuse and exfatprogs; skipped with
 # the reason otherwise.
 . "$(dirname "$0")/lib.sh" || exit 1
@@ -64,6 +73,13 @@ mkdir src/chunked
 printf 'first spelling\n' >src/chunked/Big-Case.txt
 for i in $(seq 300); do printf '%d\n' "$i" >"src/chunked/f$i"; done
 printf 'second spelling, longer\n' >src/chunked/BIG-CASE.TXT
+mkdir -p src/dirs/Docs src/dirs/DOCS src/dirs/Report 'src/dirs/empty:dir'
+for f in a b; do
+	printf 'Docs %s\n' "$f" >"src/dirs/Docs/$f"
+	printf 'DOCS %s, longer\n' "$f" >"src/dirs/DOCS/$f"
+done
+printf 'the file report\n' >src/dirs/report
+printf 'in the directory Report\n' >src/dirs/Report/r1
 set_times src
 OPTS=(--no-owner --no-perms --no-hard-links)
 
@@ -108,11 +124,46 @@ case_pair() {
 		test "$(ls mnt/dst/"$dir" | grep -ic "^$a\$")" = 1
 }
 
+# dir_pairs FILE DESC: of dirs/Docs and dirs/DOCS, DST holds one with its
+# own files and each file of the other is reported in FILE naming the
+# first; of the file dirs/report and the directory dirs/Report, DST holds
+# one as in SRC and the other is reported. DIR_WIN and DIR_LOSE get the
+# spellings of Docs.
+dir_pairs() {
+	local out=$1 desc=$2 f rep
+	ls -a mnt/dst/dirs >"$LOG/dirs.ls"
+	DIR_WIN=$(grep -ix docs "$LOG/dirs.ls")
+	if [[ $DIR_WIN == Docs ]]; then DIR_LOSE=DOCS; else DIR_LOSE=Docs; fi
+	check "$desc: DST dirs/ holds one spelling of docs and of report" \
+		test "$(grep -ixc docs "$LOG/dirs.ls"):$(grep -ixc report "$LOG/dirs.ls")" = 1:1
+	check "$desc: DST dirs/$DIR_WIN holds its own files (diff -r)" \
+		diff -r "src/dirs/$DIR_WIN" "mnt/dst/dirs/$DIR_WIN"
+	for f in a b; do
+		check "$desc: dirs/$DIR_LOSE/$f fails naming dirs/$DIR_WIN" grep -qF \
+			"failed: 'dirs/$DIR_LOSE/$f': directory 'dirs/$DIR_LOSE' collides with 'dirs/$DIR_WIN' on the case-insensitive destination" "$out"
+	done
+	check "$desc: the directory dirs/$DIR_LOSE itself fails" grep -qF \
+		"failed: 'dirs/$DIR_LOSE': directory 'dirs/$DIR_LOSE' collides with 'dirs/$DIR_WIN' on the case-insensitive destination" "$out"
+	rep=$(grep -ix report "$LOG/dirs.ls")
+	if [[ -f mnt/dst/dirs/$rep ]]; then
+		check "$desc: DST dirs/report is the file" cmp -s src/dirs/report "mnt/dst/dirs/$rep"
+		check "$desc: dirs/Report/r1 fails naming dirs/report" grep -qF \
+			"failed: 'dirs/Report/r1': directory 'dirs/Report' collides with 'dirs/report' on the case-insensitive destination" "$out"
+	else
+		check "$desc: DST dirs/Report is the directory (diff -r)" \
+			diff -r src/dirs/Report "mnt/dst/dirs/$rep"
+		check "$desc: dirs/report fails naming Report" grep -qF \
+			"failed: 'dirs/report': name collides with 'Report' on the case-insensitive destination" "$out"
+	fi
+	check "$desc: the empty dirs/empty:dir fails with the reason" grep -qF \
+		"failed: 'dirs/empty:dir': directory 'empty:dir' not allowed on the destination file system (contains ':')" "$out"
+}
+
 # mtimes_kept: each file outside names/ (and the case pair) has SRC's mtime in DST, truncated
 # to at most whole seconds (ferry sets nanoseconds; exfat-fuse keeps
 # seconds, exFAT itself 10 ms).
 mtimes_kept() {
-	local skip=(-path ./names -prune -o -iname big-case.txt -prune -o -type f)
+	local skip=(-path ./names -prune -o -path ./dirs -prune -o -iname big-case.txt -prune -o -type f)
 	(cd src && find . "${skip[@]}" -printf '%P %T@\n') | sort >"$LOG/mt.src"
 	(cd mnt/dst && find . "${skip[@]}" -printf '%P %T@\n') | sort >"$LOG/mt.dst"
 	awk 'NR == FNR { src[$1] = $2; next }
@@ -144,7 +195,7 @@ case_pair names Readme.txt README.TXT "run 1"
 case_pair chunked Big-Case.txt BIG-CASE.TXT "run 1"
 manifest_invariant "$M" mnt/dst "run 1"
 check "every other file is copied (diff -r)" \
-	diff -r --no-dereference -x names -x chunked src mnt/dst
+	diff -r --no-dereference -x names -x chunked -x dirs src mnt/dst
 check "chunked: the other 300 files are copied" \
 	diff -r -x '*-[Cc][Aa][Ss][Ee].*' src/chunked mnt/dst/chunked
 if mtimes_kept; then
@@ -154,8 +205,13 @@ else
 	show "$LOG/mt.bad" 5
 fi
 
+dir_pairs "$LOG/err" "run 1"
+# what a later run may not change: every file in DST with its content
+(cd mnt/dst && find dirs -type f -exec xxhsum -H2 {} +) | sort >"$LOG/dirs.sum1"
+
 expect_code 0 "$FERRY" status src mnt/dst
 refused_reported "$LOG/out" "status"
+dir_pairs "$LOG/out" "status"
 
 # run 2: nothing changed, DST was unmounted and mounted again (a re-plugged
 # disk) and its identity is not the recorded one (forced: the kernel and
@@ -188,6 +244,9 @@ refused_reported "$LOG/err" "run 2"
 case_pair names Readme.txt README.TXT "run 2"
 case_pair chunked Big-Case.txt BIG-CASE.TXT "run 2"
 manifest_invariant "$M" mnt/dst "run 2"
+dir_pairs "$LOG/err" "run 2"
+(cd mnt/dst && find dirs -type f -exec xxhsum -H2 {} +) | sort >"$LOG/dirs.sum2"
+check "run 2: DST dirs/ is unchanged" cmp -s "$LOG/dirs.sum1" "$LOG/dirs.sum2"
 if ((${#strace_opts[@]})); then
 	check "run 2: refused source files are never opened" never_opened
 fi
@@ -218,4 +277,14 @@ else
 	fail "run 4: every done row is in DST with its size and hash"
 	show "$LOG/inv.bad"
 fi
+dir_pairs "$LOG/err" "run 4"
+
+# run 5: dirs/ keeps only the spelling of docs that was not copied (a
+# directory renamed by case): its files go into the old spelling's copy
+rm -r "src/dirs/$DIR_WIN"
+run "$FERRY" -q "${OPTS[@]}" src mnt/dst
+check "run 5: exit 23, not for dirs/$DIR_LOSE (got $RC)" test "$RC" = 23
+check "run 5: nothing in dirs/$DIR_LOSE fails" eval '! grep -F "failed: '"'dirs/$DIR_LOSE/"'" "$LOG/err"'
+check "run 5: DST holds the files of dirs/$DIR_LOSE (diff -r)" \
+	diff -r "src/dirs/$DIR_LOSE" "mnt/dst/dirs/$DIR_LOSE"
 finish
