@@ -1053,30 +1053,55 @@ static bool protected_path(struct journal *j, const char *dir, const char *name,
         return hit;
 }
 
-/* On a case-insensitive DST, DST's name may now hold the copy of another
- * SRC file whose name differs only by case (name was renamed by case):
- * deleting it would delete that copy. True when SRC's dir holds such a
- * name other than name itself. ASCII folding, as in names.c. */
+/* Whether the directory dfd (consumed) holds, under rest ("a/b/c"), a path
+ * that differs from it only by ASCII case, and in some letter if differs is
+ * false so far. */
+static bool other_spelling_at(int dfd, const char *rest, bool differs)
+{
+        DIR *d = fdopendir(dfd);
+        if (!d) {
+                close(dfd);
+                return false;
+        }
+        const char *slash = strchr(rest, '/');
+        size_t len = slash ? (size_t)(slash - rest) : strlen(rest);
+        bool found = false;
+        struct dirent *de;
+        while (!found && (de = readdir(d))) {
+                if (strlen(de->d_name) != len ||
+                    strncasecmp(de->d_name, rest, len))
+                        continue;
+                bool other = differs || strncmp(de->d_name, rest, len);
+                if (!slash) {
+                        found = other;
+                        continue;
+                }
+                int sub =
+                        openat(dirfd(d), de->d_name,
+                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (sub >= 0)
+                        found = other_spelling_at(sub, slash + 1, other);
+        }
+        closedir(d);
+        return found;
+}
+
+/* On a case-insensitive DST, the DST path of a removed row may now hold the
+ * copy of another SRC file whose path differs only by case (a file or a
+ * directory renamed by case): deleting it would delete that copy. True when
+ * SRC holds such a path. ASCII folding, as in names.c. */
 static bool src_holds_other_spelling(struct journal *j, const char *dir,
                                      const char *name)
 {
         if (!ferry_names_case_insensitive(j->cfg->names))
                 return false;
-        int fd = -1;
-        if (ferry_fsio_open_dir(j->cfg->srcfd, dir, &fd))
-                return false;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                ferry_fsio_close(&fd);
-                return false;
-        }
-        bool found = false;
-        struct dirent *de;
-        while (!found && (de = readdir(d)))
-                found = strcmp(de->d_name, name) &&
-                        !strcasecmp(de->d_name, name);
-        closedir(d);
-        return found;
+        size_t len;
+        const char *path = join_path(j, dir, name, &len);
+        int fd = path ? openat(j->cfg->srcfd, ".",
+                               O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                      : -1;
+        /* unknown: keep the file rather than risk deleting a copy */
+        return fd < 0 || other_spelling_at(fd, path, false);
 }
 
 static void delete_file(struct journal *j, const struct ferry_batch *b,
@@ -1115,7 +1140,8 @@ static void delete_dir(struct journal *j, const struct ferry_batch *b,
                        const struct ferry_item *it)
 {
         const char *path = ferry_batch_at(b, it->dir_off);
-        if (!protected_path(j, "", path, true)) {
+        if (!protected_path(j, "", path, true) &&
+            !src_holds_other_spelling(j, "", path)) {
                 int rc =
                         unlinkat(j->cfg->dstfd, path, AT_REMOVEDIR) ? errno : 0;
                 if (!rc) {
