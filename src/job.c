@@ -332,7 +332,7 @@ static int open_manifest(struct ferry_job *job, struct ferry_error *err)
                 return errf(err, FERRY_EMANIFEST,
                             "no manifest at '%s': nothing was copied yet",
                             job->manifest_path);
-        int flags = MF_CREATE;
+        int flags = MF_CREATE | (job->opt.verify ? MF_THOROUGH : 0);
         if (job->opt.dry_run && !exists)
                 flags = MF_MEMORY; /* a dry run creates nothing */
         else if ((rc = take_lock(job, err)))

@@ -40,12 +40,16 @@
 #define BATCH_BYTES     (32ull << 20)
 #define INBOX_CAP       128
 #define MAX_OUTSTANDING 4096 /* items handed out but not yet committed */
+#define LOW_ROWS        4096 /* changed rows waiting below the cursor */
 #define BARRIER_ITEMS   2048
 #define BARRIER_SECONDS 0.25
 #define COMMIT_SECONDS  1.0
-#define MAX_PASSES      4
-#define LISTING_CHUNK   128
-#define DIR_CACHE       8
+/* While the scan runs, scan results are committed for a hand-out at most
+ * this often (each commit is an fsync of the WAL). */
+#define HANDOUT_COMMIT_GAP 0.05
+#define MAX_PASSES         4
+#define LISTING_CHUNK      128
+#define DIR_CACHE          8
 
 struct barrier_job {
         struct ferry_msg msg;
@@ -78,6 +82,11 @@ struct journal {
         int pass;
         int64_t cursor;
         bool pass_gave, exhausted;
+        /* rows that became pending below the first pass's cursor (changed
+         * or resumed rows keep their ids): handed out by id, so that a
+         * re-run copies them while it scans, not after */
+        int64_t low[LOW_ROWS];
+        size_t n_low;
         unsigned in_flight, max_in_flight;
         size_t outstanding;
         /* results waiting for the barrier */
@@ -562,6 +571,15 @@ static int scan_error(struct journal *j, const struct ferry_listing *l,
                                                 j->gen);
 }
 
+/* Rows below the cursor are never handed out by the first pass, so each
+ * is handed out once here; the later passes start when nothing is in
+ * flight. Beyond LOW_ROWS they wait for the second pass. */
+static void note_low(struct journal *j, int64_t id)
+{
+        if (id > 0 && id <= j->cursor && j->n_low < LOW_ROWS)
+                j->low[j->n_low++] = id;
+}
+
 static void on_listing(struct journal *j, struct ferry_listing *l)
 {
         int64_t dir = 0;
@@ -578,6 +596,8 @@ static void on_listing(struct journal *j, struct ferry_listing *l)
                         e->name_len, &e->st, j->gen, j->opt->hard_links, &res);
                 if (res == UP_NEW || res == UP_CHANGED)
                         j->fresh = true;
+                if ((res == UP_CHANGED || res == UP_RESUMED) && j->pass == 1)
+                        note_low(j, ferry_manifest_upserted(j->m));
                 if (!rc && (res == UP_NEW || res == UP_CHANGED) && !is_new)
                         rc = replaced_dir(j, l, e);
                 if (!rc)
@@ -696,20 +716,46 @@ static struct ferry_batch *fill(struct journal *j, enum ferry_query q)
  * a changed row that is still done in the committed manifest would be a lie
  * after a crash, and a new row's id (which names its temp file) could be
  * lost. So nothing is handed out while new or changed rows are uncommitted;
- * they are committed early when workers run short of work (at most every
- * 50 ms while they still have plenty). Other scan results (unchanged rows,
- * directory marks) wait for the group commit: a no-op re-run commits about
- * once a second, not once per listing.
+ * they are committed early for a hand-out, at most every 50 ms while the
+ * scan runs (each commit is an fsync: a re-run that finds one changed file
+ * in most directories would otherwise commit once per listing) and at once
+ * when it is done. Other scan results (unchanged rows, directory marks)
+ * wait for the group commit: a no-op re-run commits about once a second.
  */
 static bool ready_to_hand_out(struct journal *j)
 {
         if (!j->fresh)
                 return true; /* nothing uncommitted could be handed out */
-        if (j->stop_code || (j->in_flight >= j->max_in_flight / 2 &&
-                             now() - j->last_commit < 0.05))
+        if (j->stop_code ||
+            (!j->scan_done && now() - j->last_commit < HANDOUT_COMMIT_GAP))
                 return false;
         commit(j);
         return !j->stop_code && !j->dirty;
+}
+
+/* The rows noted by note_low, a batch of them at a time. */
+static struct ferry_batch *fill_low(struct journal *j)
+{
+        if (!j->n_low)
+                return NULL;
+        struct ferry_batch *b = ferry_batch_new(j->work_kind, BATCH_ITEMS);
+        if (!b) {
+                set_error(j, FERRY_EINTERNAL, "out of memory");
+                return NULL;
+        }
+        while (j->n_low && b->n < BATCH_ITEMS) {
+                int64_t id = j->low[--j->n_low];
+                if (ferry_manifest_fill(j->m, Q_ONE_PENDING, j->gen, &id, b, 1,
+                                        UINT64_MAX)) {
+                        manifest_error(j);
+                        break;
+                }
+        }
+        if (!b->n || j->stop_code) {
+                ferry_batch_free(b);
+                return NULL;
+        }
+        return b;
 }
 
 static struct ferry_batch *next_copy_batch(struct journal *j)
@@ -718,7 +764,9 @@ static struct ferry_batch *next_copy_batch(struct journal *j)
         if (!ready_to_hand_out(j))
                 return NULL;
         if (j->pass == 1) {
-                b = fill(j, Q_FIRST_PASS);
+                b = fill_low(j);
+                if (!b)
+                        b = fill(j, Q_FIRST_PASS);
                 if (b || !j->scan_done || !all_committed(j))
                         return b;
                 j->pass = 2;

@@ -39,6 +39,7 @@ enum ferry_manifest_flags {
                           * the -wal and -shm it made when it can */
         MF_CREATE = 2,   /* create the file and schema when missing */
         MF_MEMORY = 4,   /* an in-memory manifest (dry run of a new job) */
+        MF_THOROUGH = 8, /* --verify: read a bigger manifest through first */
 };
 
 /* UP_RESUMED: unchanged, but not copied yet (pending or failed before). */
@@ -54,6 +55,7 @@ enum ferry_query {
         Q_STALE_TEMPS,    /* pending rows not seen: may have a temp file */
         Q_REMOVED_DIRS,   /* dirs not seen by this scan, deepest first */
         Q_PENDING_DIRS, /* dirs whose metadata must be applied, deepest first */
+        Q_ONE_PENDING,  /* the row *cursor if pending, not a follower */
         Q_NQUERIES
 };
 
@@ -171,6 +173,10 @@ int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
  * (after a complete scan). */
 int ferry_manifest_elect_leader(struct ferry_manifest *m, int64_t id);
 int ferry_manifest_elect_leaders(struct ferry_manifest *m);
+
+/* The row id of the last upsert that found an existing row (UP_CHANGED or
+ * UP_RESUMED). */
+int64_t ferry_manifest_upserted(const struct ferry_manifest *m);
 
 /* Results of work. */
 int ferry_manifest_file_done(struct ferry_manifest *m,
