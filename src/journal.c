@@ -773,20 +773,24 @@ static struct ferry_batch *next_copy_batch(struct journal *j)
                 j->cursor = 0;
                 j->pass_gave = false;
         }
-        if ((b = fill(j, Q_NEXT_PASS))) {
-                j->pass_gave = true;
-                return b;
+        /* the next pass starts at once: returning NULL here would leave
+         * the loop waiting for a message that is not coming (up to 100 ms
+         * at the end of every run) */
+        for (;;) {
+                if ((b = fill(j, Q_NEXT_PASS))) {
+                        j->pass_gave = true;
+                        return b;
+                }
+                if (!all_committed(j) || j->stop_code)
+                        return NULL;
+                if (!j->pass_gave || j->pass >= MAX_PASSES) {
+                        j->exhausted = true;
+                        return NULL;
+                }
+                j->pass++;
+                j->cursor = 0;
+                j->pass_gave = false;
         }
-        if (!all_committed(j))
-                return NULL;
-        if (!j->pass_gave || j->pass >= MAX_PASSES) {
-                j->exhausted = true;
-                return NULL;
-        }
-        j->pass++;
-        j->cursor = 0;
-        j->pass_gave = false;
-        return NULL;
 }
 
 static struct ferry_batch *next_batch(struct journal *j)
