@@ -1120,32 +1120,33 @@ int ferry_manifest_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
         return exec_stmt(m, s, "directory update");
 }
 
+/* Binds path and the range of its subtree, ["path/", "path0") ('0' follows
+ * '/'), to the parameters i, i + 1 and i + 2 of s. */
+static int bind_subtree(sqlite3_stmt *s, int i, const char *path, size_t len)
+{
+        char *r = malloc(len + 1);
+        if (!r)
+                return ENOMEM;
+        memcpy(r, path, len);
+        bind_bytes(s, i, path, len);
+        r[len] = '/';
+        sqlite3_bind_blob(s, i + 1, r, (int)len + 1, SQLITE_TRANSIENT);
+        r[len] = '0';
+        sqlite3_bind_blob(s, i + 2, r, (int)len + 1, SQLITE_TRANSIENT);
+        free(r);
+        return 0;
+}
+
 int ferry_manifest_subtree_removed(struct ferry_manifest *m, const char *path,
                                    size_t len, int64_t gen)
 {
-        /* the subtree of "p" is every path in ["p/", "p0"): '0' follows '/' */
-        char *lo = malloc(len + 2), *hi = malloc(len + 2);
-        sqlite3_stmt *s = NULL;
-        int rc = fail(m, "out of memory");
-        if (!lo || !hi)
-                goto out;
-        memcpy(lo, path, len);
-        memcpy(hi, path, len);
-        lo[len] = '/';
-        hi[len] = '0';
-        if (!(s = stmt(m, S_SUBTREE_REMOVED))) {
-                rc = db_fail(m, "write");
-                goto out;
-        }
+        sqlite3_stmt *s = stmt(m, S_SUBTREE_REMOVED);
+        if (!s)
+                return db_fail(m, "write");
         sqlite3_bind_int64(s, 1, gen);
-        bind_bytes(s, 2, path, len);
-        bind_bytes(s, 3, lo, len + 1);
-        bind_bytes(s, 4, hi, len + 1);
-        rc = exec_stmt(m, s, "file update");
-out:
-        free(lo);
-        free(hi);
-        return rc;
+        if (bind_subtree(s, 2, path, len))
+                return fail(m, "out of memory");
+        return exec_stmt(m, s, "file update");
 }
 
 int ferry_manifest_mark_unseen(struct ferry_manifest *m, int64_t gen)
@@ -1203,36 +1204,19 @@ int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
 int ferry_manifest_keep_subtree(struct ferry_manifest *m, const char *path,
                                 size_t len, int64_t gen)
 {
-        /* the subtree of "p" is every path in ["p/", "p0"): '0' follows '/';
-         * its directories count as listed: their rows stay part of SRC */
-        char *lo = malloc(len + 2), *hi = malloc(len + 2);
-        sqlite3_stmt *d = NULL;
-        int rc = fail(m, "out of memory");
-        if (!lo || !hi)
-                goto out;
-        memcpy(lo, path, len);
-        memcpy(hi, path, len);
-        lo[len] = '/';
-        hi[len] = '0';
+        /* its directories count as listed: their rows stay part of SRC */
         const char *sql = len ? "UPDATE dirs SET gen = ?1, listed = ?1"
                                 " WHERE path = ?2 OR (path >= ?3"
                                 " AND path < ?4)"
                               : "UPDATE dirs SET gen = ?1, listed = ?1";
-        if (sqlite3_prepare_v2(m->db, sql, -1, &d, NULL) != SQLITE_OK) {
-                rc = db_fail(m, "write");
-                goto out;
-        }
+        sqlite3_stmt *d;
+        if (sqlite3_prepare_v2(m->db, sql, -1, &d, NULL) != SQLITE_OK)
+                return db_fail(m, "write");
         sqlite3_bind_int64(d, 1, gen);
-        if (len) {
-                bind_bytes(d, 2, path, len);
-                bind_bytes(d, 3, lo, len + 1);
-                bind_bytes(d, 4, hi, len + 1);
-        }
-        rc = exec_stmt(m, d, "directory update");
-out:
+        int rc = len && bind_subtree(d, 2, path, len)
+                         ? fail(m, "out of memory")
+                         : exec_stmt(m, d, "directory update");
         sqlite3_finalize(d);
-        free(lo);
-        free(hi);
         return rc;
 }
 
