@@ -398,9 +398,14 @@ static int probe_names(struct ferry_job *job, struct ferry_error *err)
                 return errf(err, FERRY_EMANIFEST, "%s",
                             ferry_manifest_errmsg(job->m));
         if (!id[0] || !rules_parse(text, id, &rules)) {
-                ferry_names_probe(job->dstfd, &rules);
+                /* kept only when the probe could make its files: rules
+                 * learned on a full or read-only DST say "anything goes",
+                 * and a case-insensitive DST taken for good as a
+                 * case-sensitive one loses files */
+                bool probed = ferry_names_probe(job->dstfd, &rules) == 0;
                 rules_text(&rules, id, text, sizeof(text));
-                if (id[0] && ferry_manifest_set_note(job->m, "dst_names", text))
+                if (id[0] && probed &&
+                    ferry_manifest_set_note(job->m, "dst_names", text))
                         return errf(err, FERRY_EMANIFEST, "%s",
                                     ferry_manifest_errmsg(job->m));
         }

@@ -743,13 +743,17 @@ static struct ferry_batch *fill_low(struct journal *j)
                 set_error(j, FERRY_EINTERNAL, "out of memory");
                 return NULL;
         }
-        while (j->n_low && b->n < BATCH_ITEMS) {
+        uint64_t bytes = 0; /* as fill's limit: big files spread out */
+        while (j->n_low && b->n < BATCH_ITEMS && bytes < BATCH_BYTES) {
                 int64_t id = j->low[--j->n_low];
+                size_t before = b->n;
                 if (ferry_manifest_fill(j->m, Q_ONE_PENDING, j->gen, &id, b, 1,
                                         UINT64_MAX)) {
                         manifest_error(j);
                         break;
                 }
+                if (b->n > before)
+                        bytes += b->items[before].st.size;
         }
         if (!b->n || j->stop_code) {
                 ferry_batch_free(b);
@@ -1113,7 +1117,7 @@ static bool other_spelling_at(int dfd, const char *rest, bool differs)
         DIR *d = fdopendir(dfd);
         if (!d) {
                 close(dfd);
-                return false;
+                return true; /* unknown: keep */
         }
         const char *slash = strchr(rest, '/');
         size_t len = slash ? (size_t)(slash - rest) : strlen(rest);
@@ -1133,6 +1137,8 @@ static bool other_spelling_at(int dfd, const char *rest, bool differs)
                                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (sub >= 0)
                         found = other_spelling_at(sub, slash + 1, other);
+                else if (errno != ENOTDIR && errno != ELOOP)
+                        found = true; /* unknown: keep */
         }
         closedir(d);
         return found;

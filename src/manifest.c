@@ -93,7 +93,7 @@ static const char *const stmt_sql[S_NSTMTS] = {
         [S_DIR_UNSEEN] = "UPDATE files SET state = 5, gen = ?2"
                          " WHERE dir = ?1 AND gen < ?2 AND state != 5",
         [S_FILE_FIND] = "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
-                        " state FROM files WHERE dir = ?1 AND name = ?2",
+                        " state, gen FROM files WHERE dir = ?1 AND name = ?2",
         [S_FILE_INSERT] = "INSERT INTO files (dir, name, type, size, mtime_ns,"
                           " ctime_ns, mode, uid, gid, dev, ino, hl, state, gen)"
                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
@@ -1353,8 +1353,10 @@ int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
                     (uint32_t)sqlite3_column_int64(s, 5) == st->mode &&
                     (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
                     state != ST_REMOVED;
+        /* a name listed twice (a directory changing while it is read)
+         * must not be handed out twice */
+        m->upserted = sqlite3_column_int64(s, 8) != gen ? id : 0;
         sqlite3_reset(s);
-        m->upserted = id;
         if (!same) {
                 *res = UP_CHANGED;
                 return file_update(m, id, st, gen, hard_links);

@@ -137,7 +137,7 @@ static void probe_bytes(int dirfd, struct ferry_name_rules *r)
         }
 }
 
-static void probe_all(int dirfd, struct ferry_name_rules *r)
+static int probe_all(int dirfd, struct ferry_name_rules *r)
 {
         char plain[NAME_MAX + 1], upper[NAME_MAX + 1];
         probe_name(plain, sizeof(plain), ".c", "");
@@ -147,7 +147,7 @@ static void probe_all(int dirfd, struct ferry_name_rules *r)
                 rc = probe_create(dirfd, plain);
         }
         if (rc)
-                return;
+                return rc;
         size_t i;
         for (i = 0; plain[i]; i++)
                 upper[i] = plain[i] >= 'a' && plain[i] <= 'z'
@@ -159,6 +159,7 @@ static void probe_all(int dirfd, struct ferry_name_rules *r)
         probe_bytes(dirfd, r);
         r->no_trailing_dot = probe_trailing_refused(dirfd, '.');
         r->no_trailing_space = probe_trailing_refused(dirfd, ' ');
+        return 0;
 }
 
 int ferry_names_probe(int dirfd, struct ferry_name_rules *r)
@@ -166,7 +167,7 @@ int ferry_names_probe(int dirfd, struct ferry_name_rules *r)
         memset(r, 0, sizeof(*r));
         struct stat before, after;
         bool have = fstat(dirfd, &before) == 0;
-        probe_all(dirfd, r);
+        int rc = probe_all(dirfd, r);
         /* the probes touched the directory: give back its times, which a
          * run that finds nothing to do would not set again */
         if (have && !fstat(dirfd, &after) &&
@@ -175,7 +176,7 @@ int ferry_names_probe(int dirfd, struct ferry_name_rules *r)
                 struct timespec ts[2] = {before.st_atim, before.st_mtim};
                 futimens(dirfd, ts);
         }
-        return 0;
+        return rc;
 }
 
 /* ---- the rules ---------------------------------------------------------- */

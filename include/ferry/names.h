@@ -43,7 +43,8 @@ struct ferry_name_rules {
  * .ferry-part" (removed again) and fills rules. When even a plain probe
  * file cannot be created (read-only, no space), rules stay empty: the copy
  * then reports its own errors. The directory's times are given back.
- * Returns 0. */
+ * Returns 0, or the errno that kept the plain probe file from being made:
+ * then the rules say nothing and must not be kept for later runs. */
 int ferry_names_probe(int dirfd, struct ferry_name_rules *rules);
 
 struct ferry_names;

@@ -71,6 +71,26 @@ rm mnt/filler
 final_state src mnt/b
 rm -rf mnt/b
 
+# B2. no inode left: even the name probe (src/names.c) cannot create its
+# files. What it then "learned" (nothing refused, case-sensitive) must not
+# be kept in the manifest: on a case-insensitive DST that would lose files
+# for good (found by review). Once there is room, a run probes and keeps it.
+remount 64m
+mkdir mnt/b2
+used=$(df --output=iused "$T/mnt" | tail -n1 | tr -d ' ')
+mount -o "remount,nr_inodes=$used" "$T/mnt" || die "cannot remount with nr_inodes=$used"
+run "$FERRY" -q src mnt/b2
+expect_full "B2: no inode left in DST" src mnt/b2
+check "B2: the failed probe's rules are not kept" \
+	test "$(sqlite3 -readonly "$(manifest_path src mnt/b2)" \
+		"SELECT count(*) FROM meta WHERE key = 'dst_names'")" = 0
+mount -o "remount,nr_inodes=100000" "$T/mnt" || die "cannot remount with more inodes"
+final_state src mnt/b2
+check "B2: with room, the probe's rules are kept" \
+	test "$(sqlite3 -readonly "$(manifest_path src mnt/b2)" \
+		"SELECT count(*) FROM meta WHERE key = 'dst_names'")" = 1
+rm -rf mnt/b2
+
 # C. the space runs out while copying: ferry copies with one worker, whose
 # first rename into place strace holds for 2 s (or, without strace, ferry is
 # frozen with SIGSTOP after its first file) while the test fills DST

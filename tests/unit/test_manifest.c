@@ -1517,6 +1517,11 @@ static void test_listed_marking(void)
                  ST_REMOVED);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         CHECK_EQ(upsert_named(&fx, d, true, "x", gen), UP_CHANGED);
+        int64_t x = ferry_manifest_upserted(fx.m);
+        CHECK(x > 0);
+        /* the same name listed twice in one scan is noted once */
+        CHECK_EQ(upsert_named(&fx, d, true, "x", gen), UP_RESUMED);
+        CHECK_EQ(ferry_manifest_upserted(fx.m), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(
                 sql_int(fx.db, "SELECT state FROM files WHERE name = X'78'", 0),
