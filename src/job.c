@@ -359,14 +359,16 @@ static void rules_text(const struct ferry_name_rules *r, const char *id,
         buf[n] = '\0';
 }
 
+/* id NULL: whatever DST the rules were learned on */
 static bool rules_parse(const char *text, const char *id,
                         struct ferry_name_rules *r)
 {
-        size_t idlen = strlen(id);
-        if (strncmp(text, id, idlen) || text[idlen] != ' ' ||
-            strlen(text + idlen + 1) != 259)
+        const char *sp = strchr(text, ' ');
+        if (!sp || strlen(sp + 1) != 259 ||
+            (id && ((size_t)(sp - text) != strlen(id) ||
+                    strncmp(text, id, strlen(id)))))
                 return false;
-        const char *p = text + idlen + 1;
+        const char *p = sp + 1;
         for (int c = 0; c < 256; c++)
                 r->refused[c] = p[c] == '1';
         r->no_trailing_dot = p[256] == '1';
@@ -383,7 +385,7 @@ static bool rules_parse(const char *text, const char *id,
  */
 static int probe_names(struct ferry_job *job, struct ferry_error *err)
 {
-        if (job->opt.verify || job->opt.dry_run)
+        if (job->opt.verify || !job->m)
                 return 0;
         struct ferry_name_rules rules;
         struct stat st; /* not through fsio: its fault counts stay put */
@@ -397,7 +399,14 @@ static int probe_names(struct ferry_job *job, struct ferry_error *err)
         if (ferry_manifest_note(job->m, "dst_names", text, sizeof(text)))
                 return errf(err, FERRY_EMANIFEST, "%s",
                             ferry_manifest_errmsg(job->m));
-        if (!id[0] || !rules_parse(text, id, &rules)) {
+        /* a dry run writes nothing, not even probes: it goes by the last
+         * rules learned (exfat-fuse gives DST's root a new inode number
+         * when it is mounted again) */
+        bool known = job->opt.dry_run ? rules_parse(text, NULL, &rules)
+                                      : id[0] && rules_parse(text, id, &rules);
+        if (!known && job->opt.dry_run)
+                return 0;
+        if (!known) {
                 /* kept only when the probe could make its files: rules
                  * learned on a full or read-only DST say "anything goes",
                  * and a case-insensitive DST taken for good as a

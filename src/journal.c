@@ -1371,7 +1371,8 @@ static void would_delete(struct journal *j, const struct ferry_batch *b,
 {
         const char *dir = ferry_batch_at(b, it->dir_off);
         const char *name = ferry_batch_at(b, it->name_off);
-        if (protected_path(j, dir, name, false))
+        if (protected_path(j, dir, name, false) ||
+            src_holds_other_spelling(j, dir, name))
                 return;
         j->sum->files_deleted++;
         emit(j, FERRY_EV_WOULD_DELETE, dir, name, NULL);

@@ -283,7 +283,13 @@ check "run 5: DST holds the files of dirs/$DIR_LOSE (diff -r)" \
 	diff -r "src/dirs/$DIR_LOSE" "mnt/dst/dirs/$DIR_LOSE"
 
 # run 6: --delete removes what left SRC, never a copy that another
-# spelling now holds (names/$win and dirs/$DIR_WIN were renamed by case)
+# spelling now holds (names/$win and dirs/$DIR_WIN were renamed by case);
+# a dry run says the same
+run "$FERRY" -n --delete "${OPTS[@]}" src mnt/dst
+check "run 6 (-n --delete): names/$win is not listed for deletion" \
+	eval '! grep -qix "deleting names/$win" "$LOG/out"'
+check "run 6 (-n --delete): nothing in dirs/$DIR_WIN is listed for deletion" \
+	eval '! grep -qi "^deleting dirs/$DIR_WIN/" "$LOG/out"'
 run "$FERRY" -q --delete "${OPTS[@]}" src mnt/dst
 check "run 6 (--delete): exit 23, for chunked/ only (got $RC)" test "$RC" = 23
 check "run 6 (--delete): names/$lose is still in DST with its content" \
