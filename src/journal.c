@@ -105,6 +105,9 @@ struct journal {
         struct ferry_progress prog;
         double t0, last_prog, last_commit;
         char *pathbuf;
+        struct fold_dir *fold; /* FOLD_DIRS, for --delete on a
+                                  case-insensitive DST */
+        unsigned fold_next;
         size_t pathcap;
 };
 
@@ -979,6 +982,142 @@ static int journal_init(struct journal *j, const struct ferry_journal_cfg *cfg,
         return 0;
 }
 
+/* ---- other spellings in SRC (case-insensitive DST) ---------------------- */
+
+/* A directory of SRC read once: its names sorted without ASCII case, for
+ * the check below; a few are kept, as removed rows come in id order and so
+ * mostly directory by directory. Bigger directories are not kept. */
+#define FOLD_DIRS 4
+#define FOLD_MAX  65536
+
+struct fold_dir {
+        char *path;   /* relative to SRC, "" for SRC */
+        char **names; /* n, sorted by strcasecmp */
+        size_t n;
+        bool unknown; /* could not be read */
+};
+
+static int cmp_fold(const void *a, const void *b)
+{
+        return strcasecmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void fold_free(struct fold_dir *f)
+{
+        for (size_t i = 0; i < f->n; i++)
+                free(f->names[i]);
+        free(f->names);
+        free(f->path);
+        memset(f, 0, sizeof(*f));
+}
+
+static void fold_read(struct journal *j, struct fold_dir *f)
+{
+        int fd = -1;
+        DIR *d = NULL;
+        if (ferry_fsio_open_dir(j->cfg->srcfd, f->path, &fd) ||
+            !(d = fdopendir(fd))) {
+                ferry_fsio_close(&fd);
+                f->unknown = true;
+                return;
+        }
+        size_t cap = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (f->n == cap) {
+                        size_t ncap = cap ? cap * 2 : 64;
+                        char **p = ncap > FOLD_MAX ? NULL
+                                                   : realloc(f->names,
+                                                             ncap * sizeof(*p));
+                        if (!p)
+                                break;
+                        f->names = p;
+                        cap = ncap;
+                }
+                if (!(f->names[f->n] = strdup(de->d_name)))
+                        break;
+                f->n++;
+        }
+        f->unknown = de != NULL; /* stopped early: too big, or no memory */
+        closedir(d);
+        qsort(f->names, f->n, sizeof(*f->names), cmp_fold);
+}
+
+/* In SRC's directory dir: 1 when it holds another spelling of name (or
+ * cannot tell), else 0 with *exact saying whether it holds name itself. */
+static int fold_lookup(struct journal *j, const char *dir, const char *name,
+                       bool *exact)
+{
+        if (!j->fold && !(j->fold = calloc(FOLD_DIRS, sizeof(*j->fold))))
+                return 1;
+        struct fold_dir *f = NULL;
+        for (unsigned i = 0; i < FOLD_DIRS && !f; i++)
+                if (j->fold[i].path && !strcmp(j->fold[i].path, dir))
+                        f = &j->fold[i];
+        if (!f) {
+                f = &j->fold[j->fold_next++ % FOLD_DIRS];
+                fold_free(f);
+                if (!(f->path = strdup(dir)))
+                        return 1;
+                fold_read(j, f);
+        }
+        if (f->unknown)
+                return 1;
+        *exact = false;
+        char **hit =
+                bsearch(&name, f->names, f->n, sizeof(*f->names), cmp_fold);
+        if (!hit)
+                return 0;
+        char **lo = hit, **hi = hit;
+        while (lo > f->names && !strcasecmp(lo[-1], name))
+                lo--;
+        while (hi + 1 < f->names + f->n && !strcasecmp(hi[1], name))
+                hi++;
+        for (char **p = lo; p <= hi; p++) {
+                if (strcmp(*p, name))
+                        return 1;
+                *exact = true;
+        }
+        return 0;
+}
+
+/* On a case-insensitive DST, the DST path of a removed row may now hold the
+ * copy of another SRC file whose path differs only by case (a file or a
+ * directory renamed by case): deleting it would delete that copy. True when
+ * SRC holds another spelling of any component of the row's path under the
+ * spelling of the ones before it, or when that cannot be told: keeping a
+ * stale copy is better than deleting a live one. ASCII folding, as in
+ * names.c. */
+static bool src_holds_other_spelling(struct journal *j, const char *dir,
+                                     const char *name)
+{
+        if (!ferry_names_case_insensitive(j->cfg->names))
+                return false;
+        size_t len;
+        const char *joined = join_path(j, dir, name, &len);
+        char *path = joined ? strdup(joined) : NULL;
+        if (!path)
+                return true;
+        bool other = false;
+        for (char *c = path;;) {
+                char *slash = strchr(c, '/');
+                if (slash)
+                        *slash = '\0';
+                if (c > path)
+                        c[-1] = '\0'; /* path is now the parent of c */
+                bool exact = false;
+                other = fold_lookup(j, c > path ? path : "", c, &exact) != 0;
+                if (c > path)
+                        c[-1] = '/';
+                if (other || !exact || !slash)
+                        break;
+                *slash = '/';
+                c = slash + 1;
+        }
+        free(path);
+        return other;
+}
+
 static void journal_release(struct journal *j)
 {
         ferry_queue_release(&j->inbox);
@@ -986,6 +1125,9 @@ static void journal_release(struct journal *j)
         ferry_queue_release(&j->barrier_q);
         for (unsigned i = 0; i < DIR_CACHE; i++)
                 free(j->dcache[i].path);
+        for (unsigned i = 0; j->fold && i < FOLD_DIRS; i++)
+                fold_free(&j->fold[i]);
+        free(j->fold);
         free(j->pathbuf);
         j->sum->seconds = now() - j->t0;
 }
@@ -1107,59 +1249,6 @@ static bool protected_path(struct journal *j, const char *dir, const char *name,
         }
         free(copy);
         return hit;
-}
-
-/* Whether the directory dfd (consumed) holds, under rest ("a/b/c"), a path
- * that differs from it only by ASCII case, and in some letter if differs is
- * false so far. */
-static bool other_spelling_at(int dfd, const char *rest, bool differs)
-{
-        DIR *d = fdopendir(dfd);
-        if (!d) {
-                close(dfd);
-                return true; /* unknown: keep */
-        }
-        const char *slash = strchr(rest, '/');
-        size_t len = slash ? (size_t)(slash - rest) : strlen(rest);
-        bool found = false;
-        struct dirent *de;
-        while (!found && (de = readdir(d))) {
-                if (strlen(de->d_name) != len ||
-                    strncasecmp(de->d_name, rest, len))
-                        continue;
-                bool other = differs || strncmp(de->d_name, rest, len);
-                if (!slash) {
-                        found = other;
-                        continue;
-                }
-                int sub =
-                        openat(dirfd(d), de->d_name,
-                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (sub >= 0)
-                        found = other_spelling_at(sub, slash + 1, other);
-                else if (errno != ENOTDIR && errno != ELOOP)
-                        found = true; /* unknown: keep */
-        }
-        closedir(d);
-        return found;
-}
-
-/* On a case-insensitive DST, the DST path of a removed row may now hold the
- * copy of another SRC file whose path differs only by case (a file or a
- * directory renamed by case): deleting it would delete that copy. True when
- * SRC holds such a path. ASCII folding, as in names.c. */
-static bool src_holds_other_spelling(struct journal *j, const char *dir,
-                                     const char *name)
-{
-        if (!ferry_names_case_insensitive(j->cfg->names))
-                return false;
-        size_t len;
-        const char *path = join_path(j, dir, name, &len);
-        int fd = path ? openat(j->cfg->srcfd, ".",
-                               O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                      : -1;
-        /* unknown: keep the file rather than risk deleting a copy */
-        return fd < 0 || other_spelling_at(fd, path, false);
 }
 
 static void delete_file(struct journal *j, const struct ferry_batch *b,
