@@ -290,6 +290,13 @@ check "run 6 (-n --delete): names/$win is not listed for deletion" \
 	eval '! grep -qix "deleting names/$win" "$LOG/out"'
 check "run 6 (-n --delete): nothing in dirs/$DIR_WIN is listed for deletion" \
 	eval '! grep -qi "^deleting dirs/$DIR_WIN/" "$LOG/out"'
+# the same with SRC directories read per row (as for the ones too big to
+# keep in memory, FERRY_FOLD_MAX in test builds)
+run env FERRY_FOLD_MAX=1 "$FERRY" -n --delete "${OPTS[@]}" src mnt/dst
+check "run 6 (-n --delete, per row): names/$win is not listed for deletion" \
+	eval '! grep -qix "deleting names/$win" "$LOG/out"'
+check "run 6 (-n --delete, per row): nothing in dirs/$DIR_WIN is listed" \
+	eval '! grep -qi "^deleting dirs/$DIR_WIN/" "$LOG/out"'
 run "$FERRY" -q --delete "${OPTS[@]}" src mnt/dst
 check "run 6 (--delete): exit 23, for chunked/ only (got $RC)" test "$RC" = 23
 check "run 6 (--delete): names/$lose is still in DST with its content" \
