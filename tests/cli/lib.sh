@@ -33,6 +33,12 @@ export LC_ALL=C
 : "${FERRY:?FERRY must name the ferry binary (ctest sets it)}"
 GENTREE=${GENTREE-}
 FERRY_SRCDIR=${FERRY_SRCDIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+# tests/cli, absolute: the scripts source t2-lib.sh from here after lib.sh
+# has entered the test's directory (a relative "$0" no longer works then)
+TESTS_CLI=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# FERRY=build/src/ferry by hand (tests/README): absolute before the cd below
+[[ $FERRY == */* && $FERRY != /* ]] && FERRY=$PWD/$FERRY
+[[ -n $GENTREE && $GENTREE == */* && $GENTREE != /* ]] && GENTREE=$PWD/$GENTREE
 TEST_NAME=$(basename "$0" .sh)
 
 # The name of the directory that make_hostile_tree fills with a path longer

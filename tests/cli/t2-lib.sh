@@ -2,7 +2,7 @@
 # lib.sh (its name does not match tNN-*.sh, so ctest does not run it).
 #
 #   . "$(dirname "$0")/lib.sh" || exit 1
-#   . "$(dirname "$0")/t2-lib.sh" || exit 1
+#   . "$TESTS_CLI/t2-lib.sh" || exit 1
 #
 # Modes (see tests/README):
 #   FERRY_TORTURE=long   the long loops (many iterations, big trees); the

@@ -22,7 +22,7 @@
 # while scan results are uncommitted".)
 # Prints the number of crash points x iterations run.
 . "$(dirname "$0")/lib.sh" || exit 1
-. "$(dirname "$0")/t2-lib.sh" || exit 1
+. "$TESTS_CLI/t2-lib.sh" || exit 1
 need_cmd sqlite3 xxhsum xxd
 
 POINTS=(after_write after_rename before_barrier after_barrier before_commit after_commit)

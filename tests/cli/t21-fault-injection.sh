@@ -31,7 +31,7 @@
 # cannot stat fails its directory, and SRC itself is named as given.
 # Prints the number of faults injected.
 . "$(dirname "$0")/lib.sh" || exit 1
-. "$(dirname "$0")/t2-lib.sh" || exit 1
+. "$TESTS_CLI/t2-lib.sh" || exit 1
 need_cmd sqlite3 xxhsum xxd
 
 OPS=(read write open rename fsync syncfs)

@@ -18,7 +18,7 @@
 #     links kept (this found that the free-space check refused it; fixed).
 # Needs root (mount); skipped with the reason otherwise.
 . "$(dirname "$0")/lib.sh" || exit 1
-. "$(dirname "$0")/t2-lib.sh" || exit 1
+. "$TESTS_CLI/t2-lib.sh" || exit 1
 need_cmd sqlite3 xxhsum xxd fallocate df
 need_root "mounts a small tmpfs as the destination"
 

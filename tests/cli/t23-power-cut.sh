@@ -18,7 +18,7 @@
 # The cut moments come from FERRY_TEST_SEED (printed) for reproduction.
 # Needs root, a loop device, XFS and xfsprogs; skipped with the reason.
 . "$(dirname "$0")/lib.sh" || exit 1
-. "$(dirname "$0")/t2-lib.sh" || exit 1
+. "$TESTS_CLI/t2-lib.sh" || exit 1
 need_cmd sqlite3 xxhsum xxd losetup mkfs.xfs xfs_io
 need_root "mounts an XFS loop device"
 grep -qw xfs /proc/filesystems || modprobe xfs 2>/dev/null ||

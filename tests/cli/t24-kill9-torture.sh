@@ -16,7 +16,7 @@
 #    temp file is left, --verify exits 0 and nothing is pending.
 # The random moments come from FERRY_TEST_SEED (printed) for reproduction.
 . "$(dirname "$0")/lib.sh" || exit 1
-. "$(dirname "$0")/t2-lib.sh" || exit 1
+. "$TESTS_CLI/t2-lib.sh" || exit 1
 need_cmd sqlite3 xxhsum xxd
 
 FILES=$(pick 3000 1500 20000)

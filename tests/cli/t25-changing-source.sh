@@ -28,7 +28,7 @@
 # Needs strace (allowed to trace); part 8 needs root for the switch to
 # nobody. Parts that cannot run are skipped with the reason.
 . "$(dirname "$0")/lib.sh" || exit 1
-. "$(dirname "$0")/t2-lib.sh" || exit 1
+. "$TESTS_CLI/t2-lib.sh" || exit 1
 need_cmd sqlite3 xxhsum xxd
 need_strace
 

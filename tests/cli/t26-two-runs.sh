@@ -17,7 +17,7 @@
 # and once the first is killed (-9) a new run takes the job over (the lock
 # of a killed run is free) and completes.
 . "$(dirname "$0")/lib.sh" || exit 1
-. "$(dirname "$0")/t2-lib.sh" || exit 1
+. "$TESTS_CLI/t2-lib.sh" || exit 1
 need_cmd sqlite3 xxhsum xxd
 
 ROUNDS=$(pick 10 6 50)

@@ -23,7 +23,7 @@
 # Finally the default manifest ($XDG_STATE_HOME/ferry/*.db) is damaged the
 # same way, and once it is restored the job completes.
 . "$(dirname "$0")/lib.sh" || exit 1
-. "$(dirname "$0")/t2-lib.sh" || exit 1
+. "$TESTS_CLI/t2-lib.sh" || exit 1
 need_cmd sqlite3 xxhsum xxd cmp od
 
 seed=${FERRY_TEST_SEED:-$$}

@@ -40,7 +40,7 @@
 # Needs root, a loop device, FUSE, exfat-fuse and exfatprogs; skipped with
 # the reason otherwise.
 . "$(dirname "$0")/lib.sh" || exit 1
-. "$(dirname "$0")/t2-lib.sh" || exit 1
+. "$TESTS_CLI/t2-lib.sh" || exit 1
 need_cmd sqlite3 xxhsum xxd losetup mkfs.exfat mount.exfat-fuse
 need_root "mounts an exFAT loop device through FUSE"
 [[ -c /dev/fuse ]] || skip_all "no /dev/fuse"

@@ -16,7 +16,7 @@
 # A new manifest whose creation fails is removed again, so the next run is
 # not refused with "not an SQLite database".
 . "$(dirname "$0")/lib.sh" || exit 1
-. "$(dirname "$0")/t2-lib.sh" || exit 1
+. "$TESTS_CLI/t2-lib.sh" || exit 1
 need_cmd sqlite3 xxhsum xxd
 
 read -r -a NTHS <<<"$(pick '1 3 6 20 60 200' '1 6 60' '1 2 3 4 5 6 8 12 20 40 60 100 200 400 1000')"
