@@ -57,6 +57,8 @@ enum stmt_id {
         S_FILE_DELETE,
         S_FILE_REMOVE_NAME,
         S_SUBTREE_REMOVED,
+        S_MARK_UNSEEN,
+        S_FORGET_GROUP,
         S_NSTMTS
 };
 
@@ -117,6 +119,11 @@ static const char *const stmt_sql[S_NSTMTS] = {
         [S_FILE_DELETE] = "DELETE FROM files WHERE id = ?1",
         [S_FILE_REMOVE_NAME] = "UPDATE files SET state = 5, gen = ?3"
                                " WHERE dir = ?1 AND name = ?2 AND state != 5",
+        [S_MARK_UNSEEN] = "UPDATE files SET state = 5, gen = ?1"
+                          " WHERE state != 5 AND dir IN (SELECT id"
+                          " FROM dirs WHERE gen < ?1)",
+        [S_FORGET_GROUP] = "UPDATE files SET hl = NULL WHERE id = ?1"
+                           " AND state IN (4, 5)",
         [S_SUBTREE_REMOVED] = "UPDATE files SET state = 5, gen = ?1"
                               " WHERE state != 5 AND dir IN (SELECT id"
                               " FROM dirs WHERE path = ?2 OR (path >= ?3"
@@ -1149,21 +1156,6 @@ int ferry_manifest_subtree_removed(struct ferry_manifest *m, const char *path,
         return exec_stmt(m, s, "file update");
 }
 
-int ferry_manifest_mark_unseen(struct ferry_manifest *m, int64_t gen)
-{
-        sqlite3_stmt *s;
-        if (sqlite3_prepare_v2(m->db,
-                               "UPDATE files SET state = 5, gen = ?1"
-                               " WHERE state != 5 AND dir IN (SELECT id"
-                               " FROM dirs WHERE gen < ?1)",
-                               -1, &s, NULL) != SQLITE_OK)
-                return db_fail(m, "write");
-        sqlite3_bind_int64(s, 1, gen);
-        int rc = exec_stmt(m, s, "file update");
-        sqlite3_finalize(s);
-        return rc;
-}
-
 static int by_id(struct ferry_manifest *m, enum stmt_id id, int64_t row,
                  const char *what)
 {
@@ -1172,6 +1164,11 @@ static int by_id(struct ferry_manifest *m, enum stmt_id id, int64_t row,
                 return db_fail(m, what);
         sqlite3_bind_int64(s, 1, row);
         return exec_stmt(m, s, what);
+}
+
+int ferry_manifest_mark_unseen(struct ferry_manifest *m, int64_t gen)
+{
+        return by_id(m, S_MARK_UNSEEN, gen, "file update");
 }
 
 int ferry_manifest_dir_touch(struct ferry_manifest *m, int64_t id)
@@ -1377,16 +1374,7 @@ int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
  * longer a first name, so later scans do not elect for it again. */
 static int forget_group(struct ferry_manifest *m, int64_t old)
 {
-        sqlite3_stmt *s;
-        if (sqlite3_prepare_v2(m->db,
-                               "UPDATE files SET hl = NULL WHERE id = ?1"
-                               " AND state IN (4, 5)",
-                               -1, &s, NULL) != SQLITE_OK)
-                return db_fail(m, "write");
-        sqlite3_bind_int64(s, 1, old);
-        int rc = exec_stmt(m, s, "file update");
-        sqlite3_finalize(s);
-        return rc;
+        return by_id(m, S_FORGET_GROUP, old, "file update");
 }
 
 /* One hardlink group: a new first name for the followers of old, the
