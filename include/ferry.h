@@ -200,6 +200,10 @@ void ferry_request_stop(void);
 /* A static English description of a result code. */
 const char *ferry_code_str(int code);
 
+/* True in a build with the test hooks (cmake -DFERRY_TESTING=ON): the
+ * FERRY_FAULT and FERRY_CRASH environment variables are then honoured. */
+bool ferry_test_hooks_built(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "config.h"
+#include "ferry.h"
 #include "ferry/fsio.h"
 
 #include <dirent.h>
@@ -150,6 +151,15 @@ bool ferry_fsio_faults_on(enum ferry_fsio_op op)
         return false;
 }
 #endif
+
+bool ferry_test_hooks_built(void)
+{
+#ifdef FERRY_TESTING
+        return true;
+#else
+        return false;
+#endif
+}
 
 int ferry_fsio_fault(enum ferry_fsio_op op)
 {

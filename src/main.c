@@ -436,6 +436,9 @@ int main(int argc, char **argv)
                 ferry_cli_help(stdout);
         } else if (cli.command == CMD_VERSION) {
                 printf("ferry %s\n", FERRY_VERSION);
+                if (ferry_test_hooks_built())
+                        printf("test build: FERRY_FAULT and FERRY_CRASH are "
+                               "honoured; not for production use\n");
         } else if (cli.command == CMD_STATUS) {
                 code = run_status(&cli);
         } else {

@@ -141,6 +141,13 @@ need_cmd() {
 	done
 }
 
+# need_test_hooks: ferry was built with -DFERRY_TESTING=ON (FERRY_FAULT and
+# FERRY_CRASH honoured); its --version says so on a second line.
+need_test_hooks() {
+	"$FERRY" --version 2>/dev/null | grep -q '^test build:' ||
+		skip_all "needs a build with -DFERRY_TESTING=ON (the fault-injection hooks; .ci/test builds with them)"
+}
+
 need_gentree() {
 	[[ -n $GENTREE && -x $GENTREE ]] ||
 		skip_all "needs bench/gentree (GENTREE='$GENTREE' is not executable)"

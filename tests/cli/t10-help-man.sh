@@ -27,7 +27,7 @@ check_help_and_version() {
 	cp "$LOG/out" "$LOG/help"
 	for opt in -V --version; do
 		expect_code 0 "$FERRY" "$opt"
-		check "$opt prints 'ferry $version'" test "$(cat "$LOG/out")" = "ferry $version"
+		check "$opt prints 'ferry $version' first" test "$(head -n 1 "$LOG/out")" = "ferry $version"
 	done
 }
 

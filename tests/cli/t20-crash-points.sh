@@ -24,6 +24,7 @@
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/t2-lib.sh" || exit 1
 need_cmd sqlite3 xxhsum xxd
+need_test_hooks
 
 POINTS=(after_write after_rename before_barrier after_barrier before_commit after_commit)
 # nth values: per-file points are passed once per file, batch points once

@@ -33,6 +33,7 @@
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/t2-lib.sh" || exit 1
 need_cmd sqlite3 xxhsum xxd
+need_test_hooks
 
 OPS=(read write open rename fsync syncfs)
 ERRNOS=(5 116 13 28) # EIO ESTALE EACCES ENOSPC

@@ -18,6 +18,7 @@
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/t2-lib.sh" || exit 1
 need_cmd sqlite3 xxhsum xxd
+need_test_hooks
 
 read -r -a NTHS <<<"$(pick '1 3 6 20 60 200' '1 6 60' '1 2 3 4 5 6 8 12 20 40 60 100 200 400 1000')"
 ERRNOS=(5 28)

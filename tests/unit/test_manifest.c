@@ -355,6 +355,10 @@ static void test_refuses_deep_damage(void)
         poke(fx.db, files_root(fx.db));
         expect_refused(fx.db, "files root damaged (integrity_check)",
                        "damaged");
+#ifndef FERRY_TESTING
+        fprintf(stderr, "  the rest skipped: built without FERRY_TESTING, "
+                        "so FERRY_MANIFEST_CHECK cannot set the limits\n");
+#else
         setenv("FERRY_MANIFEST_CHECK", "0,1099511627776", 1);
         expect_refused(fx.db, "files root damaged (quick_check)", "damaged");
 
@@ -378,6 +382,7 @@ static void test_refuses_deep_damage(void)
         fx.m = NULL;
         CHECK(same_bytes(fx.db, before, len));
         free(before);
+#endif
         fx_close(&fx);
 }
 
