@@ -40,9 +40,9 @@ struct fault {
 };
 
 static const char *const op_names[FSIO_NOPS] = {
-        "open",  "read",    "write",  "fsync", "syncfs", "rename",
-        "mkdir", "utimens", "chmod",  "chown", "link",   "symlink",
-        "stat",  "unlink",  "mwrite", "msync",
+        "open",  "read",    "write",  "fsync", "syncfs",  "rename",
+        "mkdir", "utimens", "chmod",  "chown", "link",    "symlink",
+        "stat",  "unlink",  "mwrite", "msync", "readdir",
 };
 
 static struct fault faults[MAX_FAULTS];

@@ -243,8 +243,9 @@ static struct dirent *next_entry(struct reader *r, DIR *d, int *err)
         unsigned attempt = 0;
         for (;;) {
                 errno = 0;
-                struct dirent *de = readdir(d);
-                *err = de ? 0 : errno;
+                int fault = ferry_fsio_fault(FSIO_READDIR);
+                struct dirent *de = fault ? NULL : readdir(d);
+                *err = fault ? fault : de ? 0 : errno;
                 if (de || !*err || !retry(&r->sc->cfg, *err, &attempt))
                         return de;
         }

@@ -12,8 +12,9 @@
  *       _exit(86) the nth time the named crash point is passed
  *
  * ops: open read write fsync syncfs rename mkdir utimens chmod chown link
- * symlink stat unlink, and for the manifest (through an SQLite VFS shim,
- * src/mvfs.c) mwrite and msync. Crash points: see ferry_fsio_crashpoint
+ * symlink stat unlink, readdir (the scanner's, one call per entry), and for
+ * the manifest (through an SQLite VFS shim, src/mvfs.c) mwrite and msync.
+ * Crash points: see ferry_fsio_crashpoint
  * callers (after_write, after_rename, before_barrier, after_barrier,
  * before_commit, after_commit).
  */
@@ -41,8 +42,9 @@ enum ferry_fsio_op {
         FSIO_SYMLINK,
         FSIO_STAT,
         FSIO_UNLINK,
-        FSIO_MWRITE, /* the manifest's writes (main file and WAL) */
-        FSIO_MSYNC,  /* the manifest's fsyncs */
+        FSIO_MWRITE,  /* the manifest's writes (main file and WAL) */
+        FSIO_MSYNC,   /* the manifest's fsyncs */
+        FSIO_READDIR, /* the scanner's readdir of a source directory */
         FSIO_NOPS
 };
 

@@ -27,8 +27,10 @@
 # fails (EIO, or ENOSPC) fails every file with its reason; transient errors
 # of mkdir, utimens, chmod, link and symlink are retried, permanent ones
 # reported. The scanner: transient errors of the open and the stat of SRC
-# and of its entries are retried --retries times (no more), an entry it
-# cannot stat fails its directory, and SRC itself is named as given.
+# and of its entries, and of readdir, are retried --retries times (no
+# more), an entry it cannot stat fails its directory, a listing cut short
+# by a readdir error deletes nothing under --delete, and SRC itself is
+# named as given.
 # Prints the number of faults injected.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/t2-lib.sh" || exit 1
@@ -387,7 +389,7 @@ done
 # transient error is retried; a permanent one fails the directory, SRC
 # (an entry it could not stat was once left out silently: exit 0, a file
 # or subtree missing from DST, and --delete would remove its copy). flat
-# has no subdirectory: see the known bug below for one.
+# has no subdirectory; a subdirectory not seen is the case after it.
 mkdir flat
 for i in 1 2 3 4 5; do printf 'flat %s\n' "$i" >"flat/f$i"; done
 ln -s f1 flat/link
@@ -423,6 +425,39 @@ expect_code 0 "$FERRY" -q hid dsth
 check "stat:3:13 on a directory: the next run copies it" diff -r hid dsth
 check "stat:3:13 on a directory: the next run restores the mtime of SRC itself" \
 	test "$(stat -c %y hid)" = "$(stat -c %y dsth)"
+
+# readdir (one call per entry, over all source directories): a transient
+# error in the middle of a listing is retried and the listing goes on where
+# it stopped, so the faulted run itself copies every file; a permanent one
+# fails that directory (exit 23, the reason on stderr), and a --delete run
+# then removes nothing, since the listing was not whole.
+for spec in readdir:1:5 readdir:9:116 readdir:60:5; do
+	say "--- $spec: a transient readdir error"
+	fresh_job
+	run env FERRY_FAULT=$spec "$FERRY" -q --retries 3 src dst
+	injected=$((injected + 1))
+	no_sanitizer_report "$LOG/err"
+	check "$spec: retried, exit 0 (got $RC)" test "$RC" = 0
+	show "$LOG/err" 3
+	tree_equal src dst
+	manifest_invariant "$(manifest_of src)" dst "$spec"
+done
+fresh_job
+expect_code 0 "$FERRY" -q src dst
+(cd dst && find . | sort) >"$T/dst-before"
+for spec in readdir:4:13 readdir:40:13 readdir:0:13; do
+	say "--- $spec: a permanent readdir error on a --delete run"
+	run env FERRY_FAULT=$spec "$FERRY" -q --delete src dst
+	injected=$((injected + 1))
+	no_sanitizer_report "$LOG/err"
+	check "$spec: exit 23 (got $RC)" test "$RC" = 23
+	check "$spec: stderr says a directory could not be read" \
+		grep -q "^ferry: failed: the source directory '.*': cannot read directory: Permission denied\$" "$LOG/err"
+	(cd dst && find . | sort) >"$T/dst-after"
+	check "$spec: --delete removed nothing from DST" cmp -s "$T/dst-before" "$T/dst-after"
+	manifest_invariant "$(manifest_of src)" dst "$spec"
+done
+final_state src dst --delete
 
 # SRC's own stat at the start of the scan (the first stat is DST's root,
 # the second SRC's), failing for good: a path error, one clear line.
