@@ -907,12 +907,12 @@ static int start_threads(struct journal *j, bool scan, bool work)
                         .retries = j->opt->retries,
                         .chunk = LISTING_CHUNK,
                 };
-                rc = ferry_scan_start(&sc, &j->scan);
-                /* anything but a lack of memory or threads is SRC's stat */
-                if (rc && rc != ENOMEM && rc != EAGAIN) {
+                int src_err;
+                rc = ferry_scan_start(&sc, &j->scan, &src_err);
+                if (src_err) {
                         set_error(j, FERRY_EPATH,
                                   "cannot read the source directory: %s",
-                                  strerror(rc));
+                                  strerror(src_err));
                         return rc;
                 }
         }

@@ -310,8 +310,10 @@ static void *scan_thread(void *arg)
         return NULL;
 }
 
-int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out)
+int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out,
+                     int *src_err)
 {
+        *src_err = 0;
         struct ferry_scan *sc = calloc(1, sizeof(*sc));
         if (!sc)
                 return ENOMEM;
@@ -324,6 +326,7 @@ int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out)
         while (rc && retry(cfg, rc, &attempt));
         if (rc) {
                 free(sc);
+                *src_err = rc;
                 return rc;
         }
         sc->stack = pending_new("", 0, &root);

@@ -3,9 +3,9 @@
  * directory (in chunks for big ones) to the journal's inbox.
  *
  * Calling sequence:
- *   ferry_scan_start(&cfg, &sc);   threads start at SRC's root
+ *   ferry_scan_start(&cfg, &sc, &e); threads start at SRC's root
  *   ... the journal pops MSG_LISTING messages, then one MSG_SCAN_DONE ...
- *   ferry_scan_join(sc);           after MSG_SCAN_DONE or a stop request
+ *   ferry_scan_join(sc);             after MSG_SCAN_DONE or a stop request
  *
  * A directory's listing is always queued before any listing of its
  * subdirectories, so the journal knows a parent before its children.
@@ -32,7 +32,10 @@ struct ferry_scan_cfg {
 
 struct ferry_scan;
 
-int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out);
+/* 0, or an errno: SRC's own fstat failed (after retries; then *src_err is
+ * that errno too), or memory or threads ran short (*src_err is 0). */
+int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out,
+                     int *src_err);
 /* Waits for the threads and frees the pool. */
 void ferry_scan_join(struct ferry_scan *sc);
 
