@@ -42,7 +42,7 @@ struct opt_def {
 
 static const struct opt_def opts[] = {
         {"jobs", required_argument, O_JOBS, "N",
-         "parallel copy workers (default 32)"},
+         "parallel copy workers, 1-1024 (default 32)"},
         {"manifest", required_argument, O_MANIFEST, "FILE",
          "manifest file (default: $XDG_STATE_HOME/ferry/<hash>.db)"},
         {"exclude", required_argument, O_EXCLUDE, "PATTERN",
@@ -62,7 +62,7 @@ static const struct opt_def opts[] = {
         {"durability", required_argument, O_DURABILITY, "MODE",
          "batch (default), file or none"},
         {"retries", required_argument, O_RETRIES, "N",
-         "retries of transient errors and changing files (default 3)"},
+         "retries of transient errors and changed files, 0-100 (default 3)"},
         {"verify", optional_argument, O_VERIFY, "WHAT",
          "verify against the manifest: dest (default), source or both"},
         {"quiet", no_argument, O_QUIET, NULL, "print only errors"},

@@ -58,6 +58,14 @@ check_defaults_documented() {
 		grep -q "^The default is $jobs\.\$" <(sed -n '/Fl -jobs/,/^\.It/p' "$MAN")
 	check "man page: --retries default is $retries" \
 		grep -q "(default $retries)" <(sed -n '/Fl -retries/,/^\.It/p' "$MAN")
+	# the ranges: "1-1024" in --help, "from 1 to 1024" in the man page
+	local opt lo hi
+	for opt in jobs retries; do
+		read -r lo hi < <(sed -n "s/.*--$opt.* \([0-9]*\)-\([0-9]*\) (default.*/\1 \2/p" "$LOG/help")
+		check "--help states the range of --$opt ($lo-$hi)" test -n "$hi"
+		check "man page: --$opt is from $lo to $hi" \
+			grep -q "from $lo to $hi" <(sed -n "/Fl -$opt/,/^\.It/p" "$MAN" | tr '\n' ' ')
+	done
 }
 
 check_exit_codes_documented() {
