@@ -7,7 +7,7 @@
 #    "ferry VERSION" with the project's version and exit 0;
 #  - every long and short option in --help is documented in man/ferry.1,
 #    and every option the man page documents is in --help; the defaults of
-#    --jobs and --retries agree;
+#    --jobs and --retries agree, and so do their ranges;
 #  - the man page lists every exit code of enum ferry_code (include/ferry.h)
 #    and documents the manifest location, XDG_STATE_HOME and `ferry status`;
 #  - the man page renders without warnings.
