@@ -45,22 +45,6 @@ pick() {
 	fi
 }
 
-# known_bug DESC BUG CMD...: a check that fails because of a reported engine
-# bug. Prints "not ok N - DESC # TODO known bug: BUG" and does not fail the
-# script (git's test_expect_failure); when CMD succeeds, says the bug seems
-# fixed ("ok N - DESC # TODO known bug vanished"), also without failing.
-known_bug() {
-	local desc=$1 bug=$2
-	shift 2
-	test_count=$((test_count + 1))
-	if "$@"; then
-		printf 'ok %d - %s # TODO known bug vanished: %s\n' "$test_count" "$desc" "$bug"
-	else
-		printf 'not ok %d - %s # TODO known bug: %s\n' "$test_count" "$desc" "$bug"
-	fi
-	return 0
-}
-
 # no_sanitizer_report FILE...: no AddressSanitizer/UBSan/TSan report in the
 # outputs of the last run.
 no_sanitizer_report() {
@@ -158,8 +142,7 @@ done_rows() {
 }
 
 # manifest_invariant MANIFEST DST LABEL: the check described at the top,
-# as one ok / not ok line (a known_bug line when T2_KNOWN_HARDLINK_BUG is
-# set and only hard links are missing). INV_DONE counts the done rows.
+# as one ok / not ok line. INV_DONE counts the done rows.
 manifest_invariant() {
 	local m=$1 dst=$2 label=$3
 	if [[ ! -f $m ]]; then
@@ -170,11 +153,6 @@ manifest_invariant() {
 	local desc="$label: every done row is in DST with its size and hash"
 	if invariant_holds "$m" "$dst"; then
 		ok "$desc ($INV_DONE rows)"
-		return 0
-	fi
-	if [[ -n ${T2_KNOWN_HARDLINK_BUG-} ]] && ! grep -qv '^not hardlinked' "$LOG/inv.bad"; then
-		known_bug "$desc" "$T2_KNOWN_HARDLINK_BUG" false
-		show "$LOG/inv.bad" 10
 		return 0
 	fi
 	fail "$desc ($(wc -l <"$LOG/inv.bad") of $INV_DONE are not)"
@@ -288,20 +266,6 @@ final_state() {
 	tree_equal "$src" "$dst"
 	no_temp_files "$dst"
 	expect_code 0 "$FERRY" -q --verify "$@" "$src" "$dst"
-}
-
-# T2_KNOWN_HARDLINK_BUG: when set (to the text of a reported engine bug),
-# hard links missing in DST are that known bug rather than a failure: in
-# tree_equal's rsync check when every itemized line is a missing hard link
-# ("hf"), and in manifest_invariant when every bad row is one.
-eval "t2_lib_fail() $(declare -f fail | sed 1d)"
-fail() {
-	if [[ -n ${T2_KNOWN_HARDLINK_BUG-} && $1 == "rsync -nc:"* && -s $LOG/rsync ]] &&
-		! grep -qv '^hf ' "$LOG/rsync"; then
-		known_bug "$1" "$T2_KNOWN_HARDLINK_BUG" false
-		return 0
-	fi
-	t2_lib_fail "$@"
 }
 
 # held_run PATH-OR-NAME SYSCALLS WHEN CMD...: run CMD in the background (bg)
