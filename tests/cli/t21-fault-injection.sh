@@ -384,6 +384,29 @@ for retries in 3 2; do
 	final_state src dst
 done
 
+# A file's copy is retried --retries times, no more: its first two reads
+# fail (EIO), which --retries=2 survives and --retries=1 does not.
+mkdir -p one
+printf 'one file\n' >one/f
+touch -d '2004-05-06 07:08:09.5' one/f one
+for retries in 2 1; do
+	rm -rf dsto "$XDG_STATE_HOME/ferry"
+	label="read:1:5,read:2:5 --retries=$retries"
+	run env FERRY_FAULT=read:1:5,read:2:5 "$FERRY" -q -j 1 --retries=$retries one dsto
+	injected=$((injected + 1))
+	no_sanitizer_report "$LOG/err"
+	if [[ $retries == 2 ]]; then
+		check "$label: retried twice, exit 0 (got $RC)" test "$RC" = 0
+		check "$label: the copy is whole" cmp -s one/f dsto/f
+	else
+		check "$label: exit 23 (got $RC)" test "$RC" = 23
+		check "$label: stderr names the file and the error" \
+			grep -qx "ferry: failed: 'f': .*Input/output error" "$LOG/err"
+	fi
+	manifest_invariant "$(manifest_path one dsto)" dsto "$label"
+	final_state one dsto
+done
+
 # stat:1 is the fstat of DST (its failure is ignored), stat:2 that of SRC
 # as the scan starts, stat:3 the scan's statx of SRC's first entry: a
 # transient error is retried; a permanent one fails the directory, SRC
