@@ -102,6 +102,25 @@ static void load_faults(void)
         }
 }
 
+/* FERRY_FAULT_LOG=FILE: each injected fault appends "op call errno" to
+ * FILE, so a test tells a fault that fired from one never reached. */
+static void log_fault(enum ferry_fsio_op op, long call, int err)
+{
+        const char *path = getenv("FERRY_FAULT_LOG");
+        if (!path)
+                return;
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return;
+        char line[64];
+        int n = snprintf(line, sizeof(line), "%s %ld %d\n", op_names[op], call,
+                         err);
+        if (n > 0 && write(fd, line, (size_t)n) < 0) {
+                /* a test that reads the log will find the line missing */
+        }
+        close(fd);
+}
+
 /* Returns the errno to inject for this call of op, or 0. */
 static int injected(enum ferry_fsio_op op)
 {
@@ -111,8 +130,10 @@ static int injected(enum ferry_fsio_op op)
         long call = atomic_fetch_add(&op_calls[op], 1) + 1;
         for (int i = 0; i < n_faults; i++)
                 if (faults[i].op == (int)op &&
-                    (faults[i].nth == 0 || faults[i].nth == call))
+                    (faults[i].nth == 0 || faults[i].nth == call)) {
+                        log_fault(op, call, faults[i].err);
                         return faults[i].err;
+                }
         return 0;
 }
 

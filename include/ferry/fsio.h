@@ -8,6 +8,8 @@
  *
  *   FERRY_FAULT="op:nth:errno[,op:nth:errno...]"
  *       the nth call of op fails with errno (nth 0: every call)
+ *   FERRY_FAULT_LOG=FILE
+ *       each injected fault appends a line "op call errno" to FILE
  *   FERRY_CRASH="point:nth"
  *       _exit(86) the nth time the named crash point is passed
  *

@@ -63,6 +63,17 @@ manifest_of() { manifest_path "$1" dst; }
 # never linked again, a subdirectory hidden by a scan error created later
 # without its parent's mtime restored in DST.
 
+# Every injected fault is logged (FERRY_FAULT_LOG), and run empties the log
+# first: after a faulted run, fired says whether its fault was reached.
+export FERRY_FAULT_LOG=$T/fault.log
+eval "lib_run() $(declare -f run | sed 1d)"
+run() {
+	: >"$FERRY_FAULT_LOG"
+	lib_run "$@"
+}
+fired() { [[ -s $FERRY_FAULT_LOG ]]; }
+declare -A FIRED=() # op -> 1 once a fault of op fired in some run
+
 # failed_lines: the "failed: ..." lines of the last run's stderr.
 failed_lines() { grep '^ferry: failed: ' "$LOG/err"; }
 
@@ -101,8 +112,12 @@ expect_transient() {
 # expect_permanent LABEL: a permanent fault failed one file, reported.
 expect_permanent() {
 	local label=$1
+	if [[ $RC == 0 ]] && fired; then
+		fail "$label: the fault fired ($(head -n 1 "$FERRY_FAULT_LOG")), yet exit 0"
+		return
+	fi
 	if [[ $RC == 0 ]]; then
-		say "$label: fault not reached (exit 0)"
+		say "$label: fault not reached (exit 0, none logged)"
 		return
 	fi
 	if [[ $RC != 23 ]]; then
@@ -179,8 +194,11 @@ expect_nospace() {
 # expect_barrier_failure LABEL OP ERR: a failed fsync or syncfs.
 expect_barrier_failure() {
 	local label=$1 op=$2 err=$3
-	if [[ $RC == 0 ]]; then
-		ok "$label: exit 0 (files copied again after the failed barrier, or not reached)"
+	if [[ $RC == 0 ]] && fired; then
+		ok "$label: exit 0 (fired; the run recovered from the failed barrier)"
+		return
+	elif [[ $RC == 0 ]]; then
+		ok "$label: exit 0 (not reached)"
 		return
 	fi
 	if [[ $err == 28 ]]; then
@@ -215,6 +233,7 @@ fault_case() {
 	fresh_job
 	run env FERRY_FAULT="$op:$nth:$err" "$FERRY" -q "$@" src dst
 	injected=$((injected + 1))
+	fired && FIRED[$op]=1
 	no_sanitizer_report "$LOG/err"
 	if ! not_a_crash "$RC"; then
 		fail "$label: ferry did not crash (exit $RC)"
@@ -340,6 +359,7 @@ for op in utimens chmod link symlink mkdir; do
 		label="$op:1:${ERRNAME[$err]}"
 		run env FERRY_FAULT="$op:1:$err" "$FERRY" -q src dst
 		injected=$((injected + 1))
+		fired && FIRED[$op]=1
 		no_sanitizer_report "$LOG/err"
 		if [[ $err == 5 ]]; then
 			expect_transient "$label" "$op" 'Input/output error'
@@ -396,6 +416,7 @@ for retries in 2 1; do
 	injected=$((injected + 1))
 	no_sanitizer_report "$LOG/err"
 	if [[ $retries == 2 ]]; then
+		check "$label: both faults fired" test "$(wc -l <"$FERRY_FAULT_LOG")" = 2
 		check "$label: retried twice, exit 0 (got $RC)" test "$RC" = 0
 		check "$label: the copy is whole" cmp -s one/f dsto/f
 	else
@@ -427,6 +448,7 @@ for spec in stat:2:5 stat:3:116 stat:3:13; do
 		check "$spec: stderr names the source directory and the reason" \
 			grep -qx "ferry: failed: the source directory 'flat': cannot read directory: Permission denied" "$LOG/err"
 	else
+		check "$spec: the fault fired" fired
 		check "$spec: retried, exit 0 (got $RC)" test "$RC" = 0
 		show "$LOG/err" 3
 	fi
@@ -460,6 +482,7 @@ for spec in readdir:1:5 readdir:9:116 readdir:60:5; do
 	run env FERRY_FAULT=$spec "$FERRY" -q --retries 3 src dst
 	injected=$((injected + 1))
 	no_sanitizer_report "$LOG/err"
+	check "$spec: the fault fired" fired
 	check "$spec: retried, exit 0 (got $RC)" test "$RC" = 0
 	show "$LOG/err" 3
 	tree_equal src dst
@@ -496,6 +519,12 @@ for spec in stat:2:13 stat:2:11; do
 	check "$spec: one line says the source directory cannot be read" \
 		grep -qx "ferry: cannot read the source directory: $why" "$LOG/err"
 	stderr_is_one_error
+done
+
+# Each operation's faults were reached in at least one run, so the cases
+# above that passed with exit 0 did not pass by never meeting their fault.
+for op in "${OPS[@]}" utimens chmod link symlink mkdir; do
+	check "$op: an injected fault fired in some run" test -n "${FIRED[$op]-}"
 done
 
 say "faults injected: $injected runs with FERRY_FAULT (ops ${OPS[*]} x ${#ERRNOS[@]} errnos x nth ${NTHS[*]}, plus special cases)"
