@@ -32,7 +32,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -985,7 +984,7 @@ static int journal_init(struct journal *j, const struct ferry_journal_cfg *cfg,
 
 /* ---- other spellings in SRC (case-insensitive DST) ---------------------- */
 
-/* A directory of SRC read once: its names sorted without ASCII case, for
+/* A directory of SRC read once: its names sorted without case, for
  * the check below; a few are kept, as removed rows come in id order and so
  * mostly directory by directory. Bigger directories are not kept. */
 #define FOLD_DIRS 4
@@ -993,7 +992,7 @@ static int journal_init(struct journal *j, const struct ferry_journal_cfg *cfg,
 
 struct fold_dir {
         char *path;   /* relative to SRC, "" for SRC */
-        char **names; /* n, sorted by strcasecmp */
+        char **names; /* n, sorted by ferry_names_casecmp */
         size_t n;
         bool unknown; /* could not be read */
         bool big;     /* more than FOLD_MAX names: read again per row */
@@ -1001,7 +1000,7 @@ struct fold_dir {
 
 static int cmp_fold(const void *a, const void *b)
 {
-        return strcasecmp(*(char *const *)a, *(char *const *)b);
+        return ferry_names_casecmp(*(char *const *)a, *(char *const *)b);
 }
 
 static void fold_free(struct fold_dir *f)
@@ -1066,7 +1065,7 @@ static int fold_scan(struct journal *j, const char *dir, const char *name,
         int other = 0;
         struct dirent *de;
         while (!other && (de = readdir(d)))
-                if (!strcasecmp(de->d_name, name)) {
+                if (!ferry_names_casecmp(de->d_name, name)) {
                         other = strcmp(de->d_name, name) != 0;
                         *exact |= !other;
                 }
@@ -1102,9 +1101,9 @@ static int fold_lookup(struct journal *j, const char *dir, const char *name,
         if (!hit)
                 return 0;
         char **lo = hit, **hi = hit;
-        while (lo > f->names && !strcasecmp(lo[-1], name))
+        while (lo > f->names && !ferry_names_casecmp(lo[-1], name))
                 lo--;
-        while (hi + 1 < f->names + f->n && !strcasecmp(hi[1], name))
+        while (hi + 1 < f->names + f->n && !ferry_names_casecmp(hi[1], name))
                 hi++;
         for (char **p = lo; p <= hi; p++) {
                 if (strcmp(*p, name))
@@ -1119,8 +1118,8 @@ static int fold_lookup(struct journal *j, const char *dir, const char *name,
  * directory renamed by case): deleting it would delete that copy. True when
  * SRC holds another spelling of any component of the row's path under the
  * spelling of the ones before it, or when that cannot be told: keeping a
- * stale copy is better than deleting a live one. ASCII folding, as in
- * names.c. */
+ * stale copy is better than deleting a live one. Folding as in names.c
+ * (ferry_names_casecmp). */
 static bool src_holds_other_spelling(struct journal *j, const char *dir,
                                      const char *name)
 {

@@ -22,9 +22,10 @@
  * source directory holds as another file is the copy of that file: a
  * clash, this file fails. The source tells, not the manifest, so the check
  * works across listing chunks, batches and runs, and costs nothing unless
- * the name exists in DST already. Folding here is ASCII only: a stored
- * spelling that differs beyond ASCII (exFAT's up-case table folds more) is
- * not found in the directory and counts as a clash with an unnamed file.
+ * the name exists in DST already. Folding is by simple upper case of each
+ * UTF-8 character (ferry_names_casecmp), as exFAT's up-case table does; a
+ * stored spelling that the file system folds otherwise is not found in the
+ * directory and counts as a clash with an unnamed file.
  *
  * Directories collide too: SRC's "Docs/a" and "DOCS/a" would land in one
  * DST directory, and a directory "Docs" would find the file "docs" where
@@ -47,13 +48,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <locale.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <wctype.h>
 
 #define NAME_LOCKS   64
 #define DIR_OK_SLOTS 4096
@@ -328,18 +332,78 @@ void ferry_names_unlock(struct ferry_names *n, int64_t dir_id, const char *name)
                 pthread_mutex_unlock(stripe(n, dir_id, name));
 }
 
-static bool ascii_equal(const char *a, const char *b)
+/* The next character of a name: a code point of valid UTF-8 (the
+ * shortest form, no surrogate), else the byte itself above Unicode's
+ * range, so that invalid bytes fold to nothing but themselves. */
+static uint32_t next_char(const unsigned char **p)
 {
-        for (; *a && *b; a++, b++)
-                if (ascii_lower((unsigned char)*a) !=
-                    ascii_lower((unsigned char)*b))
-                        return false;
-        return *a == *b;
+        const unsigned char *s = *p;
+        uint32_t c = s[0];
+        int len = c < 0x80                 ? 1
+                  : c >= 0xc2 && c <= 0xdf ? 2
+                  : c >= 0xe0 && c <= 0xef ? 3
+                  : c >= 0xf0 && c <= 0xf4 ? 4
+                                           : 0;
+        if (len == 1) {
+                *p = s + 1;
+                return c;
+        }
+        uint32_t cp = len ? c & (0x7f >> len) : 0;
+        for (int i = 1; i < len; i++) {
+                if ((s[i] & 0xc0) != 0x80) {
+                        len = 0;
+                        break;
+                }
+                cp = cp << 6 | (s[i] & 0x3f);
+        }
+        if (len == 0 || (len == 3 && cp < 0x800) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff)) {
+                *p = s + 1;
+                return 0x110000 + c;
+        }
+        *p = s + len;
+        return cp;
+}
+
+static locale_t utf8_locale;
+static pthread_once_t utf8_once = PTHREAD_ONCE_INIT;
+
+static void utf8_init(void)
+{
+        utf8_locale = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+}
+
+/* A character as a case-insensitive file system compares it: its simple
+ * upper case within the Basic Multilingual Plane, as the up-case tables of
+ * exFAT and NTFS map it; ASCII only where the C library has no UTF-8
+ * locale. */
+static uint32_t fold_char(uint32_t c)
+{
+        if (c < 0x80)
+                return c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c;
+        if (c > 0xffff || !utf8_locale)
+                return c; /* up-case tables cover 16-bit characters only */
+        return (uint32_t)towupper_l((wint_t)c, utf8_locale);
+}
+
+int ferry_names_casecmp(const char *a, const char *b)
+{
+        pthread_once(&utf8_once, utf8_init);
+        const unsigned char *p = (const unsigned char *)a;
+        const unsigned char *q = (const unsigned char *)b;
+        while (*p && *q) {
+                uint32_t x = fold_char(next_char(&p));
+                uint32_t y = fold_char(next_char(&q));
+                if (x != y)
+                        return x < y ? -1 : 1;
+        }
+        return (*p != 0) - (*q != 0);
 }
 
 enum spelling { SP_NONE, SP_EXACT, SP_OTHER };
 
-/* How dirfd stores name: exactly, as other (ASCII case), or not found. */
+/* How dirfd stores name: exactly, as other (another case), or not found. */
 static int stored_spelling(int dirfd, const char *name, char *other,
                            size_t size, enum spelling *sp)
 {
@@ -361,7 +425,7 @@ static int stored_spelling(int dirfd, const char *name, char *other,
                         *sp = SP_EXACT;
                         break;
                 }
-                if (*sp == SP_NONE && ascii_equal(e->d_name, name)) {
+                if (*sp == SP_NONE && !ferry_names_casecmp(e->d_name, name)) {
                         snprintf(other, size, "%s", e->d_name);
                         *sp = SP_OTHER;
                 }

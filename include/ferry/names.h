@@ -66,6 +66,11 @@ bool ferry_names_refused(const struct ferry_names *n, const char *name,
 bool ferry_names_dir_refused(const struct ferry_names *n, const char *dir,
                              char *why, size_t size);
 
+/* Compares two names as a case-insensitive destination does: each UTF-8
+ * character by its simple upper case ("café" and "CAFÉ" are equal), bytes
+ * that are not UTF-8 as themselves. A total order, for sorting too. */
+int ferry_names_casecmp(const char *a, const char *b);
+
 /* Serialize the check and rename of name in directory dir_id against
  * other workers installing a name that may differ from it only by case
  * (a striped lock keyed by the ASCII-folded name without its non-ASCII

@@ -13,10 +13,12 @@
 #  - exit 23; each refused name is listed on stderr as "failed: 'NAME':
 #    name not allowed on the destination file system (contains 'C')", and
 #    by `ferry status`; a re-run does not even open those source files;
-#  - of two names that differ only by case, one is copied and the other
-#    fails with a reason naming the first, in this run and the next ones:
-#    DST holds the copied one's content, the manifest invariant holds (each
-#    done row is in DST with its size and hash);
+#  - of two names that differ only by case (ASCII letters, or é and É),
+#    one is copied and the other fails with a reason naming the first, in
+#    this run and the next ones: DST holds the copied one's content, the
+#    manifest invariant holds (each done row is in DST with its size and
+#    hash); one renamed by é/É case alone in SRC replaces its old spelling,
+#    and --delete keeps it;
 #  - every other file is copied with its content (diff -r) and its mtime at
 #    the granularity exfat-fuse keeps (whole seconds, truncated; exFAT's
 #    own 10 ms field is not used by it);
@@ -70,6 +72,11 @@ for n in "${BAD_NAMES[@]}"; do
 done
 printf 'upper\n' >src/names/Readme.txt
 printf 'lower, longer\n' >src/names/README.TXT
+# two names that differ only beyond ASCII: exFAT's up-case table folds é
+# and É too
+UNI_A=$'caf\xc3\xa9.txt' UNI_B=$'caf\xc3\x89.txt'
+printf 'e acute\n' >"src/names/$UNI_A"
+printf 'E ACUTE, longer\n' >"src/names/$UNI_B"
 ln -s Readme.txt src/names/a-symlink
 mkdir src/chunked
 printf 'first spelling\n' >src/chunked/Big-Case.txt
@@ -123,7 +130,7 @@ case_pair() {
 		grep -qF "failed: '$dir/$lose': name collides with '$win' on the case-insensitive destination" "$LOG/err"
 	check "$4: DST $dir holds $win's content" cmp -s "src/$dir/$win" "mnt/dst/$dir/$win"
 	check "$4: DST $dir holds one spelling" \
-		test "$(ls mnt/dst/"$dir" | grep -ic "^$a\$")" = 1
+		test "$(ls mnt/dst/"$dir" | LC_ALL=C.UTF-8 grep -ic "^$a\$")" = 1
 }
 
 # dir_pairs FILE DESC: of dirs/Docs and dirs/DOCS, DST holds one with its
@@ -194,6 +201,7 @@ check "run 1: the symlink is reported" grep -qF "failed: 'names/a-symlink': " "$
 check "run 1: no probe file is left in DST" \
 	test -z "$(find mnt/dst -name '.ferry-probe*' -o -name '.FERRY-PROBE*')"
 case_pair names Readme.txt README.TXT "run 1"
+case_pair names "$UNI_A" "$UNI_B" "run 1 (beyond ASCII)"
 case_pair chunked Big-Case.txt BIG-CASE.TXT "run 1"
 manifest_invariant "$M" mnt/dst "run 1"
 check "every other file is copied (diff -r)" \
@@ -244,6 +252,7 @@ check "run 2: DST is not taken for replaced" \
 	eval '! grep -q "the destination was replaced" "$LOG/err"'
 refused_reported "$LOG/err" "run 2"
 case_pair names Readme.txt README.TXT "run 2"
+case_pair names "$UNI_A" "$UNI_B" "run 2 (beyond ASCII)"
 case_pair chunked Big-Case.txt BIG-CASE.TXT "run 2"
 manifest_invariant "$M" mnt/dst "run 2"
 dir_pairs "$LOG/err" "run 2"
@@ -262,14 +271,19 @@ printf 'changed, much longer than before\n' >"src/names/$win"
 run "$FERRY" -q "${OPTS[@]}" src mnt/dst
 check "run 3: exit 23 (got $RC)" test "$RC" = 23
 case_pair names Readme.txt README.TXT "run 3"
+case_pair names "$UNI_A" "$UNI_B" "run 3 (beyond ASCII)"
 manifest_invariant "$M" mnt/dst "run 3"
-rm "src/names/$win" src/names/a-symlink
+uwin=$(ls mnt/dst/names | LC_ALL=C.UTF-8 grep -ix "$UNI_A")
+[[ $uwin == "$UNI_A" ]] && ulose=$UNI_B || ulose=$UNI_A
+rm "src/names/$win" "src/names/$uwin" src/names/a-symlink
 for n in "${BAD_NAMES[@]}"; do rm "src/names/$n"; done
 run "$FERRY" -q "${OPTS[@]}" src mnt/dst
 check "run 4: exit 23, for chunked/ only (got $RC)" test "$RC" = 23
 check "run 4: nothing in names/ fails" eval '! grep -F "failed: '"'names/"'" "$LOG/err"'
 check "run 4: the spelling left in SRC has its content in DST" \
 	cmp -s "src/names/$lose" "mnt/dst/names/$lose"
+check "run 4: so has the one beyond ASCII" \
+	cmp -s "src/names/$ulose" "mnt/dst/names/$ulose"
 manifest_invariant "$M" mnt/dst "run 4"
 dir_pairs "$LOG/err" "run 4"
 
@@ -288,6 +302,8 @@ check "run 5: DST holds the files of dirs/$DIR_LOSE (diff -r)" \
 run "$FERRY" -n --delete "${OPTS[@]}" src mnt/dst
 check "run 6 (-n --delete): names/$win is not listed for deletion" \
 	eval '! grep -qix "deleting names/$win" "$LOG/out"'
+check "run 6 (-n --delete): nor is names/$uwin" \
+	eval '! LC_ALL=C.UTF-8 grep -qix "deleting names/$uwin" "$LOG/out"'
 check "run 6 (-n --delete): nothing in dirs/$DIR_WIN is listed for deletion" \
 	eval '! grep -qi "^deleting dirs/$DIR_WIN/" "$LOG/out"'
 # the same with SRC directories read per row (as for the ones too big to
@@ -305,6 +321,8 @@ run "$FERRY" -q --delete "${OPTS[@]}" src mnt/dst
 check "run 6 (--delete): exit 23, for chunked/ only (got $RC)" test "$RC" = 23
 check "run 6 (--delete): names/$lose is still in DST with its content" \
 	cmp -s "src/names/$lose" "mnt/dst/names/$lose"
+check "run 6 (--delete): so is names/$ulose" \
+	cmp -s "src/names/$ulose" "mnt/dst/names/$ulose"
 check "run 6 (--delete): DST still holds the files of dirs/$DIR_LOSE (diff -r)" \
 	diff -r "src/dirs/$DIR_LOSE" "mnt/dst/dirs/$DIR_LOSE"
 manifest_invariant "$M" mnt/dst "run 6"
