@@ -10,6 +10,7 @@
 #include "ferry.h"
 #include "ferry/cli.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,10 +23,19 @@ struct top {
         const char *src, *dst;
 };
 
+/* Rates over the last half minute or so, for a run of days whose speed
+ * changes (another source disk, small files after big ones). */
+struct rate {
+        double t;              /* when the last sample was taken */
+        uint64_t files, bytes; /* done at t */
+        double fps, bps;       /* smoothed files and bytes per second */
+};
+
 struct out {
         const struct ferry_cli *cli;
         bool tty;
         double last_plain;
+        struct rate rate;
         bool line_open; /* a \r progress line is on the terminal */
         unsigned long failures_listed;
         struct top top;
@@ -51,35 +61,86 @@ static void clear_line(struct out *o)
         }
 }
 
+#define RATE_WINDOW   30.0 /* seconds: the time constant of the rates */
+#define PLAIN_SECONDS 10.0 /* between progress lines when not a terminal */
+
+/* Folds the progress since the last sample into r: for the first
+ * RATE_WINDOW seconds the average of the run so far, then an exponential
+ * average with that time constant, so the rates follow the recent past. */
+static void rate_update(struct rate *r, const struct ferry_progress *p)
+{
+        double dt = p->elapsed - r->t;
+        if (p->elapsed <= 0 || dt <= 0)
+                return;
+        if (p->elapsed < RATE_WINDOW) {
+                r->fps = (double)p->files_done / p->elapsed;
+                r->bps = (double)p->bytes_done / p->elapsed;
+        } else {
+                double w = 1.0 - exp(-dt / RATE_WINDOW);
+                r->fps +=
+                        w * ((double)(p->files_done - r->files) / dt - r->fps);
+                r->bps +=
+                        w * ((double)(p->bytes_done - r->bytes) / dt - r->bps);
+        }
+        r->t = p->elapsed;
+        r->files = p->files_done;
+        r->bytes = p->bytes_done;
+}
+
+/* h:mm:ss for seconds s, or "?" when it cannot be told. */
+static void put_eta(char *buf, size_t size, double s)
+{
+        if (!(s >= 0) || s > 99.0 * 24 * 3600) {
+                snprintf(buf, size, "?");
+                return;
+        }
+        unsigned long t = (unsigned long)(s + 0.5);
+        snprintf(buf, size, "%lu:%02lu:%02lu", t / 3600, t / 60 % 60, t % 60);
+}
+
 static void on_progress(const struct ferry_progress *p, void *arg)
 {
         struct out *o = arg;
         if (o->cli->quiet || o->cli->json)
                 return;
-        if (!o->tty && (p->final || p->elapsed - o->last_plain < 10.0))
+        rate_update(&o->rate, p);
+        if (!o->tty && (p->final || p->elapsed - o->last_plain < PLAIN_SECONDS))
                 return;
         char done[32], total[32], rate[32];
         human(p->bytes_done, done, sizeof(done));
         human(p->bytes_total, total, sizeof(total));
-        human(p->elapsed > 0 ? (uint64_t)((double)p->bytes_done / p->elapsed)
-                             : 0,
-              rate, sizeof(rate));
+        human((uint64_t)o->rate.bps, rate, sizeof(rate));
+        /* the ETA at the recent rate of files or of bytes, whichever is
+         * later: small files are bound by their number, big ones by bytes */
         char eta[32] = "?";
-        if (!p->scanning && p->bytes_done && p->bytes_total > p->bytes_done) {
-                double s = p->elapsed *
-                           (double)(p->bytes_total - p->bytes_done) /
-                           (double)p->bytes_done;
-                snprintf(eta, sizeof(eta), "%lu:%02lu:%02lu",
-                         (unsigned long)s / 3600, (unsigned long)s / 60 % 60,
-                         (unsigned long)s % 60);
+        if (!p->scanning && p->files_done >= p->files_total) {
+                put_eta(eta, sizeof(eta), 0);
+        } else if (!p->scanning) {
+                double by_files =
+                        o->rate.fps > 0
+                                ? (double)(p->files_total - p->files_done) /
+                                          o->rate.fps
+                                : -1;
+                double by_bytes =
+                        p->bytes_total <= p->bytes_done ? 0
+                        : o->rate.bps > 0
+                                ? (double)(p->bytes_total - p->bytes_done) /
+                                          o->rate.bps
+                                : -1;
+                put_eta(eta, sizeof(eta),
+                        by_files < 0 || by_bytes < 0 ? -1
+                        : by_files > by_bytes        ? by_files
+                                                     : by_bytes);
         }
         if (o->tty)
                 fputs("\r\033[K", stderr);
         fprintf(stderr,
-                "ferry: %llu/%llu%s files, %s/%s, %s/s, ETA %s, %llu errors",
+                "ferry: %llu/%llu%s files, %s/%s, %.0f files/s, %s/s, ETA "
+                "%s, %llu errors",
                 (unsigned long long)p->files_done,
                 (unsigned long long)p->files_total, p->scanning ? "+" : "",
-                done, total, rate, eta, (unsigned long long)p->errors);
+                done, total, o->rate.fps, rate, eta,
+                (unsigned long long)p->errors);
         if (o->tty && !p->final) {
                 o->line_open = true;
         } else {
