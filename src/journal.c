@@ -1195,15 +1195,18 @@ static bool sample_matches(const struct ferry_done_file *f, void *arg)
 }
 
 /*
- * DST's identity is its root's dev:ino. It changes when DST is deleted or
- * swapped behind ferry's back, which then holds none of the files the
- * manifest calls done: copy them all again. But it also changes when the
- * same DST is only mounted again (a USB disk gets another device number;
- * exfat-fuse numbers inodes anew when the kernel forgets one), and copying
- * days of data again for that is wrong. So a changed identity is believed
- * only when DST does not hold a sample of the done files as they were
- * copied. Silent when the sample matches: nothing changes for the user, and
- * a re-plugged disk would warn on every run.
+ * Does DST still hold what the manifest calls done? A DST deleted or
+ * swapped behind ferry's back holds none of it: copy it all again. Its
+ * root's dev:ino (recorded) does not tell: it changes when the same DST is
+ * only mounted again (a USB disk gets another device number; exfat-fuse
+ * numbers inodes anew when the kernel forgets one), where copying days of
+ * data again would be wrong, and it stays when DST is emptied in place or
+ * deleted and made again with its old inode number (ext4 hands a freed
+ * inode out again at once), where trusting it would leave DST empty. So
+ * every run looks at a sample of the done files in DST (a few dozen
+ * stats): when one is missing or differs from what was copied, DST was
+ * replaced. Silent when the sample matches: a re-plugged disk would warn
+ * on every run.
  */
 static int check_destination(struct journal *j)
 {
@@ -1216,8 +1219,6 @@ static int check_destination(struct journal *j)
                  (unsigned long long)st.ino);
         if (ferry_manifest_check_dst(j->m, id, &changed))
                 return -1;
-        if (!changed)
-                return 0;
         struct dst_sample ds = {.j = j, .differs = false};
         unsigned seen;
         if (ferry_manifest_sample_done(j->m, DST_SAMPLE, sample_matches, &ds,

@@ -1,18 +1,21 @@
 #!/bin/bash
-# t15-remounted-dst: a destination whose identity changed is copied again
-# only when it really was replaced.
+# t15-remounted-dst: a destination is copied again when it was replaced or
+# emptied, and only then, whether its identity changed or not.
 #
 # ferry records DST's identity (its root's dev:ino) in the manifest. The
 # identity also changes when the same DST is only mounted again (a USB disk
 # re-plugged gets another device number, exfat-fuse numbers inodes anew),
-# so ferry then looks at a sample of the done files in DST. The change of
+# and it may stay when DST is emptied or made again, so every run looks at
+# a sample of the done files in DST. The change of
 # identity is simulated by rewriting the recorded one with sqlite3, which
 # makes each case deterministic whatever inode a recreated directory gets.
 # Proves:
 #  - the same DST under a new identity: a re-run copies nothing (-v prints
 #    nothing, no warning), records the new identity, and DST is unchanged;
 #  - DST deleted and recreated empty: the re-run warns that the destination
-#    was replaced and copies every file again;
+#    was replaced and copies every file again; also when its identity did
+#    not change (emptied in place, or a new root that got the old inode
+#    number), and when ferry itself makes DST again;
 #  - DST swapped for a tree that lacks half of the files: copied again;
 #  - DST swapped for a tree with the same names and sizes but other mtimes:
 #    copied again when times are kept, not with --no-times.
@@ -70,6 +73,21 @@ rm -rf dst && mkdir dst
 new_identity
 expect_code 0 "$FERRY" -v src dst
 copied_all "DST recreated empty"
+
+# --- DST emptied under the same identity: its root stays, so its dev:ino
+# is what the manifest recorded (the case of a DST deleted and made again
+# whose new root gets the old inode number, as ext4 often gives)
+rm -rf dst && cp -a src dst || die "cannot copy src to dst"
+expect_code 0 "$FERRY" -q src dst
+find dst -mindepth 1 -delete
+check "DST emptied: its identity is the recorded one" test "$(identity)" = "$(stat -c %d:%i dst)"
+expect_code 0 "$FERRY" -v src dst
+copied_all "DST emptied, same identity"
+
+# --- DST deleted, and made again by ferry itself (whatever inode it gets)
+rm -rf dst
+expect_code 0 "$FERRY" -v src dst
+copied_all "DST deleted, made again by ferry"
 
 # --- DST swapped for a tree that lacks half of the files (every second
 # one, by name: a sample of 32 all in the other half is a 2^-32 chance).
