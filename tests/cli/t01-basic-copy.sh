@@ -9,7 +9,11 @@
 #  - sparse files stay sparse, hardlinks stay hardlinks, symlinks are copied
 #    as symlinks and never followed;
 #  - no temporary file is left, and the manifest lives in $XDG_STATE_HOME;
-#  - --no-hard-links makes independent copies with the same content;
+#  - -q prints nothing at all on success, neither on stdout nor on stderr;
+#  - --no-hard-links makes independent copies with the same content, and its
+#    --json summary counts what find sees in SRC: every non-directory entry
+#    seen and copied (symlinks too), and bytes_copied the sum of the sizes
+#    stat gives each regular file's name;
 #  - fifos are reported and skipped, the rest is copied.
 . "$(dirname "$0")/lib.sh" || exit 1
 
@@ -50,8 +54,18 @@ check_manifest_location() {
 	check "manifest file exists" test -f "$m"
 }
 
+# count FIND-ARGS...: how many entries find prints (names may hold newlines).
+count() { find "$@" -printf . | wc -c; }
+
 check_no_hard_links() {
-	expect_code 0 "$FERRY" -q --no-hard-links src dst-nolinks
+	local entries copyable bytes
+	entries=$(count src ! -type d)
+	copyable=$(count src \( -type f -o -type l \))
+	bytes=$(find src -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')
+	expect_code 0 "$FERRY" --json --no-hard-links src dst-nolinks
+	expect_json "$LOG/out" files_seen "$entries"
+	expect_json "$LOG/out" files_copied "$copyable"
+	expect_json "$LOG/out" bytes_copied "$bytes"
 	link_groups dst-nolinks >"$LOG/nolinks"
 	if [[ ! -s $LOG/nolinks ]]; then
 		ok "--no-hard-links: no file in the copy has a second name"
@@ -83,6 +97,8 @@ check_special_files() {
 build_source
 expect_code 0 "$FERRY" -q src dst
 check "nothing on stdout with -q" test ! -s "$LOG/out"
+check "nothing on stderr with -q" test ! -s "$LOG/err"
+show "$LOG/err"
 tree_equal src dst
 hardlinks_equal src dst
 check_sparse_files

@@ -5,13 +5,18 @@
 # (content with and without size change, mtime only, mode only, content behind
 # a restored mtime, replaced inode) and files and dirs are added and removed.
 # Proves:
+#  - the first copy's --json summary agrees with find over SRC: files seen and
+#    copied, bytes copied = the sum of the files' stat sizes;
 #  - the re-run copies exactly the changed and new files (-v list), and leaves
 #    every other file in DST alone (same inode);
 #  - without --delete, removed files stay in DST and status counts them as
 #    "not in source"; with --delete they go, the tree matches the source, and
-#    files in DST that ferry did not copy are kept;
+#    files in DST that ferry did not copy are kept; --json files_deleted
+#    counts the entries it removed: the files removed from SRC and those of
+#    their directories that are gone from DST afterwards;
 #  - a re-run with nothing changed copies nothing (-v prints nothing, --json
-#    files_copied 0), changes nothing in DST (ctimes) and opens no file in DST
+#    files_copied 0, files_unchanged = every file find sees in SRC), changes
+#    nothing in DST (ctimes) and opens no file in DST
 #    (strace: only directories may be opened there).
 . "$(dirname "$0")/lib.sh" || exit 1
 
@@ -24,6 +29,9 @@ GONE_DIR=${GONE_DIR#./}
 mapfile -t FILES < <(cd src && find . -type f -size +0 ! -path "./$GONE_DIR/*" \
 	-printf '%P\n' | sort)
 pick() { printf '%s' "${FILES[$1]}"; }
+
+# count FIND-ARGS...: how many entries find prints (names may hold newlines).
+count() { find "$@" -printf . | wc -c; }
 
 # flip_byte FILE: change the first byte, keep the size.
 flip_byte() {
@@ -95,10 +103,17 @@ check_rerun_copies_changes() {
 }
 
 check_delete() {
-	local parent
+	local parent d gone_dirs=0
 	printf 'mine\n' >dst/not-from-ferry
 	printf 'mine\n' >"dst/$GONE_DIR/user-file"
-	expect_code 0 "$FERRY" -v --delete src dst || return
+	expect_code 0 "$FERRY" -v --json --delete src dst || return
+	# -v lines, then the summary on the last line
+	tail -n1 "$LOG/out" >"$LOG/summary"
+	while IFS= read -r d; do
+		[[ -e dst/$d ]] || gone_dirs=$((gone_dirs + 1))
+	done <"$LOG/gone.dirs"
+	expect_json "$LOG/summary" files_deleted \
+		$(($(wc -l <"$LOG/expected.deleted") + gone_dirs))
 	verbose_deleted "$LOG/out" | grep -vxF -f "$LOG/gone.dirs" >"$LOG/deleted"
 	same_set "--delete removes exactly the files removed from SRC" \
 		"$LOG/expected.deleted" "$LOG/deleted"
@@ -119,6 +134,7 @@ check_noop_rerun() {
 	expect_code 0 "$FERRY" --json src dst
 	expect_json "$LOG/out" files_copied 0
 	expect_json "$LOG/out" files_failed 0
+	expect_json "$LOG/out" files_unchanged "$(count src \( -type f -o -type l \))"
 
 	if ! have_strace; then
 		say "SKIP the strace part: strace missing or not permitted"
@@ -151,7 +167,18 @@ check_noop_rerun() {
 	show "$LOG/writes" 5
 }
 
-expect_code 0 "$FERRY" -q src dst
+# check_first_copy: a first copy, its summary against find's view of SRC.
+check_first_copy() {
+	local entries bytes
+	entries=$(count src ! -type d)
+	bytes=$(find src -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')
+	expect_code 0 "$FERRY" --json src dst
+	expect_json "$LOG/out" files_seen "$entries"
+	expect_json "$LOG/out" files_copied "$entries"
+	expect_json "$LOG/out" bytes_copied "$bytes"
+}
+
+check_first_copy
 change_source
 check_rerun_copies_changes
 check_delete

@@ -2,10 +2,12 @@
 # t06-verify: --verify finds damage that metadata cannot show.
 #
 # Proves:
-#  - on a good copy, --verify exits 0 and changes nothing in DST;
+#  - on a good copy, --verify exits 0 and changes nothing in DST, and its
+#    --json summary says it verified as many files as find sees in SRC;
 #  - a DST file altered in place with its size and mtime kept, and a deleted
 #    DST file, make --verify exit 5 and print "mismatch: PATH" and
-#    "missing: PATH" on stdout (nothing else is named);
+#    "missing: PATH" on stdout (nothing else is named), and --json says
+#    mismatched 2 of all the files verified;
 #  - the next plain run repairs exactly those two, after which --verify
 #    exits 0 again;
 #  - --verify=source re-reads SRC and finds a source file changed behind an
@@ -31,6 +33,10 @@ alter_in_place() {
 
 ctimes() { find dst -printf '%P %i %C@ %T@\n' | sort; }
 
+# copied_files: how many files find sees in SRC (regular files and symlinks,
+# which a copy records and --verify checks; this tree has no symlinks).
+copied_files() { find src \( -type f -o -type l \) -printf . | wc -c; }
+
 # verify_lines: the "mismatch:"/"missing:" lines of the last run, sorted.
 verify_lines() { grep -E '^(mismatch|missing): ' "$LOG/out" | sort; }
 
@@ -42,6 +48,7 @@ check_clean_verify() {
 	check "verify changes nothing in DST" cmp -s "$LOG/ctimes.before" "$LOG/ctimes.after"
 	expect_code 0 "$FERRY" --verify --json src dst
 	check "verify --json is one JSON object" json_valid "$LOG/out"
+	expect_json "$LOG/out" verified "$(copied_files)"
 	expect_json "$LOG/out" mismatched 0
 	expect_json "$LOG/out" exit_code 0
 }
@@ -51,11 +58,16 @@ check_damaged_dest() {
 	rm dst/named/deleted.bin
 	check "the damage keeps size and mtime" test \
 		"$(stat -c '%s %Y' src/named/damaged.bin)" = "$(stat -c '%s %Y' dst/named/damaged.bin)"
-	expect_code 5 "$FERRY" --verify src dst
+	expect_code 5 "$FERRY" --verify --json src dst
 	printf '%s\n' 'mismatch: named/damaged.bin' 'missing: named/deleted.bin' >"$LOG/want"
 	verify_lines >"$LOG/got"
 	same_set "--verify names exactly the damaged and the missing file" \
 		"$LOG/want" "$LOG/got"
+	# the summary is the last line, after the named files
+	tail -n1 "$LOG/out" >"$LOG/summary"
+	expect_json "$LOG/summary" verified "$(copied_files)"
+	expect_json "$LOG/summary" mismatched 2
+	expect_json "$LOG/summary" exit_code 5
 
 	expect_code 0 "$FERRY" -v src dst
 	printf '%s\n' named/damaged.bin named/deleted.bin >"$LOG/want"

@@ -1,6 +1,8 @@
 #!/bin/bash
 # t07-bad-input: every kind of bad input gets its documented exit code and
-# exactly one error line on stderr starting with "ferry: ".
+# exactly one error line on stderr starting with "ferry: ", which names what
+# is wrong: the option or value, the path (quoted, as the man page says), the
+# manifest file, the pid of the run that holds the job.
 #
 #  1 usage: unknown option, bad -j / --durability / --verify / --retries
 #    values, wrong number of arguments;
@@ -12,7 +14,8 @@
 #    the offending file is left byte-for-byte unchanged;
 #  4 locked: a second run while the first holds the job names the first's pid
 #    (the first is frozen with SIGSTOP while holding the lock, so this does
-#    not depend on timing).
+#    not depend on timing); the refused runs cost the first nothing: once
+#    thawed it completes, and DST equals SRC.
 . "$(dirname "$0")/lib.sh" || exit 1
 
 mkdir -p src/sub
@@ -20,40 +23,56 @@ printf 'a\n' >src/a
 printf 'b\n' >src/sub/b
 printf 'not a dir\n' >a-file
 
-# fails_with N ARGS...: ferry ARGS exits N with one "ferry: " line.
+# fails_with N WHAT ARGS...: ferry ARGS exits N with one "ferry: " line,
+# and that line contains the string WHAT (what is wrong, e.g. "'nope'").
 fails_with() {
-	local code=$1
-	shift
-	expect_code "$code" "$FERRY" "$@" && stderr_is_one_error
+	local code=$1 what=$2
+	shift 2
+	expect_code "$code" "$FERRY" "$@" && stderr_is_one_error && names "$what"
+}
+
+# names WHAT: a check that the last error line contains the string WHAT.
+names() {
+	if grep -qF -- "$1" "$LOG/err"; then
+		ok "the error names $1"
+		return 0
+	fi
+	fail "the error names $1"
+	show "$LOG/err"
+	return 1
 }
 
 check_usage_errors() {
-	fails_with 1 --no-such-option src dst
-	fails_with 1 -Z src dst
-	fails_with 1 -j 0 src dst
-	fails_with 1 -j 1025 src dst
-	fails_with 1 -j abc src dst
-	fails_with 1 --jobs=4x src dst
-	fails_with 1 -j -3 src dst
-	fails_with 1 --durability=sometimes src dst
-	fails_with 1 --verify=everything src dst
-	fails_with 1 --retries=many src dst
-	fails_with 1
-	fails_with 1 src
-	fails_with 1 src dst extra
-	fails_with 1 status --no-such-option
+	fails_with 1 "'--no-such-option'" --no-such-option src dst
+	fails_with 1 "'-Z'" -Z src dst
+	fails_with 1 "'0'" -j 0 src dst
+	fails_with 1 "'1025'" -j 1025 src dst
+	fails_with 1 "'abc'" -j abc src dst
+	fails_with 1 "'4x'" --jobs=4x src dst
+	fails_with 1 "'-3'" -j -3 src dst
+	fails_with 1 "'sometimes'" --durability=sometimes src dst
+	fails_with 1 "'everything'" --verify=everything src dst
+	fails_with 1 "'many'" --retries=many src dst
+	fails_with 1 SRC
+	fails_with 1 DST src
+	# names no argument: which of three is extra is a guess
+	fails_with 1 "too many arguments" src dst extra
+	fails_with 1 "'--no-such-option'" status --no-such-option
 	check "usage errors created no DST" test ! -e dst
 }
 
 check_path_errors() {
-	fails_with 2 does-not-exist dst
-	fails_with 2 a-file dst
-	fails_with 2 src src
-	fails_with 2 src src/sub/dst
-	fails_with 2 src src/
+	local real
+	real=$(readlink -f src)
+	fails_with 2 "'does-not-exist'" does-not-exist dst
+	fails_with 2 "'a-file'" a-file dst
+	# DST inside SRC: named as resolved, the symlink's target included
+	fails_with 2 "'$real'" src src
+	fails_with 2 "'$real/sub/dst'" src src/sub/dst
+	fails_with 2 "'$real'" src src/
 	ln -s src src-link
-	fails_with 2 src-link src/sub/dst
-	fails_with 2 src a-file
+	fails_with 2 "'$real/sub/dst'" src-link src/sub/dst
+	fails_with 2 "'a-file'" src a-file
 	check "DST inside SRC was not created" test ! -e src/sub/dst
 }
 
@@ -63,8 +82,10 @@ check_unwritable_dst() {
 		return
 	fi
 	mkdir root-only && chmod 0755 root-only
-	expect_code 2 as_nobody "$FERRY" src root-only/dst && stderr_is_one_error
-	expect_code 2 as_nobody "$FERRY" src root-only && stderr_is_one_error
+	expect_code 2 as_nobody "$FERRY" src root-only/dst && stderr_is_one_error &&
+		names "'root-only/dst'"
+	expect_code 2 as_nobody "$FERRY" src root-only && stderr_is_one_error &&
+		names "'root-only'"
 }
 
 # refused_manifest DESC FILE: ferry --manifest FILE exits 3 and leaves FILE
@@ -72,7 +93,7 @@ check_unwritable_dst() {
 refused_manifest() {
 	local desc=$1 m=$2
 	cp -p "$m" "$LOG/manifest.orig"
-	fails_with 3 --manifest "$m" src dst-m
+	fails_with 3 "'$m'" --manifest "$m" src dst-m
 	check "$desc: file unchanged" cmp -s "$m" "$LOG/manifest.orig"
 	check "$desc: no -wal or -journal left next to it" \
 		test ! -e "$m-wal" -a ! -e "$m-journal"
@@ -95,11 +116,14 @@ check_manifest_errors() {
 
 	mkdir src2
 	cp good.db good-copy.db
-	fails_with 3 --manifest good-copy.db src2 dst-other
+	# names the pair the manifest belongs to (not the manifest file)
+	fails_with 3 "'$(readlink -f src)' -> '$(readlink -f dst-good)'" \
+		--manifest good-copy.db src2 dst-other
 	check "other pair's manifest unchanged" cmp -s good.db good-copy.db
 
-	fails_with 3 status src dst-never-copied
-	fails_with 3 status --manifest does-not-exist.db
+	# the default manifest it looked for (man page, FILES)
+	fails_with 3 "'$XDG_STATE_HOME/ferry/" status src dst-never-copied
+	fails_with 3 "'does-not-exist.db'" status --manifest does-not-exist.db
 }
 
 # check_locked: a frozen first run holds the job; the second gets exit 4.
@@ -117,17 +141,12 @@ check_locked() {
 		bg_wait
 		return
 	fi
-	fails_with 4 big dst-big
-	if grep -q "$BG_PID" "$LOG/err"; then
-		ok "the message names the running pid $BG_PID"
-	else
-		fail "the message names the running pid $BG_PID"
-		show "$LOG/err"
-	fi
-	fails_with 4 --verify big dst-big
+	fails_with 4 "process $BG_PID " big dst-big
+	fails_with 4 "process $BG_PID " --verify big dst-big
 	kill -CONT "$BG_PID"
 	bg_wait
 	check "the first run then completes (exit $BG_RC)" test "$BG_RC" = 0
+	tree_equal big dst-big
 }
 
 check_usage_errors

@@ -13,7 +13,8 @@
 #     (as cp -a and rsync do, by making it writable for the moment); its
 #     mode and mtime end up as in SRC again.
 #  C. a file that vanishes between scan and copy: exit 24, status counts it
-#     as vanished, a re-run exits 0. To hit the window every time, strace
+#     as vanished, --json says files_vanished 1 and files_copied = the files
+#     find sees in SRC after the removal, a re-run exits 0. To hit the window every time, strace
 #     holds ferry's open() of exactly that name (-P NAME) for 3 s; the test
 #     waits until the open is pending, then deletes the file.
 # A, B and D are skipped (with the reason) when no unprivileged user is
@@ -119,7 +120,7 @@ vanishing_file() {
 	bg env "$(no_leak_check_env)" strace -f -o "$LOG/strace" -P "$victim" \
 		-e trace=open,openat,openat2 \
 		-e inject=open,openat,openat2:delay_enter=3000000 \
-		"$FERRY" srcC dstC
+		"$FERRY" --json srcC dstC
 	if ! wait_until 30 grep -qs "\"$victim\"" "$LOG/strace"; then
 		fail "C: ferry opened the file within 30 s"
 		bg_wait
@@ -134,6 +135,9 @@ vanishing_file() {
 	fi
 	check "C: the vanished file is named on stderr" grep -q "$victim" "$LOG/bg.err"
 	check "C: status counts it vanished" test "$(status_count srcC dstC vanished)" = 1
+	expect_json "$LOG/bg.out" files_vanished 1
+	expect_json "$LOG/bg.out" files_copied "$(find srcC -type f -printf . | wc -c)"
+	expect_json "$LOG/bg.out" exit_code 24
 	check "C: the other files were copied" diff -r srcC dstC
 	no_temp_files dstC
 	expect_code 0 "$FERRY" -q srcC dstC

@@ -11,7 +11,14 @@
 #  - during a run (frozen with SIGSTOP, so the moment is certain) it says
 #    "running: yes (pid N)" and --json running_pid is N;
 #  - status can be called at any moment: while a loop polls it, 30 runs
-#    starting and ending all succeed, and so does every status call.
+#    starting and ending all succeed, and so does every status call;
+#  - status follows a copy as it goes (3000 files, slowed by strace holding
+#    each rename 1 ms, -j 2): polled in a loop, status and status --json
+#    always exit 0, the JSON is always valid, done never goes down from one
+#    call to the next, and never exceeds the files find sees in place in DST
+#    just after the call (done files are durable under their final name);
+#    at least 3 polls fall while the run's process is alive and see done
+#    grow, and the poll after its end sees every file done.
 . "$(dirname "$0")/lib.sh" || exit 1
 
 gen_tree src --seed 909 --files 600 --no-links
@@ -132,10 +139,145 @@ check_status_polling() {
 	show "$LOG/poll.err" 3
 }
 
+# child_of PID: the first child process of PID (ferry under strace).
+child_of() {
+	local c
+	read -r c _ <"/proc/$1/task/$1/children" 2>/dev/null
+	printf '%s' "$c"
+}
+
+# alive PID: the process exists and has not exited (a zombie has).
+alive() {
+	local st
+	st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [[ $st != Z ]]
+}
+
+# poll_status I DST: status and status --json of big DST, then the regular
+# files find sees in DST under their final names, in $LOG/poll/I.*
+poll_status() {
+	local p=$LOG/poll/$1
+	"$FERRY" status big "$2" >"$p.txt" 2>"$p.err"
+	echo $? >"$p.rc"
+	"$FERRY" status --json big "$2" >"$p.json" 2>>"$p.err"
+	echo $? >>"$p.rc"
+	find "$2" -type f ! -name '*.ferry-part' -printf . 2>/dev/null | wc -c >"$p.find"
+}
+
+# json_dones N: for each of $LOG/poll/0..N.json, its done count, or x when
+# it is not one valid JSON object with a number (or {"files": N}) as done.
+json_dones() {
+	if command -v python3 >/dev/null 2>&1; then
+		python3 - "$LOG/poll" "$1" <<'EOF'
+import json, sys
+for i in range(int(sys.argv[2]) + 1):
+    try:
+        s = json.load(open("%s/%d.json" % (sys.argv[1], i)))
+        v = s["done"]
+        v = v["files"] if isinstance(v, dict) else v
+        assert type(v) is int
+        print(v)
+    except Exception:
+        print("x")
+EOF
+		return
+	fi
+	local i v
+	for ((i = 0; i <= $1; i++)); do
+		v=
+		json_valid "$LOG/poll/$i.json" && v=$(json_get "$LOG/poll/$i.json" done)
+		[[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo x
+	done
+}
+
+# text_done I: N from the "done: N files" line of poll I's status, or x.
+text_done() {
+	local t
+	t=$(sed -n 's/^done: \([0-9][0-9]*\) files.*/\1/p' "$LOG/poll/$1.txt")
+	printf '%s\n' "${t:-x}"
+}
+
+check_status_during_copy() {
+	if ! have_strace; then
+		say "SKIP status during a copy: needs strace, allowed to trace"
+		return
+	fi
+	local dst=dst-polled n_big i=0 pid running=0 t j f start
+	local prev=0 first= last= bad_rc=0 bad_json=0 down=0 over=0
+	local -a jd
+	n_big=$(find big -type f -printf . | wc -c)
+	mkdir "$LOG/poll"
+	start=$SECONDS
+	bg env "$(no_leak_check_env)" strace -f -o /dev/null \
+		-e trace='?renameat,?renameat2' \
+		-e inject='?renameat,?renameat2:delay_enter=1000' \
+		"$FERRY" -q -j 2 big "$dst"
+	if ! wait_until 60 started_copying "$dst"; then
+		fail "the polled run started copying"
+		bg_wait
+		return
+	fi
+	pid=$(child_of "$BG_PID")
+	[[ -n $pid ]] || pid=$BG_PID # strace outlives ferry: looser, still sound
+	# A poll counts as during the run when the process is alive after it.
+	while :; do
+		poll_status "$i" "$dst"
+		alive "$pid" || break
+		running=$((running + 1))
+		i=$((i + 1))
+		((i < 1000)) || break
+		sleep 0.05
+	done
+	bg_wait
+	check "the polled run completes (exit $BG_RC)" test "$BG_RC" = 0
+	i=$((i + 1))
+	poll_status "$i" "$dst" # surely after the end
+	say "$((i + 1)) polls in $((SECONDS - start)) s"
+	mapfile -t jd < <(json_dones "$i")
+	for ((i = 0; i < ${#jd[@]}; i++)); do
+		if grep -qvx 0 "$LOG/poll/$i.rc"; then
+			bad_rc=$((bad_rc + 1))
+			show "$LOG/poll/$i.err" 2
+		fi
+		t=$(text_done "$i") j=${jd[i]} f=$(cat "$LOG/poll/$i.find")
+		if [[ $j == x ]]; then
+			bad_json=$((bad_json + 1))
+			show "$LOG/poll/$i.json" 2
+			j=$t
+		fi
+		[[ $t == x ]] && t=$prev # a failed call; counted above
+		[[ $j == x ]] && j=$t
+		if ((t < prev || j < t)); then
+			down=$((down + 1))
+			say "poll $i: done $t, then $j, after $prev"
+		fi
+		if ((t > f || j > f)); then
+			over=$((over + 1))
+			say "poll $i: done $t, then $j, but find saw $f files in DST"
+		fi
+		prev=$j
+		if ((i < running)); then
+			first=${first:-$t} last=$j
+		fi
+	done
+	check "${#jd[@]} polls of status and status --json during and after the run: every call exits 0 ($bad_rc polls had a failure)" \
+		test "$bad_rc" = 0
+	check "every status --json is valid JSON with a done count ($bad_json was not)" \
+		test "$bad_json" = 0
+	check "done never goes down from one status call to the next ($down times)" \
+		test "$down" = 0
+	check "done never exceeds the files find sees in DST just after ($over times)" \
+		test "$over" = 0
+	check "$running polls while the run is alive (at least 3), done grows from ${first:-?} to ${last:-?}" \
+		test "$running" -ge 3 -a "${first:-0}" -lt "${last:-0}"
+	check "the poll after the end says all $n_big files done (got $prev)" \
+		test "$prev" = "$n_big"
+}
+
 check_no_manifest
 expect_code 0 "$FERRY" -q src dst
 check_idle_status
 check_json_status
 check_running_status
+check_status_during_copy
 check_status_polling
 finish
