@@ -239,9 +239,15 @@ static int positionals(struct ferry_cli *cli, int n, char **args,
                 if (!n && !cli->opt.manifest)
                         return usage(err, "status needs SRC DST or "
                                           "--manifest FILE");
+        } else if (n > 2) {
+                bool status = !strcmp(args[0], "status");
+                return usage(err,
+                             "too many arguments: '%s' after SRC and "
+                             "DST (see --help)",
+                             args[status ? 3 : 2]);
         } else if (n != 2) {
-                return usage(err, n < 2 ? "missing SRC and DST (see --help)"
-                                        : "too many arguments (see --help)");
+                return usage(err, n ? "missing DST (see --help)"
+                                    : "missing SRC and DST (see --help)");
         }
         if (n == 2) {
                 if (!*args[0] || !*args[1])

@@ -785,8 +785,10 @@ int ferry_manifest_bind_job(struct ferry_manifest *m, const char *src,
                         check_path(m, "dst", dst, old_dst, sizeof(old_dst));
                 if (!old_src[0])
                         check_path(m, "src", src, old_src, sizeof(old_src));
-                return fail(m, "manifest belongs to another job: '%s' -> '%s'",
-                            old_src[0] ? old_src : src,
+                return fail(m,
+                            "manifest '%s' belongs to another job: '%s' -> "
+                            "'%s'",
+                            m->path, old_src[0] ? old_src : src,
                             old_dst[0] ? old_dst : dst);
         }
         return ferry_manifest_commit(m);

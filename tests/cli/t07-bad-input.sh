@@ -53,10 +53,10 @@ check_usage_errors() {
 	fails_with 1 "'sometimes'" --durability=sometimes src dst
 	fails_with 1 "'everything'" --verify=everything src dst
 	fails_with 1 "'many'" --retries=many src dst
-	fails_with 1 SRC
-	fails_with 1 DST src
-	# names no argument: which of three is extra is a guess
-	fails_with 1 "too many arguments" src dst extra
+	fails_with 1 "missing SRC and DST"
+	fails_with 1 "missing DST " src
+	fails_with 1 "too many arguments: 'extra' after SRC and DST" src dst extra
+	fails_with 1 "too many arguments: 'extra' after SRC and DST" status src dst extra
 	fails_with 1 "'--no-such-option'" status --no-such-option
 	check "usage errors created no DST" test ! -e dst
 }
@@ -116,8 +116,8 @@ check_manifest_errors() {
 
 	mkdir src2
 	cp good.db good-copy.db
-	# names the pair the manifest belongs to (not the manifest file)
-	fails_with 3 "'$(readlink -f src)' -> '$(readlink -f dst-good)'" \
+	# names the manifest file and the pair it belongs to
+	fails_with 3 "manifest 'good-copy.db' belongs to another job: '$(readlink -f src)' -> '$(readlink -f dst-good)'" \
 		--manifest good-copy.db src2 dst-other
 	check "other pair's manifest unchanged" cmp -s good.db good-copy.db
 

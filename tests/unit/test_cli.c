@@ -271,7 +271,7 @@ static void test_status_forms(void)
 
         USAGE("status needs", "status");
         USAGE("--verify", "status", "--verify", "s", "d");
-        USAGE("too many", "status", "s", "d", "e");
+        USAGE("too many arguments: 'e' after", "status", "s", "d", "e");
 }
 
 static void test_usage_errors(void)
@@ -282,9 +282,9 @@ static void test_usage_errors(void)
         USAGE("needs a value", "a", "b", "--jobs");
         USAGE("needs a value", "a", "b", "--manifest");
         USAGE("needs a value", "a", "b", "--exclude");
-        USAGE("missing", "a");
-        USAGE("missing", NULL);
-        USAGE("too many", "a", "b", "c");
+        USAGE("missing DST ", "a");
+        USAGE("missing SRC and DST", NULL);
+        USAGE("too many arguments: 'c' after", "a", "b", "c");
         USAGE("empty", "", "b");
         USAGE("empty", "a", "");
         /* --help and --version need no operands */
