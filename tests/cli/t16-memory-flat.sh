@@ -35,11 +35,11 @@
 # still breaks them all, and a 100-byte malloc per file copied (src/journal.c)
 # breaks those of the copy and of the flat directory.
 #
-# A known bug (reported): the run after directories were removed from SRC
-# takes about 130 bytes per file that was in them (13.4 MiB at BIG), in
-# SQLite while ferry_manifest_mark_unseen (src/manifest.c S_MARK_UNSEEN)
-# marks every such row in one UPDATE; that check is a "# TODO known bug"
-# line until it is fixed (it says so when the bug vanishes).
+# Found by this test: the run after directories were removed from SRC took
+# about 130 bytes per file that was in them (13.4 MiB at BIG): SQLite's
+# statement journal, kept in memory, of the one UPDATE that marks those
+# rows (src/manifest.c, S_MARK_UNSEEN). Fixed with UPDATE OR ROLLBACK,
+# which needs none, and temp_store = FILE.
 #
 # Runs happen with MALLOC_ARENA_MAX=1. Without it glibc gives threads up to
 # 8 x cores malloc arenas, and which of ferry's ~50 threads land in which
@@ -155,31 +155,11 @@ nested "$BIG"
 flat "$SMALL"
 flat "$BIG"
 
-# known_bug DESC BUG CMD...: as in t2-lib.sh, a check that fails because of a
-# reported bug: "not ok N - DESC # TODO known bug: BUG" does not fail the
-# test; when CMD succeeds, "ok N - DESC # TODO known bug vanished: BUG".
-known_bug() {
-	local desc=$1 bug=$2
-	shift 2
-	test_count=$((test_count + 1))
-	if "$@"; then
-		printf 'ok %d - %s # TODO known bug vanished: %s\n' "$test_count" "$desc" "$bug"
-	else
-		printf 'not ok %d - %s # TODO known bug: %s\n' "$test_count" "$desc" "$bug"
-	fi
-}
-
-MARK_UNSEEN_BUG="ferry_manifest_mark_unseen holds ~130 bytes per row of the removed directories (one UPDATE)"
-
 # The bound, in KiB and in integers: 4 x big <= 5 x small + 4 x 3072.
 for what in copy no-change delete delete-dirs flat; do
 	s=${RSS[$what.$SMALL]} b=${RSS[$what.$BIG]}
 	limit=$(((5 * s + 4 * 3072) / 4))
 	desc="$what: peak RSS at $BIG files ($b KiB) <= 1.25 x at $SMALL files ($s KiB) + 3 MiB = $limit KiB"
-	if [[ $what == delete-dirs ]]; then
-		known_bug "$desc" "$MARK_UNSEEN_BUG" test "$s" -gt 0 -a "$b" -gt 0 -a $((4 * b)) -le $((5 * s + 4 * 3072))
-	else
-		check "$desc" test "$s" -gt 0 -a "$b" -gt 0 -a $((4 * b)) -le $((5 * s + 4 * 3072))
-	fi
+	check "$desc" test "$s" -gt 0 -a "$b" -gt 0 -a $((4 * b)) -le $((5 * s + 4 * 3072))
 done
 finish
