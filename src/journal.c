@@ -95,6 +95,7 @@ struct journal {
         double done_since;
         struct barrier_job *barrier;
         bool barrier_failed;
+        bool tree_unsynced; /* --durability=file: a directory's fsync failed */
         bool scan_done;
         int stop_code;
         mode_t umask; /* the process umask, for --no-perms */
@@ -1386,6 +1387,11 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
         if (!rc && j->opt->times &&
             (rc = ferry_fsio_futimens(fd, it->st.mtime_ns, it->st.mtime_ns)))
                 what = "set directory times";
+        /* --durability=file: the directory's entries (made, deleted) and
+         * its metadata, made durable here instead of by a syncfs */
+        if (fd >= 0 && j->opt->durability == FERRY_DURABLE_FILE &&
+            ferry_fsio_fsync(fd))
+                j->tree_unsynced = true;
         ferry_fsio_close(&fd);
         if (rc) {
                 if (!why[0]) /* else a refused or colliding name */
@@ -1427,13 +1433,21 @@ static void finish_tree(struct journal *j)
                 }
         }
         each_row(j, Q_PENDING_DIRS, INT64_MAX, apply_dir);
-        if (j->opt->durability == FERRY_DURABLE_NONE ||
-            !ferry_fsio_syncfs(j->cfg->dstfd))
+        /* Deletions touch their directory, so apply_dir met every
+         * directory changed above: with --durability=file it fsynced each
+         * (no syncfs, which that mode is for file systems that lack). */
+        enum ferry_durability dur = j->opt->durability;
+        if (dur == FERRY_DURABLE_NONE ||
+            (dur == FERRY_DURABLE_FILE ? !j->tree_unsynced
+                                       : !ferry_fsio_syncfs(j->cfg->dstfd)))
                 return;
         /* Nothing above is durable: forget it (the deletions and the
          * directory marks), so that the next run does it again. Found by
          * t23: a power cut lost empty directories marked created. */
-        set_error(j, FERRY_EPARTIAL, "syncfs of the destination failed");
+        set_error(j, FERRY_EPARTIAL,
+                  dur == FERRY_DURABLE_FILE
+                          ? "fsync of a destination directory failed"
+                          : "syncfs of the destination failed");
         if (ferry_manifest_rollback(j->m) || ferry_manifest_begin(j->m))
                 manifest_error(j);
 }
