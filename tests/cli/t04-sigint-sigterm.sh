@@ -12,11 +12,12 @@
 #  - running the same command again completes the copy exactly and
 #    `ferry --verify` agrees; that run copies exactly the files not done
 #    (-v list), and leaves those done alone (DST inode and ctime unchanged).
-# Then SIGINT twice (main.c: the first asks the run to stop and puts back
-# the default action, so that a second one ends ferry at once): while ferry
-# stops, waiting for a durability barrier that strace holds for 1.5 s, a
-# second SIGINT kills it by that signal well before the hold is over, and
-# the next run completes the copy (as above, --verify included).
+# Then SIGINT twice (ferry(1): "a second such signal while it stops ends
+# ferry at once"; main.c's handler puts back the default action of the
+# signal it got): while ferry stops, waiting for a durability barrier that
+# strace holds for 1.5 s, a second SIGINT kills it by that signal well
+# before the hold is over, and the next run completes the copy (as above,
+# --verify included).
 . "$(dirname "$0")/lib.sh" || exit 1
 need_cmd sqlite3
 
@@ -141,13 +142,14 @@ death_gap_ms() {
 }
 
 # second_signal_ends_at_once SIG: main.c's handler asks the run to stop and
-# puts back the default action, "a second signal ends ferry at once". Every
-# syncfs (the barrier before done marks are committed) is held by strace
-# for HOLD_US, so after a first SIG during the first barrier ferry is still
-# stopping when the second SIG comes: that one must kill it (not exit 20),
-# and at once, not once the barrier is through. (Under strace the held
-# thread itself, and so the process, is reaped only when the hold ends:
-# its end is taken from the other threads' deaths in strace's log.)
+# puts back the default action of SIG, so that a second SIG "ends ferry at
+# once, as SIGKILL would" (ferry(1), Signals). Every syncfs (the barrier
+# before done marks are committed) is held by strace for HOLD_US, so after
+# a first SIG during the first barrier ferry is still stopping when the
+# second SIG comes: that one must kill it (not exit 20), and at once, not
+# once the barrier is through. (Under strace the held thread itself, and so
+# the process, is reaped only when the hold ends: its end is taken from the
+# other threads' deaths in strace's log.)
 second_signal_ends_at_once() {
 	local sig=$1 dst=dst-twice-$1 tid pid gap
 	if ! have_strace; then
