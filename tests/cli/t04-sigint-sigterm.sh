@@ -1,5 +1,5 @@
 #!/bin/bash
-# t04-sigint-sigterm: SIGINT and SIGTERM stop a run cleanly.
+# t04-sigint-sigterm: SIGINT, SIGTERM and SIGHUP stop a run cleanly.
 #
 # For each signal, a copy is started and signalled as soon as its first file
 # shows up in DST. Proves:
@@ -7,11 +7,68 @@
 #    "resume with the same command";
 #  - it leaves no *.ferry-part behind and releases the job ("running: no");
 #  - the work it finished is committed: every file present in DST is marked
-#    done ("done: N files" equals the files in DST);
-#  - running the same command again completes the copy exactly.
+#    done ("done: N files" equals the files in DST, and the sqlite3 shell
+#    finds the done rows to be exactly the files in DST);
+#  - running the same command again completes the copy exactly and
+#    `ferry --verify` agrees; that run copies exactly the files not done
+#    (-v list), and leaves those done alone (DST inode and ctime unchanged).
+# Then SIGINT twice (ferry(1): "a second such signal while it stops ends
+# ferry at once"; main.c's handler puts back the default action of the
+# signal it got): while ferry stops, waiting for a durability barrier that
+# strace holds for 1.5 s, a second SIGINT kills it by that signal well
+# before the hold is over, and the next run completes the copy (as above,
+# --verify included).
 . "$(dirname "$0")/lib.sh" || exit 1
+need_cmd sqlite3
 
 gen_tree src --seed 404 --files 3000 --median 32K --max-size 4M --no-links
+
+# done_files DST: relative paths of the regular files the manifest of
+# src -> DST marks done, read with the sqlite3 shell in read-only mode.
+done_files() {
+	local m
+	m=$(manifest_path src "$1")
+	[[ -f $m ]] || return 0
+	sqlite3 -readonly "$m" "
+		SELECT CASE WHEN d.path = X'' THEN CAST(f.name AS TEXT)
+		       ELSE CAST(d.path AS TEXT) || '/' || CAST(f.name AS TEXT) END
+		FROM files f JOIN dirs d ON d.id = f.dir
+		WHERE f.state = 1 AND f.type = 1;"
+}
+
+# dst_meta DST: "path<TAB>inode ctime" of every file in place in DST.
+dst_meta() {
+	find "$1" -type f ! -name '*.ferry-part' -printf '%P\t%i %C@\n' | sort
+}
+
+# resume_leaves_done_alone LABEL DST: runs the same command again (-v);
+# it must complete, copy exactly the files the manifest did not mark done
+# before it, and leave the DST inode and ctime of those done unchanged.
+resume_leaves_done_alone() {
+	local label=$1 dst=$2
+	done_files "$dst" | sort >"$LOG/done.before"
+	dst_meta "$dst" >"$LOG/dst.before"
+	say "$label: $(wc -l <"$LOG/done.before") files done, $(wc -l <"$LOG/dst.before") in DST before the resume"
+
+	expect_code 0 "$FERRY" -v src "$dst" || return
+	sort "$LOG/out" >"$LOG/listed"
+	(cd src && find . -type f -printf '%P\n') | sort |
+		comm -23 - "$LOG/done.before" >"$LOG/not.done"
+	same_set "$label: the resume copies exactly the files not done before it" \
+		"$LOG/not.done" "$LOG/listed"
+	check "$label: the resume lists no file twice" test -z "$(uniq -d "$LOG/listed")"
+
+	dst_meta "$dst" >"$LOG/dst.after"
+	join -t$'\t' "$LOG/dst.before" "$LOG/dst.after" |
+		awk -F'\t' '$2 != $3 {print $1}' | comm -12 - "$LOG/done.before" >"$LOG/touched"
+	cut -f1 "$LOG/dst.after" | comm -13 - "$LOG/done.before" >>"$LOG/touched"
+	if [[ ! -s $LOG/touched ]]; then
+		ok "$label: files done before the resume keep their DST inode and ctime"
+	else
+		fail "$label: files done before the resume keep their DST inode and ctime"
+		show "$LOG/touched"
+	fi
+}
 
 interrupt_and_resume() {
 	local sig=$1 dst=dst-$1 t0 n_dst n_done
@@ -50,12 +107,96 @@ interrupt_and_resume() {
 		fail "SIG$sig: finished work committed (status done: '$n_done', files in DST: $n_dst)"
 		show "$LOG/status"
 	fi
+	find "$dst" -type f -printf '%P\n' >"$LOG/in.dst"
+	done_files "$dst" >"$LOG/done"
+	same_set "SIG$sig: the manifest's done rows are the files in DST" \
+		"$LOG/in.dst" "$LOG/done"
 
-	expect_code 0 "$FERRY" -q src "$dst"
+	resume_leaves_done_alone "SIG$sig" "$dst"
 	tree_equal src "$dst"
 	no_temp_files "$dst"
+	expect_code 0 "$FERRY" --verify src "$dst"
+}
+
+# caught PID SIG: PID is alive and has a handler for SIG (/proc: SigCgt);
+# not_caught PID SIG: PID is alive and has none.
+sig_caught_bit() {
+	local mask
+	mask=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null)
+	[[ -n $mask ]] && echo $(((16#$mask >> ($(kill -l "$2") - 1)) & 1))
+}
+caught() { [[ $(sig_caught_bit "$1" "$2") == 1 ]]; }
+not_caught() { [[ $(sig_caught_bit "$1" "$2") == 0 ]]; }
+
+# HOLD_US: how long strace holds each syncfs (the barrier) of ferry.
+HOLD_US=1500000
+
+# death_gap_ms SIG: from strace -ttt's log, the milliseconds between the
+# delivery of the second SIG and the first thread of ferry killed by it.
+death_gap_ms() {
+	awk -v sig="SIG$1" '
+		$3 == "---" && $4 == sig && ++n == 2 { t = $2 }
+		t && $3 == "+++" && $4 == "killed" && $6 == sig {
+			printf "%d\n", ($2 - t) * 1000; exit
+		}' "$LOG/strace"
+}
+
+# second_signal_ends_at_once SIG: main.c's handler asks the run to stop and
+# puts back the default action of SIG, so that a second SIG "ends ferry at
+# once, as SIGKILL would" (ferry(1), Signals). Every syncfs (the barrier
+# before done marks are committed) is held by strace for HOLD_US, so after
+# a first SIG during the first barrier ferry is still stopping when the
+# second SIG comes: that one must kill it (not exit 20), and at once, not
+# once the barrier is through. (Under strace the held thread itself, and so
+# the process, is reaped only when the hold ends: its end is taken from the
+# other threads' deaths in strace's log.)
+second_signal_ends_at_once() {
+	local sig=$1 dst=dst-twice-$1 tid pid gap
+	if ! have_strace; then
+		say "SKIP the second-signal part: strace missing or not permitted"
+		return
+	fi
+	: >"$LOG/strace"
+	bg env "$(no_leak_check_env)" strace -f -ttt -o "$LOG/strace" -e trace=syncfs \
+		-e inject=syncfs:delay_enter=$HOLD_US "$FERRY" src "$dst"
+	if ! wait_until 60 grep -q ' syncfs(' "$LOG/strace"; then
+		fail "SIG$sig twice: ferry reached its first barrier within 60 s"
+		return
+	fi
+	tid=$(grep -m1 ' syncfs(' "$LOG/strace" | cut -d' ' -f1)
+	pid=$(sed -n 's/^Tgid:[[:space:]]*//p' "/proc/$tid/status")
+	if [[ -z $pid ]]; then
+		fail "SIG$sig twice: ferry still runs at its first barrier (thread $tid)"
+		return
+	fi
+	check "SIG$sig twice: ferry has a handler for SIG$sig" caught "$pid" "$sig"
+	kill -"$sig" "$pid"
+	check "SIG$sig twice: the first SIG$sig puts back the default action" \
+		wait_until 2 not_caught "$pid" "$sig"
+	check "SIG$sig twice: ferry is still stopping (its barrier is held)" \
+		kill -0 "$pid"
+	kill -"$sig" "$pid"
+	bg_wait
+	if [[ $BG_RC == $((128 + $(kill -l "$sig"))) ]] &&
+		grep -q "^$pid .* +++ killed by SIG$sig" "$LOG/strace"; then
+		ok "SIG$sig twice: the second one kills ferry by SIG$sig"
+	else
+		fail "SIG$sig twice: the second one kills ferry by SIG$sig (exit $BG_RC)"
+		show "$LOG/bg.err"
+		grep -E -- '--- SIG|\+\+\+' "$LOG/strace" | tail -n 5 | show -
+	fi
+	gap=$(death_gap_ms "$sig")
+	check "SIG$sig twice: at once (${gap:-no} ms after it), not after the held barrier" \
+		test -n "$gap" -a "${gap:-0}" -lt $((HOLD_US / 2000))
+
+	resume_leaves_done_alone "after SIG$sig twice" "$dst"
+	tree_equal src "$dst"
+	no_temp_files "$dst"
+	expect_code 0 "$FERRY" --verify src "$dst"
 }
 
 interrupt_and_resume INT
 interrupt_and_resume TERM
+interrupt_and_resume HUP
+second_signal_ends_at_once INT
 finish

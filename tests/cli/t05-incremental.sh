@@ -8,7 +8,8 @@
 #  - the first copy's --json summary agrees with find over SRC: files seen and
 #    copied, bytes copied = the sum of the files' stat sizes;
 #  - the re-run copies exactly the changed and new files (-v list), and leaves
-#    every other file in DST alone (same inode);
+#    every other file in DST alone (same inode and ctime: not replaced, and
+#    not written, chmodded or touched in place either);
 #  - without --delete, removed files stay in DST and status counts them as
 #    "not in source"; with --delete they go, the tree matches the source, and
 #    files in DST that ferry did not copy are kept; --json files_deleted
@@ -74,8 +75,14 @@ regular_lines() {
 	done <"$1"
 }
 
+# inode_ctime_map DIR: "inode ctime<TAB>path" for every regular file below
+# DIR, by path.
+inode_ctime_map() {
+	(cd "$1" && find . -type f -printf '%i %C@\t%P\n') | sort -t$'\t' -k2
+}
+
 check_rerun_copies_changes() {
-	inode_map dst >"$LOG/inodes.before"
+	inode_ctime_map dst >"$LOG/inodes.before"
 	expect_code 0 "$FERRY" -v src dst || return
 	verbose_copied "$LOG/out" >"$LOG/listed"
 	regular_lines "$LOG/listed" >"$LOG/copied"
@@ -83,15 +90,15 @@ check_rerun_copies_changes() {
 		"$LOG/expected.copied" "$LOG/copied"
 	check "nothing deleted without --delete" test -z "$(verbose_deleted "$LOG/out")"
 
-	inode_map dst >"$LOG/inodes.after"
+	inode_ctime_map dst >"$LOG/inodes.after"
 	join -t$'\t' -1 2 -2 2 "$LOG/inodes.before" "$LOG/inodes.after" |
-		awk -F'\t' '$2 != $3 {print $1}' >"$LOG/replaced"
-	grep -vxF -f "$LOG/expected.copied" "$LOG/replaced" >"$LOG/wrongly"
+		awk -F'\t' '$2 != $3 {print $1 "\t" $2 " -> " $3}' >"$LOG/replaced"
+	cut -f1 "$LOG/replaced" | grep -vxF -f "$LOG/expected.copied" >"$LOG/wrongly"
 	if [[ ! -s $LOG/wrongly ]]; then
-		ok "unchanged files keep their DST inode"
+		ok "unchanged files keep their DST inode and ctime ($(wc -l <"$LOG/inodes.before") files before)"
 	else
-		fail "unchanged files keep their DST inode"
-		show "$LOG/wrongly"
+		fail "unchanged files keep their DST inode and ctime (path, inode ctime before -> after)"
+		grep -F -f "$LOG/wrongly" "$LOG/replaced" | show -
 	fi
 	local gone
 	gone=$(head -n1 "$LOG/expected.deleted")
