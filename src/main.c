@@ -241,8 +241,12 @@ static void on_failure(const char *path, size_t len, const char *reason,
 
 static void handle_stop(int sig)
 {
+        (void)sig;
         ferry_request_stop();
-        signal(sig, SIG_DFL); /* a second signal ends ferry at once */
+        /* a second signal, of any of the three, ends ferry at once */
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
 }
 
 static void install_signals(void)

@@ -12,12 +12,12 @@
 #  - running the same command again completes the copy exactly and
 #    `ferry --verify` agrees; that run copies exactly the files not done
 #    (-v list), and leaves those done alone (DST inode and ctime unchanged).
-# Then SIGINT twice (ferry(1): "a second such signal while it stops ends
-# ferry at once"; main.c's handler puts back the default action of the
-# signal it got): while ferry stops, waiting for a durability barrier that
-# strace holds for 1.5 s, a second SIGINT kills it by that signal well
-# before the hold is over, and the next run completes the copy (as above,
-# --verify included).
+# Then SIGINT twice, and SIGINT then SIGTERM (ferry(1): "a second such
+# signal (any of the three) while it stops ends ferry at once"; main.c's
+# handler puts back the default action of all three): while ferry stops,
+# waiting for a durability barrier that strace holds for 1.5 s, the second
+# signal kills it well before the hold is over, and the next run completes
+# the copy (as above, --verify included).
 . "$(dirname "$0")/lib.sh" || exit 1
 need_cmd sqlite3
 
@@ -131,11 +131,11 @@ not_caught() { [[ $(sig_caught_bit "$1" "$2") == 0 ]]; }
 # HOLD_US: how long strace holds each syncfs (the barrier) of ferry.
 HOLD_US=1500000
 
-# death_gap_ms SIG: from strace -ttt's log, the milliseconds between the
-# delivery of the second SIG and the first thread of ferry killed by it.
+# death_gap_ms SIG N: from strace -ttt's log, the milliseconds between the
+# Nth delivery of SIG and the first thread of ferry killed by it.
 death_gap_ms() {
-	awk -v sig="SIG$1" '
-		$3 == "---" && $4 == sig && ++n == 2 { t = $2 }
+	awk -v sig="SIG$1" -v nth="$2" '
+		$3 == "---" && $4 == sig && ++n == nth { t = $2 }
 		t && $3 == "+++" && $4 == "killed" && $6 == sig {
 			printf "%d\n", ($2 - t) * 1000; exit
 		}' "$LOG/strace"
@@ -150,8 +150,11 @@ death_gap_ms() {
 # once the barrier is through. (Under strace the held thread itself, and so
 # the process, is reaped only when the hold ends: its end is taken from the
 # other threads' deaths in strace's log.)
+#
+# second_signal_ends_at_once FIRST [SECOND]: SECOND (default FIRST) ends
+# it: the first signal puts back the default action of all three.
 second_signal_ends_at_once() {
-	local sig=$1 dst=dst-twice-$1 tid pid gap
+	local first=$1 sig=${2:-$1} dst=dst-twice-$1-${2:-$1} tid pid gap s
 	if ! have_strace; then
 		say "SKIP the second-signal part: strace missing or not permitted"
 		return
@@ -160,36 +163,38 @@ second_signal_ends_at_once() {
 	bg env "$(no_leak_check_env)" strace -f -ttt -o "$LOG/strace" -e trace=syncfs \
 		-e inject=syncfs:delay_enter=$HOLD_US "$FERRY" src "$dst"
 	if ! wait_until 60 grep -q ' syncfs(' "$LOG/strace"; then
-		fail "SIG$sig twice: ferry reached its first barrier within 60 s"
+		fail "SIG$first, SIG$sig: ferry reached its first barrier within 60 s"
 		return
 	fi
 	tid=$(grep -m1 ' syncfs(' "$LOG/strace" | cut -d' ' -f1)
 	pid=$(sed -n 's/^Tgid:[[:space:]]*//p' "/proc/$tid/status")
 	if [[ -z $pid ]]; then
-		fail "SIG$sig twice: ferry still runs at its first barrier (thread $tid)"
+		fail "SIG$first, SIG$sig: ferry still runs at its first barrier (thread $tid)"
 		return
 	fi
-	check "SIG$sig twice: ferry has a handler for SIG$sig" caught "$pid" "$sig"
-	kill -"$sig" "$pid"
-	check "SIG$sig twice: the first SIG$sig puts back the default action" \
-		wait_until 2 not_caught "$pid" "$sig"
-	check "SIG$sig twice: ferry is still stopping (its barrier is held)" \
+	check "SIG$first, SIG$sig: ferry has a handler for SIG$sig" caught "$pid" "$sig"
+	kill -"$first" "$pid"
+	for s in INT TERM HUP; do
+		check "SIG$first, SIG$sig: the first signal puts back the default action of SIG$s" \
+			wait_until 2 not_caught "$pid" "$s"
+	done
+	check "SIG$first, SIG$sig: ferry is still stopping (its barrier is held)" \
 		kill -0 "$pid"
 	kill -"$sig" "$pid"
 	bg_wait
 	if [[ $BG_RC == $((128 + $(kill -l "$sig"))) ]] &&
 		grep -q "^$pid .* +++ killed by SIG$sig" "$LOG/strace"; then
-		ok "SIG$sig twice: the second one kills ferry by SIG$sig"
+		ok "SIG$first, SIG$sig: the second one kills ferry by SIG$sig"
 	else
-		fail "SIG$sig twice: the second one kills ferry by SIG$sig (exit $BG_RC)"
+		fail "SIG$first, SIG$sig: the second one kills ferry by SIG$sig (exit $BG_RC)"
 		show "$LOG/bg.err"
 		grep -E -- '--- SIG|\+\+\+' "$LOG/strace" | tail -n 5 | show -
 	fi
-	gap=$(death_gap_ms "$sig")
-	check "SIG$sig twice: at once (${gap:-no} ms after it), not after the held barrier" \
+	gap=$(death_gap_ms "$sig" "$([[ $first == "$sig" ]] && echo 2 || echo 1)")
+	check "SIG$first, SIG$sig: at once (${gap:-no} ms after it), not after the held barrier" \
 		test -n "$gap" -a "${gap:-0}" -lt $((HOLD_US / 2000))
 
-	resume_leaves_done_alone "after SIG$sig twice" "$dst"
+	resume_leaves_done_alone "after SIG$first, SIG$sig" "$dst"
 	tree_equal src "$dst"
 	no_temp_files "$dst"
 	expect_code 0 "$FERRY" --verify src "$dst"
@@ -199,4 +204,5 @@ interrupt_and_resume INT
 interrupt_and_resume TERM
 interrupt_and_resume HUP
 second_signal_ends_at_once INT
+second_signal_ends_at_once INT TERM
 finish
