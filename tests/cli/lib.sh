@@ -222,6 +222,12 @@ bg() {
 bg_wait() {
 	wait "$BG_PID" 2>/dev/null
 	BG_RC=$?
+	# reaped: its pid may be another process's by cleanup time
+	local keep=() p
+	for p in "${BG_PIDS[@]}"; do
+		[[ $p == "$BG_PID" ]] || keep+=("$p")
+	done
+	BG_PIDS=("${keep[@]}")
 }
 
 # wait_until TIMEOUT_S CMD...: poll CMD every 10 ms until it succeeds.
