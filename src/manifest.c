@@ -62,15 +62,6 @@ enum stmt_id {
         S_NSTMTS
 };
 
-/*
- * Statements that may change many rows say UPDATE OR ROLLBACK: inside a
- * transaction, a plain UPDATE keeps a statement journal (the old content
- * of every page it changes, to undo the statement alone), which grew by
- * about 130 bytes per row marked (t16: 6 MiB for 43,000 rows of removed
- * directories). None of them can break a constraint, and any error of
- * theirs ends the transaction anyway. temp_store = FILE bounds what is
- * left (a statement journal spills to a file past 64 KiB).
- */
 static const char *const stmt_sql[S_NSTMTS] = {
         [S_BEGIN] = "BEGIN IMMEDIATE",
         [S_COMMIT] = "COMMIT",
@@ -101,7 +92,7 @@ static const char *const stmt_sql[S_NSTMTS] = {
                          " ?3 THEN -1 ELSE mtime_ns END WHERE id = ?1",
         [S_DIR_COUNT] = "SELECT count(*) FROM files WHERE dir = ?1"
                         " AND state != 5",
-        [S_DIR_UNSEEN] = "UPDATE OR ROLLBACK files SET state = 5, gen = ?2"
+        [S_DIR_UNSEEN] = "UPDATE files SET state = 5, gen = ?2"
                          " WHERE dir = ?1 AND gen < ?2 AND state != 5",
         [S_FILE_FIND] = "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
                         " state, gen FROM files WHERE dir = ?1 AND name = ?2",
@@ -128,12 +119,12 @@ static const char *const stmt_sql[S_NSTMTS] = {
         [S_FILE_DELETE] = "DELETE FROM files WHERE id = ?1",
         [S_FILE_REMOVE_NAME] = "UPDATE files SET state = 5, gen = ?3"
                                " WHERE dir = ?1 AND name = ?2 AND state != 5",
-        [S_MARK_UNSEEN] = "UPDATE OR ROLLBACK files SET state = 5, gen = ?1"
+        [S_MARK_UNSEEN] = "UPDATE files SET state = 5, gen = ?1"
                           " WHERE state != 5 AND dir IN (SELECT id"
                           " FROM dirs WHERE gen < ?1)",
         [S_FORGET_GROUP] = "UPDATE files SET hl = NULL WHERE id = ?1"
                            " AND state IN (4, 5)",
-        [S_SUBTREE_REMOVED] = "UPDATE OR ROLLBACK files SET state = 5,"
+        [S_SUBTREE_REMOVED] = "UPDATE files SET state = 5,"
                               " gen = ?1"
                               " WHERE state != 5 AND dir IN (SELECT id"
                               " FROM dirs WHERE path = ?2 OR (path >= ?3"
@@ -591,6 +582,9 @@ static int configure(struct ferry_manifest *m, bool readonly, bool memory)
         return exec_sql(m,
                         "PRAGMA synchronous = FULL;"
                         "PRAGMA cache_size = -2048;"
+                        /* a statement journal (UPDATE of many rows in a
+                         * transaction) spills to a temp file past 64 KiB;
+                         * in memory it grew ~130 bytes per row (t16) */
                         "PRAGMA temp_store = FILE;"
                         "PRAGMA wal_autocheckpoint = 4000;",
                         "configuration");
@@ -921,9 +915,9 @@ int ferry_manifest_check_dst(struct ferry_manifest *m, const char *identity,
 int ferry_manifest_reset_done(struct ferry_manifest *m)
 {
         return exec_sql(m,
-                        "UPDATE OR ROLLBACK files SET state = 0"
+                        "UPDATE files SET state = 0"
                         " WHERE state = 1;"
-                        "UPDATE OR ROLLBACK dirs SET state = 0;",
+                        "UPDATE dirs SET state = 0;",
                         "reset after a replaced destination");
 }
 
@@ -985,9 +979,8 @@ int ferry_manifest_sample_done(struct ferry_manifest *m, unsigned n,
 
 int ferry_manifest_retry_failed(struct ferry_manifest *m)
 {
-        return exec_sql(
-                m, "UPDATE OR ROLLBACK files SET state = 0 WHERE state = 2",
-                "reset of failed rows");
+        return exec_sql(m, "UPDATE files SET state = 0 WHERE state = 2",
+                        "reset of failed rows");
 }
 
 static void bind_bytes(sqlite3_stmt *s, int i, const char *p, size_t len)
@@ -1216,11 +1209,11 @@ int ferry_manifest_keep_subtree(struct ferry_manifest *m, const char *path,
                                 size_t len, int64_t gen)
 {
         /* its directories count as listed: their rows stay part of SRC */
-        const char *sql = len ? "UPDATE OR ROLLBACK dirs SET gen = ?1,"
+        const char *sql = len ? "UPDATE dirs SET gen = ?1,"
                                 " listed = ?1"
                                 " WHERE path = ?2 OR (path >= ?3"
                                 " AND path < ?4)"
-                              : "UPDATE OR ROLLBACK dirs SET gen = ?1,"
+                              : "UPDATE dirs SET gen = ?1,"
                                 " listed = ?1";
         sqlite3_stmt *d;
         if (sqlite3_prepare_v2(m->db, sql, -1, &d, NULL) != SQLITE_OK)
