@@ -1165,7 +1165,7 @@ static void journal_release(struct journal *j)
         j->sum->seconds = now() - j->t0;
 }
 
-/* Done files looked at in DST when its identity changed. */
+/* Done files looked at in DST at the start of every run. */
 #define DST_SAMPLE 32
 /* Coarsest mtime a destination keeps: FAT's 2 s (exFAT: 10 ms, exfat-fuse
  * whole seconds). */
@@ -1173,12 +1173,16 @@ static void journal_release(struct journal *j)
 
 struct dst_sample {
         struct journal *j;
-        bool differs;
+        unsigned checked; /* files whose state in DST could be told */
+        unsigned missing; /* not there, or something else in their place */
+        unsigned differs; /* there, with another size or mtime */
+        int64_t missing_ids[DST_SAMPLE];
 };
 
-/* Is this done file in DST as ferry left it (type, size, and mtime when
- * times are kept)? Anything else, an error to look too, says no. */
-static bool sample_matches(const struct ferry_done_file *f, void *arg)
+/* Looks for this done file in DST as ferry left it: its type, size, and
+ * mtime when times are kept. An error other than "not there" tells
+ * nothing (a network DST may fail a stat now and then). */
+static bool sample_one(const struct ferry_done_file *f, void *arg)
 {
         struct dst_sample *ds = arg;
         struct ferry_stat st;
@@ -1186,13 +1190,20 @@ static bool sample_matches(const struct ferry_done_file *f, void *arg)
         if (!rc)
                 rc = ferry_fsio_statat(dfd, f->name, &st);
         ferry_fsio_close(&dfd);
+        if (rc && rc != ENOENT && rc != ENOTDIR)
+                return true;
+        ds->checked++;
         bool reg = f->type == FT_REG;
-        if (rc || (reg ? !S_ISREG(st.mode) : !S_ISLNK(st.mode)) ||
-            st.size != f->size ||
-            (reg && ds->j->opt->times &&
-             llabs(st.mtime_ns - f->mtime_ns) >= MTIME_SLACK_NS))
-                ds->differs = true;
-        return !ds->differs;
+        if (rc || (reg ? !S_ISREG(st.mode) : !S_ISLNK(st.mode))) {
+                if (ds->missing < DST_SAMPLE)
+                        ds->missing_ids[ds->missing] = f->id;
+                ds->missing++;
+        } else if (st.size != f->size ||
+                   (reg && ds->j->opt->times &&
+                    llabs(st.mtime_ns - f->mtime_ns) >= MTIME_SLACK_NS)) {
+                ds->differs++;
+        }
+        return true;
 }
 
 /*
@@ -1205,9 +1216,13 @@ static bool sample_matches(const struct ferry_done_file *f, void *arg)
  * deleted and made again with its old inode number (ext4 hands a freed
  * inode out again at once), where trusting it would leave DST empty. So
  * every run looks at a sample of the done files in DST (a few dozen
- * stats): when one is missing or differs from what was copied, DST was
- * replaced. Silent when the sample matches: a re-plugged disk would warn
- * on every run.
+ * stats). Under a new identity, any file missing or different means
+ * another DST. Under the same identity, a size or mtime that differs is
+ * no proof (a file system may clamp times it cannot store, a run with
+ * --no-times left copy times), so DST counts as replaced when most of the
+ * sample is missing; when only some is, those files are copied again and
+ * a warning points to --verify for the rest. Silent when all is there: a
+ * re-plugged disk would warn on every run.
  */
 static int check_destination(struct journal *j)
 {
@@ -1220,18 +1235,36 @@ static int check_destination(struct journal *j)
                  (unsigned long long)st.ino);
         if (ferry_manifest_check_dst(j->m, id, &changed))
                 return -1;
-        struct dst_sample ds = {.j = j, .differs = false};
+        struct dst_sample ds = {.j = j};
         unsigned seen;
-        if (ferry_manifest_sample_done(j->m, DST_SAMPLE, sample_matches, &ds,
+        if (ferry_manifest_sample_done(j->m, DST_SAMPLE, sample_one, &ds,
                                        &seen))
                 return -1;
-        if (!ds.differs)
-                return 0; /* the same DST, mounted again */
-        if (ferry_manifest_reset_done(j->m))
-                return -1;
-        emit(j, FERRY_EV_WARNING, "", "",
-             "the destination was replaced since the last run: "
-             "copying everything again");
+        bool replaced = changed ? ds.missing + ds.differs > 0
+                                : 2 * ds.missing > ds.checked;
+        if (replaced) {
+                if (ferry_manifest_reset_done(j->m))
+                        return -1;
+                emit(j, FERRY_EV_WARNING, "", "",
+                     "the destination was replaced since the last run: "
+                     "copying everything again");
+                return 0;
+        }
+        if (!ds.missing)
+                return 0;
+        for (unsigned i = 0; i < ds.missing && i < DST_SAMPLE; i++)
+                if (ferry_manifest_file_set_state(j->m, ds.missing_ids[i],
+                                                  ST_PENDING,
+                                                  "missing from the "
+                                                  "destination"))
+                        return -1;
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "%u of %u copied files looked at are missing from the "
+                 "destination: copying them again; ferry --verify finds "
+                 "any others",
+                 ds.missing, ds.checked);
+        emit(j, FERRY_EV_WARNING, "", "", why);
         return 0;
 }
 

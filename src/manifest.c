@@ -963,6 +963,7 @@ int ferry_manifest_sample_done(struct ferry_manifest *m, unsigned n,
                 }
                 next = sqlite3_column_int64(s, 0) + 1;
                 struct ferry_done_file f = {
+                        .id = sqlite3_column_int64(s, 0),
                         .dir = column_str(s, 1),
                         .name = column_str(s, 2),
                         .type = (enum ferry_ftype)sqlite3_column_int(s, 3),

@@ -96,6 +96,7 @@ int ferry_manifest_reset_done(struct ferry_manifest *m);
  * valid during the call only. size and mtime_ns are SRC's when the row
  * was copied. */
 struct ferry_done_file {
+        int64_t id;
         const char *dir;
         const char *name;
         enum ferry_ftype type;

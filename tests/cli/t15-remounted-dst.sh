@@ -14,8 +14,13 @@
 #    nothing, no warning), records the new identity, and DST is unchanged;
 #  - DST deleted and recreated empty: the re-run warns that the destination
 #    was replaced and copies every file again; also when its identity did
-#    not change (emptied in place, or a new root that got the old inode
-#    number), and when ferry itself makes DST again;
+#    not change (emptied in place; three quarters of it deleted), and when
+#    ferry itself makes DST again (whatever inode its root gets);
+#  - under the same identity, DST files with other mtimes (a --no-times
+#    run before) are no replaced DST; a quarter of the files deleted: the
+#    ones the sample finds are copied again with a warning pointing to
+#    --verify, which finds the rest; a stat of the sample that fails (EIO)
+#    tells nothing;
 #  - DST swapped for a tree that lacks half of the files: copied again;
 #  - DST swapped for a tree with the same names and sizes but other mtimes:
 #    copied again when times are kept, not with --no-times.
@@ -88,6 +93,61 @@ copied_all "DST emptied, same identity"
 rm -rf dst
 expect_code 0 "$FERRY" -v src dst
 copied_all "DST deleted, made again by ferry"
+
+# --- the same identity, files whose mtime in DST is not SRC's: a first run
+# with --no-times (copy times), then a default run; also what a file system
+# that clamps times it cannot store leaves. Not a replaced DST.
+rm -rf dst "$XDG_STATE_HOME/ferry"
+expect_code 0 "$FERRY" -q --no-times src dst
+M=$(manifest_path src dst)
+expect_code 0 "$FERRY" -v src dst
+check "mtimes differ, same identity: no warning" no_warning
+check "mtimes differ, same identity: nothing copied (-v prints nothing)" test ! -s "$LOG/out"
+
+# --- the same identity, a quarter of the files deleted from DST: the ones
+# the sample finds missing are copied again, with a warning that points to
+# --verify, which then finds the others; the next run restores them
+rm -rf dst "$XDG_STATE_HOME/ferry"
+expect_code 0 "$FERRY" -q src dst
+M=$(manifest_path src dst)
+(cd dst && find . -type f | sort | awk 'NR % 4 == 0' | xargs -r -d '\n' rm --) ||
+	die "cannot thin out dst"
+gone=$(($(find src -type f | wc -l) - $(find dst -type f | wc -l)))
+expect_code 0 "$FERRY" -v src dst
+check "a quarter deleted: the warning names the files missing from the sample" \
+	grep -q "copied files looked at are missing from the destination: copying them again; ferry --verify finds any others" "$LOG/err"
+check "a quarter deleted: not taken for a replaced destination" \
+	eval '! grep -qF "$WARNING" "$LOG/err"'
+n=$(verbose_copied "$LOG/out" | wc -l)
+check "a quarter deleted: 1 to 32 files copied again, of the $gone deleted (got $n)" \
+	test "$n" -ge 1 -a "$n" -le 32
+verbose_copied "$LOG/out" >"$LOG/recopied"
+check "a quarter deleted: each file copied again is now in DST" \
+	eval '! while IFS= read -r p; do [[ -f dst/$p ]] || echo "$p"; done <"$LOG/recopied" | grep -q .'
+run "$FERRY" --verify src dst
+check "a quarter deleted: --verify finds the others missing (exit 5, got $RC)" \
+	test "$RC" = 5 -o "$n" = "$gone"
+expect_code 0 "$FERRY" -q src dst
+tree_equal src dst
+
+# --- the same identity, three quarters deleted: most of the sample is
+# missing, so DST counts as replaced and every file is copied again
+(cd dst && find . -type f | sort | awk 'NR % 4 != 0' | xargs -r -d '\n' rm --) ||
+	die "cannot thin out dst"
+expect_code 0 "$FERRY" -v src dst
+copied_all "three quarters deleted, same identity"
+
+# --- a stat of the sample that fails for a moment (EIO) tells nothing:
+# no reset (FERRY_FAULT; stat 1 is DST's root, stat 2 the sample's first)
+if "$FERRY" --version | grep -q '^test build:'; then
+	run env FERRY_FAULT=stat:2:5 FERRY_FAULT_LOG="$T/fault.log" "$FERRY" -v src dst
+	check "EIO on the sample's stat: exit 0 (got $RC)" test "$RC" = 0
+	check "EIO on the sample's stat: the fault fired" test -s "$T/fault.log"
+	check "EIO on the sample's stat: no warning" no_warning
+	check "EIO on the sample's stat: nothing copied" test ! -s "$LOG/out"
+else
+	say "SKIP the failing-stat case: needs a build with -DFERRY_TESTING=ON"
+fi
 
 # --- DST swapped for a tree that lacks half of the files (every second
 # one, by name: a sample of 32 all in the other half is a 2^-32 chance).
