@@ -239,6 +239,11 @@ static int positionals(struct ferry_cli *cli, int n, char **args,
                 if (!n && !cli->opt.manifest)
                         return usage(err, "status needs SRC DST or "
                                           "--manifest FILE");
+        } else if (n == 2 && !strcmp(args[0], "status")) {
+                /* not a copy of ./status into SRC */
+                return usage(err, "status needs SRC and DST, or --manifest "
+                                  "FILE (to copy a directory named status, "
+                                  "write ./status)");
         } else if (n > 2) {
                 bool status = !strcmp(args[0], "status");
                 return usage(err,

@@ -299,39 +299,6 @@ bool ferry_names_dir_refused(const struct ferry_names *n, const char *dir,
 
 /* ---- collisions by case ------------------------------------------------- */
 
-static unsigned char ascii_lower(unsigned char ch)
-{
-        return ch >= 'A' && ch <= 'Z' ? (unsigned char)(ch - 'A' + 'a') : ch;
-}
-
-/* The stripe of (dir_id, name): FNV-1a of the directory and of the name
- * folded to ASCII lower case without its non-ASCII bytes, so that any two
- * names a file system may fold together share it. */
-static pthread_mutex_t *stripe(struct ferry_names *n, int64_t dir_id,
-                               const char *name)
-{
-        uint64_t h = 1469598103934665603ULL;
-        for (int i = 0; i < 8; i++)
-                h = (h ^ (uint8_t)((uint64_t)dir_id >> (8 * i))) *
-                    1099511628211ULL;
-        for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-                if (*p < 0x80)
-                        h = (h ^ ascii_lower(*p)) * 1099511628211ULL;
-        return &n->locks[h % NAME_LOCKS];
-}
-
-void ferry_names_lock(struct ferry_names *n, int64_t dir_id, const char *name)
-{
-        if (ferry_names_case_insensitive(n))
-                pthread_mutex_lock(stripe(n, dir_id, name));
-}
-
-void ferry_names_unlock(struct ferry_names *n, int64_t dir_id, const char *name)
-{
-        if (ferry_names_case_insensitive(n))
-                pthread_mutex_unlock(stripe(n, dir_id, name));
-}
-
 /* The next character of a name: a code point of valid UTF-8 (the
  * shortest form, no surrogate), else the byte itself above Unicode's
  * range, so that invalid bytes fold to nothing but themselves. */
@@ -384,7 +351,9 @@ static uint32_t fold_char(uint32_t c)
                 return c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c;
         if (c > 0xffff || !utf8_locale)
                 return c; /* up-case tables cover 16-bit characters only */
-        return (uint32_t)towupper_l((wint_t)c, utf8_locale);
+        uint32_t up = (uint32_t)towupper_l((wint_t)c, utf8_locale);
+        /* dotless i and long s: exFAT's table keeps them as they are */
+        return up < 0x80 ? c : up;
 }
 
 int ferry_names_casecmp(const char *a, const char *b)
@@ -399,6 +368,37 @@ int ferry_names_casecmp(const char *a, const char *b)
                         return x < y ? -1 : 1;
         }
         return (*p != 0) - (*q != 0);
+}
+
+/* The stripe of (dir_id, name): FNV-1a of the directory and of each
+ * character of the name folded as ferry_names_casecmp folds it, so that
+ * two names it takes for one share the stripe. */
+static pthread_mutex_t *stripe(struct ferry_names *n, int64_t dir_id,
+                               const char *name)
+{
+        uint64_t h = 1469598103934665603ULL;
+        for (int i = 0; i < 8; i++)
+                h = (h ^ (uint8_t)((uint64_t)dir_id >> (8 * i))) *
+                    1099511628211ULL;
+        pthread_once(&utf8_once, utf8_init);
+        for (const unsigned char *p = (const unsigned char *)name; *p;) {
+                uint32_t c = fold_char(next_char(&p));
+                for (int i = 0; i < 4; i++)
+                        h = (h ^ (uint8_t)(c >> (8 * i))) * 1099511628211ULL;
+        }
+        return &n->locks[h % NAME_LOCKS];
+}
+
+void ferry_names_lock(struct ferry_names *n, int64_t dir_id, const char *name)
+{
+        if (ferry_names_case_insensitive(n))
+                pthread_mutex_lock(stripe(n, dir_id, name));
+}
+
+void ferry_names_unlock(struct ferry_names *n, int64_t dir_id, const char *name)
+{
+        if (ferry_names_case_insensitive(n))
+                pthread_mutex_unlock(stripe(n, dir_id, name));
 }
 
 enum spelling { SP_NONE, SP_EXACT, SP_OTHER };

@@ -73,8 +73,8 @@ int ferry_names_casecmp(const char *a, const char *b);
 
 /* Serialize the check and rename of name in directory dir_id against
  * other workers installing a name that may differ from it only by case
- * (a striped lock keyed by the ASCII-folded name without its non-ASCII
- * bytes). Nothing to do for a case-sensitive destination or n NULL. */
+ * (a striped lock keyed by the name folded as ferry_names_casecmp
+ * folds it). Nothing to do for a case-sensitive destination or n NULL. */
 void ferry_names_lock(struct ferry_names *n, int64_t dir_id, const char *name);
 void ferry_names_unlock(struct ferry_names *n, int64_t dir_id,
                         const char *name);

@@ -54,6 +54,11 @@ check_usage_errors() {
 	fails_with 1 "'everything'" --verify=everything src dst
 	fails_with 1 "'many'" --retries=many src dst
 	fails_with 1 "missing SRC and DST"
+	# one operand after status: never a copy of ./status into it
+	mkdir status && printf 's\n' >status/f
+	fails_with 1 "status needs SRC and DST, or --manifest FILE (to copy a directory named status, write ./status)" status dst
+	check "status DST: nothing copied into DST" test ! -e dst
+	rm -r status
 	fails_with 1 "missing DST " src
 	fails_with 1 "too many arguments: 'extra' after SRC and DST" src dst extra
 	fails_with 1 "too many arguments: 'extra' after SRC and DST" status src dst extra

@@ -270,6 +270,8 @@ static void test_status_forms(void)
         done(&p);
 
         USAGE("status needs", "status");
+        /* not a copy of ./status into d */
+        USAGE("status needs SRC and DST, or --manifest", "status", "d");
         USAGE("--verify", "status", "--verify", "s", "d");
         USAGE("too many arguments: 'e' after", "status", "s", "d", "e");
 }

@@ -43,6 +43,10 @@ static void test_beyond_ascii(void)
                    "e",
                    "STRA\xc3\x9f"
                    "E"));
+        /* ı and ſ have ASCII upper cases that exFAT does not use */
+        CHECK(!same("\xc4\xb1", "I"));
+        CHECK(!same("\xc5\xbf", "S"));
+        CHECK(!same("\xc5\xbf", "s"));
         /* outside the 16-bit plane nothing folds (Deseret 𐐨 𐐀) */
         CHECK(!same("\xf0\x90\x90\xa8", "\xf0\x90\x90\x80"));
         CHECK(same("\xf0\x90\x90\xa8", "\xf0\x90\x90\xa8"));
