@@ -1369,6 +1369,14 @@ static void delete_dir(struct journal *j, const struct ferry_batch *b,
                         snprintf(why, sizeof(why), "directory not deleted: %s",
                                  strerror(rc));
                         emit(j, FERRY_EV_WARNING, "", path, why);
+                        /* --durability=file: files deleted in it are made
+                         * durable here, as no apply_dir will visit it */
+                        int dfd = -1;
+                        if (j->opt->durability == FERRY_DURABLE_FILE &&
+                            !ferry_fsio_open_dir(j->cfg->dstfd, path, &dfd) &&
+                            ferry_fsio_fsync(dfd))
+                                j->tree_unsynced = true;
+                        ferry_fsio_close(&dfd);
                 }
         }
         if (ferry_manifest_dir_delete(j->m, it->id))

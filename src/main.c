@@ -113,7 +113,9 @@ static void on_progress(const struct ferry_progress *p, void *arg)
         /* the ETA at the recent rate of files or of bytes, whichever is
          * later: small files are bound by their number, big ones by bytes */
         char eta[32] = "?";
-        if (!p->scanning && p->files_done >= p->files_total) {
+        if (!p->files_total) {
+                /* nothing counted ahead (verify): no ETA */
+        } else if (!p->scanning && p->files_done >= p->files_total) {
                 put_eta(eta, sizeof(eta), 0);
         } else if (!p->scanning) {
                 double by_files =
@@ -239,25 +241,37 @@ static void on_failure(const char *path, size_t len, const char *reason,
                             &o->top);
 }
 
+/* Which of SIGINT, SIGTERM, SIGHUP (bits 0-2) ferry handles. */
+static unsigned stop_signals;
+
 static void handle_stop(int sig)
 {
         (void)sig;
         ferry_request_stop();
-        /* a second signal, of any of the three, ends ferry at once */
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
+        /* a second signal, of any of those handled, ends ferry at once */
+        if (stop_signals & 1)
+                signal(SIGINT, SIG_DFL);
+        if (stop_signals & 2)
+                signal(SIGTERM, SIG_DFL);
+        if (stop_signals & 4)
+                signal(SIGHUP, SIG_DFL);
 }
 
 static void install_signals(void)
 {
-        struct sigaction sa;
+        struct sigaction sa, old;
         memset(&sa, 0, sizeof(sa));
         sa.sa_handler = handle_stop;
         sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGHUP, &sa, NULL);
+        const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+        for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+                /* a signal ignored from the start (nohup) stays ignored */
+                if (!sigaction(sigs[i], NULL, &old) &&
+                    old.sa_handler == SIG_IGN)
+                        continue;
+                stop_signals |= 1u << i;
+                sigaction(sigs[i], &sa, NULL);
+        }
         signal(SIGPIPE, SIG_IGN);
 }
 

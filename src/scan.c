@@ -242,8 +242,8 @@ static struct dirent *next_entry(struct reader *r, DIR *d, int *err)
 {
         unsigned attempt = 0;
         for (;;) {
-                errno = 0;
                 int fault = ferry_fsio_fault(FSIO_READDIR);
+                errno = 0;
                 struct dirent *de = fault ? NULL : readdir(d);
                 *err = fault ? fault : de ? 0 : errno;
                 if (de || !*err || !retry(&r->sc->cfg, *err, &attempt))

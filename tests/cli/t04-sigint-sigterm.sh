@@ -205,4 +205,23 @@ interrupt_and_resume TERM
 interrupt_and_resume HUP
 second_signal_ends_at_once INT
 second_signal_ends_at_once INT TERM
+
+# Under nohup (SIGHUP ignored when ferry starts) SIGHUP stays ignored: the
+# copy goes on to the end; SIGINT still stops it cleanly.
+sig_ignored_bit() {
+	local mask
+	mask=$(sed -n 's/^SigIgn:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null)
+	[[ -n $mask ]] && echo $(((16#$mask >> ($(kill -l "$2") - 1)) & 1))
+}
+bg bash -c 'trap "" HUP; exec "$0" "$@"' "$FERRY" src dst-nohup
+if wait_until 60 started_copying dst-nohup; then
+	check "nohup: SIGHUP is still ignored (SigIgn)" test "$(sig_ignored_bit "$BG_PID" HUP)" = 1
+	check "nohup: SIGINT is caught" caught "$BG_PID" INT
+	kill -HUP "$BG_PID"
+	bg_wait
+	check "nohup: SIGHUP did not stop the copy (exit 0, got $BG_RC)" test "$BG_RC" = 0
+	tree_equal src dst-nohup
+else
+	fail "nohup: the copy started within 60 s"
+fi
 finish

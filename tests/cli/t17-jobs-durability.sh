@@ -189,11 +189,38 @@ check_batch() {
 	synced_dirs_cover "$dst" "$label"
 }
 
+# check_file_delete: --durability=file --delete, where a directory removed
+# from SRC cannot be removed from DST (it holds a file ferry did not copy):
+# the files ferry deleted in it are made durable by an fsync of it, after
+# the deletions, since no later step visits that directory.
+check_file_delete() {
+	mkdir -p srcdel/gone srcdel/kept
+	printf 'a\n' >srcdel/gone/a
+	printf 'b\n' >srcdel/gone/b
+	printf 'k\n' >srcdel/kept/k
+	expect_code 0 "$FERRY" -q --durability=file srcdel dst-del
+	printf 'not ferry'"'"'s\n' >dst-del/gone/user-file
+	rm -r srcdel/gone
+	expect_code 0 env "$(no_leak_check_env)" strace -f -y -o "$LOG/strace.del" \
+		-e trace=fsync,fdatasync,syncfs,unlinkat "$FERRY" -q --durability=file \
+		--delete srcdel dst-del
+	check "file --delete: the files ferry copied are deleted, the other kept" \
+		test ! -e dst-del/gone/a -a ! -e dst-del/gone/b -a -e dst-del/gone/user-file
+	local last_unlink last_sync
+	last_unlink=$(grep -n "unlinkat([0-9]*<$DSTABS/dst-del/gone>, \"[ab]\"" "$LOG/strace.del" | tail -n 1 | cut -d: -f1)
+	last_sync=$(grep -n "fsync([0-9]*<$DSTABS/dst-del/gone>)" "$LOG/strace.del" | tail -n 1 | cut -d: -f1)
+	check "file --delete: the directory that could not be removed is fsynced after the deletions in it" \
+		test -n "$last_unlink" -a -n "$last_sync" -a "${last_sync:-0}" -gt "${last_unlink:-0}"
+	calls_in "$LOG/strace.del" syncfs "$DSTABS/dst-del" >"$LOG/syncfs"
+	check "file --delete: no syncfs" test ! -s "$LOG/syncfs"
+}
+
 DSTABS=$(readlink -f .)
 XDG_STATE_HOME=$(readlink -f "$XDG_STATE_HOME")
 check_jobs
 check_none
 check_file
+check_file_delete
 check_batch dst-batch batch --durability=batch
 check_batch dst-default "default (batch)"
 finish
