@@ -89,7 +89,9 @@ check "DST emptied: its identity is the recorded one" test "$(identity)" = "$(st
 expect_code 0 "$FERRY" -v src dst
 copied_all "DST emptied, same identity"
 
-# --- DST deleted, and made again by ferry itself (whatever inode it gets)
+# --- DST deleted, and made again by ferry itself (whatever inode it gets:
+# the same one, as ext4 often gives, or another; the emptied case above is
+# the one that pins the same identity)
 rm -rf dst
 expect_code 0 "$FERRY" -v src dst
 copied_all "DST deleted, made again by ferry"

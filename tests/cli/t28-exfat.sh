@@ -274,6 +274,8 @@ case_pair names Readme.txt README.TXT "run 3"
 case_pair names "$UNI_A" "$UNI_B" "run 3 (beyond ASCII)"
 manifest_invariant "$M" mnt/dst "run 3"
 uwin=$(ls mnt/dst/names | LC_ALL=C.UTF-8 grep -ix "$UNI_A")
+[[ $uwin == "$UNI_A" || $uwin == "$UNI_B" ]] ||
+	die "DST names/ holds neither spelling of $UNI_A (got '$uwin')"
 [[ $uwin == "$UNI_A" ]] && ulose=$UNI_B || ulose=$UNI_A
 rm "src/names/$win" "src/names/$uwin" src/names/a-symlink
 for n in "${BAD_NAMES[@]}"; do rm "src/names/$n"; done
