@@ -1611,6 +1611,13 @@ int ferry_journal_verify(const struct ferry_journal_cfg *cfg,
         if (code)
                 return code;
         uint64_t not_done = 0;
+        /* the totals of the progress line: the done rows (a read
+         * transaction of its own, before the verify's) */
+        struct ferry_status_info info;
+        if (!ferry_manifest_status(j.m, &info, NULL, NULL)) {
+                j.prog.files_total = info.done.files;
+                j.prog.bytes_total = info.done.bytes;
+        }
         /* rows the latest scan did not see are no longer part of SRC */
         if (ferry_manifest_begin(j.m) ||
             ferry_manifest_current_gen(j.m, &j.gen) ||

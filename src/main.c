@@ -114,7 +114,7 @@ static void on_progress(const struct ferry_progress *p, void *arg)
          * later: small files are bound by their number, big ones by bytes */
         char eta[32] = "?";
         if (!p->files_total) {
-                /* nothing counted ahead (verify): no ETA */
+                /* nothing counted ahead: no ETA */
         } else if (!p->scanning && p->files_done >= p->files_total) {
                 put_eta(eta, sizeof(eta), 0);
         } else if (!p->scanning) {

@@ -10,6 +10,7 @@
 #    scan is over TOTAL is the number of files in SRC and an ETA is given;
 #    the last one reads TOTAL/TOTAL with the bytes all done; then the
 #    summary line;
+#  - --verify shows the same line, its total the files copied, with an ETA;
 #  - -q shows no progress on a terminal;
 #  - off a terminal, a run shorter than 10 s prints no progress line, and
 #    a longer one prints plain lines (no \r, no escape sequence), one per
@@ -62,6 +63,23 @@ check "on a terminal: the last reads $nfiles/$nfiles with all bytes done" \
 say "last: $last"
 check "on a terminal: then the summary line" \
 	grep -aq "^ferry: $nfiles files copied" <(tr '\r' '\n' <"$T/tty.raw")
+
+# --verify on a terminal: the total is the files copied, with an ETA
+{
+	printf 'slow_env() { env %q strace -f -o /dev/null -e trace=read,pread64 -e inject=read:delay_enter=20000 -e inject=pread64:delay_enter=20000 "$@"; }\n' \
+		"$(no_leak_check_env)"
+	printf '%s\n' "$(printf '%q ' slow_env "$FERRY" -j 1 --verify src dst)"
+} >tty-verify.sh
+script -qfec "bash tty-verify.sh" "$T/tty-verify.raw" >/dev/null 2>&1
+tr '\r' '\n' <"$T/tty-verify.raw" | sed 's/\x1b\[K//g' |
+	grep -a '^ferry: [0-9]*/[0-9]* files, ' >"$T/tty-verify.lines"
+check "--verify on a terminal: drawn at least twice ($(wc -l <"$T/tty-verify.lines"))" \
+	test "$(wc -l <"$T/tty-verify.lines")" -ge 2
+check "--verify on a terminal: the total is the $nfiles files copied" \
+	eval '! grep -av "^ferry: [0-9]*/$nfiles files, " "$T/tty-verify.lines" | grep -q .'
+check "--verify on a terminal: an ETA is given" \
+	grep -aq "ETA [0-9]*:[0-9][0-9]:[0-9][0-9], " "$T/tty-verify.lines"
+show "$T/tty-verify.lines" 3
 
 rm -rf dst "$XDG_STATE_HOME/ferry"
 printf '%s\n' "$(printf '%q ' "$FERRY" -q src dst)" >tty-q.sh
