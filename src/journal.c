@@ -95,7 +95,7 @@ struct journal {
         double done_since;
         struct barrier_job *barrier;
         bool barrier_failed;
-        bool tree_unsynced; /* --durability=file: a directory's fsync failed */
+        int tree_sync_err; /* --durability=file: a directory's fsync failed */
         bool scan_done;
         int stop_code;
         mode_t umask; /* the process umask, for --no-perms */
@@ -1371,11 +1371,11 @@ static void delete_dir(struct journal *j, const struct ferry_batch *b,
                         emit(j, FERRY_EV_WARNING, "", path, why);
                         /* --durability=file: files deleted in it are made
                          * durable here, as no apply_dir will visit it */
-                        int dfd = -1;
+                        int dfd = -1, rc2;
                         if (j->opt->durability == FERRY_DURABLE_FILE &&
                             !ferry_fsio_open_dir(j->cfg->dstfd, path, &dfd) &&
-                            ferry_fsio_fsync(dfd))
-                                j->tree_unsynced = true;
+                            (rc2 = ferry_fsio_fsync(dfd)))
+                                j->tree_sync_err = rc2;
                         ferry_fsio_close(&dfd);
                 }
         }
@@ -1430,9 +1430,10 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
                 what = "set directory times";
         /* --durability=file: the directory's entries (made, deleted) and
          * its metadata, made durable here instead of by a syncfs */
+        int rc2;
         if (fd >= 0 && j->opt->durability == FERRY_DURABLE_FILE &&
-            ferry_fsio_fsync(fd))
-                j->tree_unsynced = true;
+            (rc2 = ferry_fsio_fsync(fd)))
+                j->tree_sync_err = rc2;
         ferry_fsio_close(&fd);
         if (rc) {
                 if (!why[0]) /* else a refused or colliding name */
@@ -1478,17 +1479,23 @@ static void finish_tree(struct journal *j)
          * directory changed above: with --durability=file it fsynced each
          * (no syncfs, which that mode is for file systems that lack). */
         enum ferry_durability dur = j->opt->durability;
-        if (dur == FERRY_DURABLE_NONE ||
-            (dur == FERRY_DURABLE_FILE ? !j->tree_unsynced
-                                       : !ferry_fsio_syncfs(j->cfg->dstfd)))
+        int rc = dur == FERRY_DURABLE_NONE   ? 0
+                 : dur == FERRY_DURABLE_FILE ? j->tree_sync_err
+                                             : ferry_fsio_syncfs(j->cfg->dstfd);
+        if (!rc)
                 return;
         /* Nothing above is durable: forget it (the deletions and the
          * directory marks), so that the next run does it again. Found by
          * t23: a power cut lost empty directories marked created. */
-        set_error(j, FERRY_EPARTIAL,
-                  dur == FERRY_DURABLE_FILE
-                          ? "fsync of a destination directory failed"
-                          : "syncfs of the destination failed");
+        if (rc == ENOSPC) /* as in a barrier (t21 long: syncfs:3:28) */
+                set_error(j, FERRY_ENOSPC,
+                          "destination is full: free some space and run "
+                          "the same command to resume");
+        else
+                set_error(j, FERRY_EPARTIAL,
+                          dur == FERRY_DURABLE_FILE
+                                  ? "fsync of a destination directory failed"
+                                  : "syncfs of the destination failed");
         if (ferry_manifest_rollback(j->m) || ferry_manifest_begin(j->m))
                 manifest_error(j);
 }

@@ -331,6 +331,23 @@ for spec in syncfs:0:5 fsync:0:5; do
 	final_state src dst
 done
 
+# The last syncfs of a run (after --delete and the directory times) fails
+# with ENOSPC: a full destination, exit 11 as in a barrier, not 23 (found
+# by the long mode, syncfs:3:28). A --delete run with nothing to copy has
+# no barrier, so its first syncfs is that one.
+rm -rf dstl "$XDG_STATE_HOME/ferry" srcl
+cp -a small srcl
+expect_code 0 "$FERRY" -q srcl dstl
+rm -- "$(find srcl -type f | head -n 1)"
+run env FERRY_FAULT=syncfs:1:28 "$FERRY" -q --delete srcl dstl
+injected=$((injected + 1))
+check "last syncfs ENOSPC: the fault fired" fired
+check "last syncfs ENOSPC: exit 11 (got $RC)" test "$RC" = 11
+check "last syncfs ENOSPC: it says the destination is full" \
+	grep -q "destination is full" "$LOG/err"
+manifest_invariant "$(manifest_path srcl dstl)" dstl "last syncfs ENOSPC"
+final_state srcl dstl --delete
+
 # A read that always fails: every file fails with its reason after the
 # retries (EIO) or at once (ENOSPC: a read is of SRC, so it is not a full
 # destination), the run goes on to the end; then it all copies.
