@@ -433,6 +433,9 @@ static void record_verify(struct journal *j, const struct ferry_batch *b,
                          it->result == R_MISSING ? "is missing" : "differs");
                 rc = ferry_manifest_file_set_state(j->m, it->id, ST_PENDING,
                                                    why);
+                /* a missing file's directories may be made anew */
+                if (!rc && it->result == R_MISSING)
+                        rc = ferry_manifest_dir_chain_touch(j->m, it->id);
                 j->sum->verified++;
                 j->sum->mismatched++;
                 emit_item(j,
@@ -1174,7 +1177,7 @@ static void journal_release(struct journal *j)
 struct dst_sample {
         struct journal *j;
         unsigned checked; /* files whose state in DST could be told */
-        unsigned missing; /* not there, or something else in their place */
+        unsigned missing; /* not there, or not the copy (type, size) */
         unsigned differs; /* there, with another size or mtime */
         int64_t missing_ids[DST_SAMPLE];
 };
@@ -1194,13 +1197,15 @@ static bool sample_one(const struct ferry_done_file *f, void *arg)
                 return true;
         ds->checked++;
         bool reg = f->type == FT_REG;
-        if (rc || (reg ? !S_ISREG(st.mode) : !S_ISLNK(st.mode))) {
+        /* another type or size: not the copy (a clamped time, or a run
+         * with --no-times, changes neither) */
+        if (rc || (reg ? !S_ISREG(st.mode) : !S_ISLNK(st.mode)) ||
+            st.size != f->size) {
                 if (ds->missing < DST_SAMPLE)
                         ds->missing_ids[ds->missing] = f->id;
                 ds->missing++;
-        } else if (st.size != f->size ||
-                   (reg && ds->j->opt->times &&
-                    llabs(st.mtime_ns - f->mtime_ns) >= MTIME_SLACK_NS)) {
+        } else if (reg && ds->j->opt->times &&
+                   llabs(st.mtime_ns - f->mtime_ns) >= MTIME_SLACK_NS) {
                 ds->differs++;
         }
         return true;
@@ -1217,12 +1222,13 @@ static bool sample_one(const struct ferry_done_file *f, void *arg)
  * inode out again at once), where trusting it would leave DST empty. So
  * every run looks at a sample of the done files in DST (a few dozen
  * stats). Under a new identity, any file missing or different means
- * another DST. Under the same identity, a size or mtime that differs is
- * no proof (a file system may clamp times it cannot store, a run with
- * --no-times left copy times), so DST counts as replaced when most of the
- * sample is missing; when only some is, those files are copied again and
- * a warning points to --verify for the rest. Silent when all is there: a
- * re-plugged disk would warn on every run.
+ * another DST. Under the same identity, an mtime that differs is no proof
+ * (a file system may clamp times it cannot store, a run with --no-times
+ * left copy times), so DST counts as replaced when most of the sample is
+ * missing or of another type or size; when only some is, those files (and
+ * the metadata of their directories) are copied again and a warning points
+ * to --verify for the rest. Silent when all is there: a re-plugged disk
+ * would warn on every run.
  */
 static int check_destination(struct journal *j)
 {
@@ -1240,8 +1246,11 @@ static int check_destination(struct journal *j)
         if (ferry_manifest_sample_done(j->m, DST_SAMPLE, sample_one, &ds,
                                        &seen))
                 return -1;
-        bool replaced = changed ? ds.missing + ds.differs > 0
-                                : 2 * ds.missing > ds.checked;
+        /* most of those looked at, and a quarter of the sample at least
+         * (a few stats that failed with EIO leave a small denominator) */
+        bool replaced =
+                changed ? ds.missing + ds.differs > 0
+                        : 2 * ds.missing > ds.checked && 4 * ds.missing >= seen;
         if (replaced) {
                 if (ferry_manifest_reset_done(j->m))
                         return -1;
@@ -1256,7 +1265,8 @@ static int check_destination(struct journal *j)
                 if (ferry_manifest_file_set_state(j->m, ds.missing_ids[i],
                                                   ST_PENDING,
                                                   "missing from the "
-                                                  "destination"))
+                                                  "destination") ||
+                    ferry_manifest_dir_chain_touch(j->m, ds.missing_ids[i]))
                         return -1;
         char why[160];
         snprintf(why, sizeof(why),
@@ -1487,7 +1497,7 @@ static void finish_tree(struct journal *j)
         /* Nothing above is durable: forget it (the deletions and the
          * directory marks), so that the next run does it again. Found by
          * t23: a power cut lost empty directories marked created. */
-        if (rc == ENOSPC) /* as in a barrier (t21 long: syncfs:3:28) */
+        if (rc == ENOSPC || rc == EDQUOT) /* as in a barrier (t21 long) */
                 set_error(j, FERRY_ENOSPC,
                           "destination is full: free some space and run "
                           "the same command to resume");

@@ -242,7 +242,7 @@ static void on_failure(const char *path, size_t len, const char *reason,
 }
 
 /* Which of SIGINT, SIGTERM, SIGHUP (bits 0-2) ferry handles. */
-static unsigned stop_signals;
+static volatile sig_atomic_t stop_signals;
 
 static void handle_stop(int sig)
 {

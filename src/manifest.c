@@ -41,6 +41,7 @@ enum stmt_id {
         S_DIR_INSERT,
         S_DIR_UPDATE,
         S_DIR_TOUCH,
+        S_DIR_CHAIN_TOUCH,
         S_DIR_APPLIED,
         S_DIR_DELETE,
         S_DIR_ERROR,
@@ -81,6 +82,12 @@ static const char *const stmt_sql[S_NSTMTS] = {
                 " mtime_ns = ?5, gen = ?6,"
                 " state = CASE WHEN ?7 THEN 0 ELSE state END,"
                 " listed = CASE WHEN ?8 THEN -1 ELSE listed END WHERE id = ?1",
+        /* the directory of file row ?1 and every one above it */
+        [S_DIR_CHAIN_TOUCH] =
+                "WITH RECURSIVE up(id) AS (SELECT dir FROM files WHERE id = ?1"
+                " UNION SELECT d.parent FROM dirs d JOIN up ON d.id = up.id"
+                " WHERE d.parent IS NOT NULL)"
+                " UPDATE dirs SET state = 0 WHERE id IN up AND state != 0",
         [S_DIR_TOUCH] =
                 "UPDATE dirs SET state = 0 WHERE id = ?1 AND state != 0",
         [S_DIR_APPLIED] = "UPDATE dirs SET state = 1 WHERE id = ?1",
@@ -1182,6 +1189,11 @@ int ferry_manifest_mark_unseen(struct ferry_manifest *m, int64_t gen)
 int ferry_manifest_dir_touch(struct ferry_manifest *m, int64_t id)
 {
         return by_id(m, S_DIR_TOUCH, id, "directory update");
+}
+
+int ferry_manifest_dir_chain_touch(struct ferry_manifest *m, int64_t file)
+{
+        return by_id(m, S_DIR_CHAIN_TOUCH, file, "directory update");
 }
 
 int ferry_manifest_dir_applied(struct ferry_manifest *m, int64_t id)

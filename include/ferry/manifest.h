@@ -149,6 +149,9 @@ int ferry_manifest_subtree_removed(struct ferry_manifest *m, const char *path,
 int ferry_manifest_mark_unseen(struct ferry_manifest *m, int64_t gen);
 /* Marks a directory's metadata as to be applied again. */
 int ferry_manifest_dir_touch(struct ferry_manifest *m, int64_t id);
+/* The same for the directory of file row file and all above it: the copy
+ * of a file found missing in DST may make them anew (mode 0700). */
+int ferry_manifest_dir_chain_touch(struct ferry_manifest *m, int64_t file);
 int ferry_manifest_dir_applied(struct ferry_manifest *m, int64_t id);
 int ferry_manifest_dir_delete(struct ferry_manifest *m, int64_t id);
 /* Records why a directory failed (NULL clears it). */

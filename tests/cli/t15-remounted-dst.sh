@@ -20,7 +20,8 @@
 #    run before) are no replaced DST; a quarter of the files deleted: the
 #    ones the sample finds are copied again with a warning pointing to
 #    --verify, which finds the rest; a stat of the sample that fails (EIO)
-#    tells nothing;
+#    tells nothing; a copy whose size changed in DST is copied again; the
+#    directories made anew for missing files get their modes and times;
 #  - DST swapped for a tree that lacks half of the files: copied again;
 #  - DST swapped for a tree with the same names and sizes but other mtimes:
 #    copied again when times are kept, not with --no-times.
@@ -131,6 +132,35 @@ check "a quarter deleted: --verify finds the others missing (exit 5, got $RC)" \
 	test "$RC" = 5 -o "$n" = "$gone"
 expect_code 0 "$FERRY" -q src dst
 tree_equal src dst
+
+# --- the same identity, a chain of directories deleted from DST (chain/a
+# holds only a directory, b, whose file is copied again): the directories
+# made for it get their mode and times back (they were left 0700, with the
+# time of the copy: only the file's own directory was set again)
+mkdir -p src/chain/a/b
+printf 'deep\n' >src/chain/a/b/deep
+chmod 0751 src/chain src/chain/a
+touch -d '2001-02-03 04:05:06.789' src/chain/a/b/deep src/chain/a/b src/chain/a src/chain src
+expect_code 0 "$FERRY" -q src dst
+rm -rf dst/chain
+run "$FERRY" -q src dst
+run "$FERRY" -q --verify src dst
+expect_code 0 "$FERRY" -q src dst
+check "a chain deleted: chain/ and chain/a/ have their mode back (0751)" \
+	test "$(stat -c %a dst/chain dst/chain/a | sort -u)" = 751
+tree_equal src dst
+rm -rf src/chain
+expect_code 0 "$FERRY" -q --delete src dst
+
+# --- the same identity, a copy whose size changed in DST is not the copy
+# (a clamped time or --no-times never changes a size): a job of one file
+mkdir one && printf 'one\n' >one/f
+expect_code 0 "$FERRY" -q one dst-one
+printf 'appended in DST\n' >>dst-one/f
+expect_code 0 "$FERRY" -v one dst-one
+check "size changed in DST, same identity: the file is copied again" \
+	test "$(verbose_copied "$LOG/out")" = f
+check "size changed in DST, same identity: DST has SRC's content" cmp -s one/f dst-one/f
 
 # --- the same identity, three quarters deleted: most of the sample is
 # missing, so DST counts as replaced and every file is copied again
