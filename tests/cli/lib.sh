@@ -651,3 +651,23 @@ same_set() {
 # "deleting PATH" for a deletion (as rsync -v does).
 verbose_copied() { grep -v '^deleting ' -- "$1"; }
 verbose_deleted() { sed -n 's/^deleting //p' -- "$1"; }
+
+# done_files SRC DST: relative paths of the regular files the manifest of
+# SRC -> DST marks done, read with the sqlite3 shell in read-only mode (no
+# run is active, or it does not matter).
+done_files() {
+	local m
+	m=$(manifest_path "$1" "$2")
+	[[ -f $m ]] || return 0
+	sqlite3 -readonly "$m" "
+		SELECT CASE WHEN d.path = X'' THEN CAST(f.name AS TEXT)
+		       ELSE CAST(d.path AS TEXT) || '/' || CAST(f.name AS TEXT) END
+		FROM files f JOIN dirs d ON d.id = f.dir
+		WHERE f.state = 1 AND f.type = 1;"
+}
+
+# dst_meta DIR: "path<TAB>inode ctime" of every file in place in DIR, by
+# path (temp files left out).
+dst_meta() {
+	find "$1" -type f ! -name '*.ferry-part' -printf '%P\t%i %C@\n' 2>/dev/null | sort
+}

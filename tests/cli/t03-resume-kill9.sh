@@ -27,30 +27,12 @@ say "random seed $seed (set FERRY_TEST_SEED to repeat)"
 
 gen_tree src --seed 303 --files 3000 --median 16K --max-size 2M
 
-# done_files: relative paths of the regular files the manifest says are
-# done, read with the sqlite3 shell in read-only mode (no run is active).
-done_files() {
-	local m
-	m=$(manifest_path src dst)
-	[[ -f $m ]] || return 0
-	sqlite3 -readonly "$m" "
-		SELECT CASE WHEN d.path = X'' THEN CAST(f.name AS TEXT)
-		       ELSE CAST(d.path AS TEXT) || '/' || CAST(f.name AS TEXT) END
-		FROM files f JOIN dirs d ON d.id = f.dir
-		WHERE f.state = 1 AND f.type = 1;"
-}
-
-# dst_meta: "path<TAB>inode ctime" of every file in place in DST, by path.
-dst_meta() {
-	find dst -type f ! -name '*.ferry-part' -printf '%P\t%i %C@\n' 2>/dev/null | sort
-}
-
 # snapshot_done: taken before a run: the files the manifest marks done
 # ($LOG/done.before), dst_meta ($LOG/dst.before), and the paths hardlinked
 # in SRC ($LOG/linked), whose DST ctime changes when a follower is linked.
 snapshot_done() {
-	done_files | sort >"$LOG/done.before"
-	dst_meta >"$LOG/dst.before"
+	done_files src dst | sort >"$LOG/done.before"
+	dst_meta dst >"$LOG/dst.before"
 	(cd src && find . -type f -links +1 -printf '%P\n') | sort >"$LOG/linked"
 }
 
@@ -70,7 +52,7 @@ done_left_alone() {
 	complete_lines "$1" | sort >"$LOG/listed"
 	comm -12 "$LOG/done.before" "$LOG/listed" | sed 's/^/copied again: /'
 	uniq -d "$LOG/listed" | sed 's/^/listed twice by one run: /'
-	dst_meta >"$LOG/dst.after"
+	dst_meta dst >"$LOG/dst.after"
 	awk -F'\t' '
 		FILENAME == ARGV[1] { done[$0] = 1; next }
 		FILENAME == ARGV[2] { linked[$0] = 1; next }

@@ -23,30 +23,12 @@ need_cmd sqlite3
 
 gen_tree src --seed 404 --files 3000 --median 32K --max-size 4M --no-links
 
-# done_files DST: relative paths of the regular files the manifest of
-# src -> DST marks done, read with the sqlite3 shell in read-only mode.
-done_files() {
-	local m
-	m=$(manifest_path src "$1")
-	[[ -f $m ]] || return 0
-	sqlite3 -readonly "$m" "
-		SELECT CASE WHEN d.path = X'' THEN CAST(f.name AS TEXT)
-		       ELSE CAST(d.path AS TEXT) || '/' || CAST(f.name AS TEXT) END
-		FROM files f JOIN dirs d ON d.id = f.dir
-		WHERE f.state = 1 AND f.type = 1;"
-}
-
-# dst_meta DST: "path<TAB>inode ctime" of every file in place in DST.
-dst_meta() {
-	find "$1" -type f ! -name '*.ferry-part' -printf '%P\t%i %C@\n' | sort
-}
-
 # resume_leaves_done_alone LABEL DST: runs the same command again (-v);
 # it must complete, copy exactly the files the manifest did not mark done
 # before it, and leave the DST inode and ctime of those done unchanged.
 resume_leaves_done_alone() {
 	local label=$1 dst=$2
-	done_files "$dst" | sort >"$LOG/done.before"
+	done_files src "$dst" | sort >"$LOG/done.before"
 	dst_meta "$dst" >"$LOG/dst.before"
 	say "$label: $(wc -l <"$LOG/done.before") files done, $(wc -l <"$LOG/dst.before") in DST before the resume"
 
@@ -108,7 +90,7 @@ interrupt_and_resume() {
 		show "$LOG/status"
 	fi
 	find "$dst" -type f -printf '%P\n' >"$LOG/in.dst"
-	done_files "$dst" >"$LOG/done"
+	done_files src "$dst" >"$LOG/done"
 	same_set "SIG$sig: the manifest's done rows are the files in DST" \
 		"$LOG/in.dst" "$LOG/done"
 
