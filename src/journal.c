@@ -304,6 +304,19 @@ static void reason(const struct ferry_batch *b, const struct ferry_item *it,
                 snprintf(buf, size, "%s", it->what ? it->what : "failed");
 }
 
+/* ENOSPC or EDQUOT on the destination: the whole run stops (exit 11). */
+static bool dst_full(int err)
+{
+        return err == ENOSPC || err == EDQUOT;
+}
+
+static void stop_full(struct journal *j)
+{
+        set_error(j, FERRY_ENOSPC,
+                  "destination is full: free some space and run the same "
+                  "command to resume");
+}
+
 static int record_copy(struct journal *j, const struct ferry_batch *b,
                        const struct ferry_item *it, bool durable,
                        int64_t *last_dir)
@@ -344,11 +357,7 @@ static int record_copy(struct journal *j, const struct ferry_batch *b,
                 j->sum->files_vanished++;
                 emit_item(j, FERRY_EV_VANISHED, b, it, "vanished");
                 break;
-        case R_NOSPACE:
-                set_error(j, FERRY_ENOSPC,
-                          "destination is full: free some space and run the "
-                          "same command to resume");
-                return 0;
+        case R_NOSPACE: stop_full(j); return 0;
         case R_NONE: return 0;
         }
         j->prog.files_done++;
@@ -368,10 +377,8 @@ static void on_barrier(struct journal *j, struct barrier_job *job)
 {
         j->barrier = NULL;
         bool durable = job->msg.err == 0;
-        if (job->msg.err == ENOSPC || job->msg.err == EDQUOT)
-                set_error(j, FERRY_ENOSPC,
-                          "destination is full: free some space and run the "
-                          "same command to resume");
+        if (dst_full(job->msg.err))
+                stop_full(j);
         if (!durable && !j->barrier_failed) {
                 j->barrier_failed = true;
                 if (j->opt->event)
@@ -1178,7 +1185,7 @@ struct dst_sample {
         struct journal *j;
         unsigned checked; /* files whose state in DST could be told */
         unsigned missing; /* not there, or not the copy (type, size) */
-        unsigned differs; /* there, with another size or mtime */
+        unsigned differs; /* there, with another mtime */
         int64_t missing_ids[DST_SAMPLE];
 };
 
@@ -1328,6 +1335,16 @@ static bool protected_path(struct journal *j, const char *dir, const char *name,
         return hit;
 }
 
+/* --durability=file, at the end of a run: a directory changed there is
+ * made durable by its own fsync (that mode never calls syncfs); the first
+ * error is kept for finish_tree. */
+static void sync_tree_dir(struct journal *j, int fd)
+{
+        int rc = ferry_fsio_fsync(fd);
+        if (rc && !j->tree_sync_err)
+                j->tree_sync_err = rc;
+}
+
 static void delete_file(struct journal *j, const struct ferry_batch *b,
                         const struct ferry_item *it)
 {
@@ -1381,11 +1398,10 @@ static void delete_dir(struct journal *j, const struct ferry_batch *b,
                         emit(j, FERRY_EV_WARNING, "", path, why);
                         /* --durability=file: files deleted in it are made
                          * durable here, as no apply_dir will visit it */
-                        int dfd = -1, rc2;
+                        int dfd = -1;
                         if (j->opt->durability == FERRY_DURABLE_FILE &&
-                            !ferry_fsio_open_dir(j->cfg->dstfd, path, &dfd) &&
-                            (rc2 = ferry_fsio_fsync(dfd)))
-                                j->tree_sync_err = rc2;
+                            !ferry_fsio_open_dir(j->cfg->dstfd, path, &dfd))
+                                sync_tree_dir(j, dfd);
                         ferry_fsio_close(&dfd);
                 }
         }
@@ -1440,10 +1456,8 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
                 what = "set directory times";
         /* --durability=file: the directory's entries (made, deleted) and
          * its metadata, made durable here instead of by a syncfs */
-        int rc2;
-        if (fd >= 0 && j->opt->durability == FERRY_DURABLE_FILE &&
-            (rc2 = ferry_fsio_fsync(fd)))
-                j->tree_sync_err = rc2;
+        if (fd >= 0 && j->opt->durability == FERRY_DURABLE_FILE)
+                sync_tree_dir(j, fd);
         ferry_fsio_close(&fd);
         if (rc) {
                 if (!why[0]) /* else a refused or colliding name */
@@ -1497,10 +1511,8 @@ static void finish_tree(struct journal *j)
         /* Nothing above is durable: forget it (the deletions and the
          * directory marks), so that the next run does it again. Found by
          * t23: a power cut lost empty directories marked created. */
-        if (rc == ENOSPC || rc == EDQUOT) /* as in a barrier (t21 long) */
-                set_error(j, FERRY_ENOSPC,
-                          "destination is full: free some space and run "
-                          "the same command to resume");
+        if (dst_full(rc)) /* as in a barrier (t21 long) */
+                stop_full(j);
         else
                 set_error(j, FERRY_EPARTIAL,
                           dur == FERRY_DURABLE_FILE
