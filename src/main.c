@@ -87,6 +87,14 @@ static void rate_update(struct rate *r, const struct ferry_progress *p)
         r->bytes = p->bytes_done;
 }
 
+/* Seconds to do the rest of total at rate; -1 when the rate is not known. */
+static double time_left(uint64_t total, uint64_t done, double rate)
+{
+        if (total <= done)
+                return 0;
+        return rate > 0 ? (double)(total - done) / rate : -1;
+}
+
 /* h:mm:ss for seconds s, or "?" when it cannot be told. */
 static void put_eta(char *buf, size_t size, double s)
 {
@@ -113,26 +121,12 @@ static void on_progress(const struct ferry_progress *p, void *arg)
         /* the ETA at the recent rate of files or of bytes, whichever is
          * later: small files are bound by their number, big ones by bytes */
         char eta[32] = "?";
-        if (!p->files_total) {
-                /* nothing counted ahead: no ETA */
-        } else if (!p->scanning && p->files_done >= p->files_total) {
-                put_eta(eta, sizeof(eta), 0);
-        } else if (!p->scanning) {
-                double by_files =
-                        o->rate.fps > 0
-                                ? (double)(p->files_total - p->files_done) /
-                                          o->rate.fps
-                                : -1;
-                double by_bytes =
-                        p->bytes_total <= p->bytes_done ? 0
-                        : o->rate.bps > 0
-                                ? (double)(p->bytes_total - p->bytes_done) /
-                                          o->rate.bps
-                                : -1;
-                put_eta(eta, sizeof(eta),
-                        by_files < 0 || by_bytes < 0 ? -1
-                        : by_files > by_bytes        ? by_files
-                                                     : by_bytes);
+        if (p->files_total && !p->scanning) {
+                double f =
+                        time_left(p->files_total, p->files_done, o->rate.fps);
+                double b =
+                        time_left(p->bytes_total, p->bytes_done, o->rate.bps);
+                put_eta(eta, sizeof(eta), f < 0 || b < 0 ? -1 : f > b ? f : b);
         }
         if (o->tty)
                 fputs("\r\033[K", stderr);
@@ -241,7 +235,10 @@ static void on_failure(const char *path, size_t len, const char *reason,
                             &o->top);
 }
 
-/* Which of SIGINT, SIGTERM, SIGHUP (bits 0-2) ferry handles. */
+/* The signals that stop a run cleanly, and which of them (bit i for
+ * stop_sigs[i]) ferry handles. */
+static const int stop_sigs[] = {SIGINT, SIGTERM, SIGHUP};
+#define N_STOP_SIGS (sizeof(stop_sigs) / sizeof(stop_sigs[0]))
 static volatile sig_atomic_t stop_signals;
 
 static void handle_stop(int sig)
@@ -249,12 +246,9 @@ static void handle_stop(int sig)
         (void)sig;
         ferry_request_stop();
         /* a second signal, of any of those handled, ends ferry at once */
-        if (stop_signals & 1)
-                signal(SIGINT, SIG_DFL);
-        if (stop_signals & 2)
-                signal(SIGTERM, SIG_DFL);
-        if (stop_signals & 4)
-                signal(SIGHUP, SIG_DFL);
+        for (size_t i = 0; i < N_STOP_SIGS; i++)
+                if (stop_signals & (1 << i))
+                        signal(stop_sigs[i], SIG_DFL);
 }
 
 static void install_signals(void)
@@ -263,14 +257,13 @@ static void install_signals(void)
         memset(&sa, 0, sizeof(sa));
         sa.sa_handler = handle_stop;
         sigemptyset(&sa.sa_mask);
-        const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-        for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        for (size_t i = 0; i < N_STOP_SIGS; i++) {
                 /* a signal ignored from the start (nohup) stays ignored */
-                if (!sigaction(sigs[i], NULL, &old) &&
+                if (!sigaction(stop_sigs[i], NULL, &old) &&
                     old.sa_handler == SIG_IGN)
                         continue;
-                stop_signals |= 1u << i;
-                sigaction(sigs[i], &sa, NULL);
+                stop_signals |= 1 << i;
+                sigaction(stop_sigs[i], &sa, NULL);
         }
         signal(SIGPIPE, SIG_IGN);
 }
