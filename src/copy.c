@@ -336,9 +336,93 @@ static int apply_file_meta(struct ferry_copier *c, int fd,
         return 0;
 }
 
-/* Renames tmp over name; a directory in the way (type change) is removed.
- * On a case-insensitive DST, the copy of another source file whose name
- * differs only by case is not replaced: EEXIST, and c->why says so. */
+/* Coarsest mtime a destination keeps: FAT's 2 s (exFAT 10 ms, exfat-fuse
+ * whole seconds). */
+#define MTIME_SLACK_NS 2000000000LL
+
+static bool is_type(const struct ferry_stat *st, enum ferry_ftype t)
+{
+        return t == FT_REG ? S_ISREG(st->mode)
+                           : t == FT_LINK && S_ISLNK(st->mode);
+}
+
+static bool near_time(int64_t a, int64_t b)
+{
+        return llabs(a - b) < MTIME_SLACK_NS;
+}
+
+bool ferry_copy_matches(const struct ferry_dst_rec *rec,
+                        const struct ferry_stat *d)
+{
+        return rec->type && is_type(d, rec->type) && d->size == rec->size &&
+               near_time(d->mtime_ns, rec->mtime_ns);
+}
+
+bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,
+                        const struct ferry_item *it,
+                        const struct ferry_stat *src,
+                        const struct ferry_stat *d)
+{
+        if (ferry_copy_matches(&it->dst, d))
+                return true;
+        if (!is_type(d, it->type) || d->size != src->size)
+                return false;
+        if (cfg->times)
+                return near_time(d->mtime_ns, src->mtime_ns);
+        return cfg->written_since_ns && d->ctime_ns >= cfg->written_since_ns;
+}
+
+const char *ferry_copy_kind(const struct ferry_stat *d)
+{
+        return S_ISREG(d->mode)   ? "file"
+               : S_ISLNK(d->mode) ? "symlink"
+               : S_ISDIR(d->mode) ? "directory"
+                                  : "special file";
+}
+
+void ferry_copy_refusal(const struct ferry_item *it, const struct ferry_stat *d,
+                        char *why, size_t size)
+{
+        snprintf(why, size,
+                 "not replaced: the destination has a %s here that %s",
+                 ferry_copy_kind(d),
+                 it->dst.type ? "was changed since ferry copied it"
+                              : "ferry did not write (another job's or a "
+                                "user's)");
+}
+
+/* Puts tmp in place as name under rule 9: a new name with no-replace, an
+ * entry that is ferry's over it; an entry that is not is left alone
+ * (EEXIST, c->why says why), a directory goes to the journal (EISDIR). */
+static int place(struct ferry_copier *c, const struct ferry_item *it,
+                 const struct ferry_stat *src, const char *tmp,
+                 const char *name)
+{
+        int rc = ferry_fsio_rename_noreplace(c->dst_dir, tmp, name);
+        if (rc != EEXIST)
+                return rc;
+        struct ferry_stat d, t;
+        if ((rc = ferry_fsio_statat(c->dst_dir, name, &d)))
+                return rc == ENOENT ? EAGAIN : rc; /* gone meanwhile: again */
+        if (S_ISDIR(d.mode))
+                return EISDIR;
+        /* a hardlink follower's name that already links to the copy */
+        bool linked = it->link_off && !ferry_fsio_statat(c->dst_dir, tmp, &t) &&
+                      t.ino == d.ino && t.dev == d.dev;
+        if (!linked && !ferry_copy_is_ours(&c->cfg, it, src, &d)) {
+                /* on a case-insensitive DST it may be the copy of a row
+                 * of another spelling: the journal knows (ENOTUNIQ) */
+                if (ferry_names_case_insensitive(c->cfg.names))
+                        return ENOTUNIQ;
+                ferry_copy_refusal(it, &d, c->why, sizeof(c->why));
+                return EEXIST;
+        }
+        return ferry_fsio_renameat(c->dst_dir, tmp, name);
+}
+
+/* Renames tmp over name (place). On a case-insensitive DST, the copy of
+ * another source file whose name differs only by case is not replaced:
+ * EEXIST, and c->why says so. */
 static int install(struct ferry_copier *c, const struct ferry_item *it,
                    const struct ferry_stat *src, const char *tmp,
                    const char *name)
@@ -350,12 +434,7 @@ static int install(struct ferry_copier *c, const struct ferry_item *it,
         if (!rc && clash)
                 rc = EEXIST;
         else if (!rc)
-                rc = ferry_fsio_renameat(c->dst_dir, tmp, name);
-        if (!clash && (rc == EISDIR || rc == ENOTEMPTY || rc == EEXIST)) {
-                rc = ferry_fsio_remove_tree(c->dst_dir, name);
-                if (!rc)
-                        rc = ferry_fsio_renameat(c->dst_dir, tmp, name);
-        }
+                rc = place(c, it, src, tmp, name);
         ferry_names_unlock(c->cfg.names, it->dir_id, name);
         if (!rc)
                 ferry_fsio_crashpoint("after_rename");
@@ -597,6 +676,23 @@ static void fail_why(struct ferry_copier *c, struct ferry_batch *b,
                 it->what = "name not allowed or taken on the destination";
 }
 
+/* What the copy left in DST, for the manifest (rule 9): the source's size
+ * and mtime, or with --no-times the mtime DST gave it. */
+static void record_dst(struct ferry_copier *c, struct ferry_item *it,
+                       const char *name)
+{
+        struct ferry_stat d;
+        it->dst.type = it->type;
+        it->dst.size = it->st.size;
+        it->dst.mtime_ns = it->st.mtime_ns;
+        if (!c->cfg.times) {
+                if (ferry_fsio_statat(c->dst_dir, name, &d))
+                        it->dst.type = 0; /* unknown: not claimed */
+                else
+                        it->dst.mtime_ns = d.mtime_ns;
+        }
+}
+
 void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                        struct ferry_item *it)
 {
@@ -612,6 +708,11 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                 it->result = c->src_err == ENOENT ? R_VANISHED : R_FAILED;
                 it->err = c->src_err;
                 it->what = "open source directory";
+                return;
+        }
+        if (c->dst_err == ENOTDIR) { /* a file where SRC has a directory */
+                it->result = R_IN_WAY;
+                it->err = ENOTDIR;
                 return;
         }
         if (c->dst_err) {
@@ -630,6 +731,17 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                 int rc = copy_attempt(c, b, name, it, &changed, &what);
                 if (!rc && !changed) {
                         it->result = R_DONE;
+                        record_dst(c, it, name);
+                        return;
+                }
+                if (rc == EISDIR) { /* a directory where SRC has a file */
+                        it->result = R_IN_WAY;
+                        it->err = EISDIR;
+                        return;
+                }
+                if (rc == ENOTUNIQ) { /* another spelling's entry? */
+                        it->result = R_IN_WAY;
+                        it->err = EEXIST;
                         return;
                 }
                 if (c->why[0]) { /* a clash by case: never retried */

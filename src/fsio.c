@@ -194,24 +194,6 @@ int ferry_fsio_fault(enum ferry_fsio_op op)
                         return fault_;                                         \
         } while (0)
 
-/* Whether dirfd lists name exactly: not so on a case-insensitive file
- * system that holds it under another spelling (another name's copy). */
-static bool listed_exactly(int dirfd, const char *name)
-{
-        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d = fd < 0 ? NULL : fdopendir(fd);
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return false;
-        }
-        struct dirent *e;
-        while ((e = readdir(d)) && strcmp(e->d_name, name))
-                ;
-        closedir(d);
-        return e != NULL;
-}
-
 /* Walks rel one component at a time from rootfd (for paths > PATH_MAX). */
 static int open_by_components(int rootfd, const char *rel, int flags,
                               mode_t mode, bool create_dirs, int *out)
@@ -235,17 +217,11 @@ static int open_by_components(int rootfd, const char *rel, int flags,
                 do
                         next = openat(cur, name, fl, mode);
                 while (next < 0 && errno == EINTR);
-                if (next < 0 && (errno == ENOTDIR || errno == ELOOP) &&
-                    create_dirs) {
-                        /* a file or symlink where the source now has a
-                         * directory (rsync replaces it too), unless it is
-                         * stored under another spelling */
-                        if (listed_exactly(cur, name) &&
-                            unlinkat(cur, name, 0) == 0)
-                                errno = ENOENT;
-                        else
-                                errno = ENOTDIR;
-                }
+                /* a file or symlink where the source has a directory:
+                 * ENOTDIR; whether it may go is the journal's to say
+                 * (rule 9), it knows what ferry put there */
+                if (next < 0 && errno == ELOOP && create_dirs)
+                        errno = ENOTDIR;
                 if (next < 0 && errno == ENOENT && create_dirs) {
                         if (mkdirat(cur, name, 0700) && errno != EEXIST) {
                                 rc = errno;
@@ -509,6 +485,23 @@ int ferry_fsio_ftruncate(int fd, off_t len)
 int ferry_fsio_renameat(int dirfd, const char *from, const char *to)
 {
         FAULT(FSIO_RENAME);
+        return renameat(dirfd, from, dirfd, to) ? errno : 0;
+}
+
+int ferry_fsio_rename_noreplace(int dirfd, const char *from, const char *to)
+{
+        FAULT(FSIO_RENAME);
+#ifdef HAVE_RENAMEAT2
+        if (renameat2(dirfd, from, dirfd, to, RENAME_NOREPLACE) == 0)
+                return 0;
+        if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+                return errno;
+#endif
+        struct stat st;
+        if (fstatat(dirfd, to, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                return EEXIST;
+        if (errno != ENOENT)
+                return errno;
         return renameat(dirfd, from, dirfd, to) ? errno : 0;
 }
 

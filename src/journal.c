@@ -19,6 +19,7 @@
 
 #include "ferry/copy.h"
 #include "ferry/fsio.h"
+#include "ferry/owner.h"
 #include "ferry/queue.h"
 #include "ferry/scan.h"
 #include "ferry/workers.h"
@@ -98,9 +99,10 @@ struct journal {
         int tree_sync_err; /* --durability=file: a directory's fsync failed */
         bool scan_done;
         int stop_code;
-        mode_t umask; /* the process umask, for --no-perms */
-        bool dirty;   /* scan rows not committed yet */
-        bool fresh;   /* among them, rows that may be handed out */
+        mode_t umask;          /* the process umask, for --no-perms */
+        int64_t written_since; /* ferry_manifest_interrupted_since */
+        bool dirty;            /* scan rows not committed yet */
+        bool fresh;            /* among them, rows that may be handed out */
         struct dir_slot dcache[DIR_CACHE];
         unsigned dcache_next;
         struct ferry_progress prog;
@@ -317,12 +319,46 @@ static void stop_full(struct journal *j)
                   "command to resume");
 }
 
+static void note_low(struct journal *j, int64_t id);
+
+/*
+ * An entry of another type in the way of it (R_IN_WAY): removed when it is
+ * ferry's, and the row stays pending for a later pass to copy; left alone
+ * otherwise, and the row fails with why.
+ */
+static bool clear_way(struct journal *j, const struct ferry_batch *b,
+                      const struct ferry_item *it, char *why, size_t size)
+{
+        char *what = NULL;
+        struct ferry_dst_rec claim;
+        int rc = ferry_owner_clear_way(j->m, j->cfg->dstfd, j->cfg->names,
+                                       ferry_batch_at(b, it->dir_off),
+                                       ferry_batch_at(b, it->name_off), it->err,
+                                       true, &what, &claim, why, size);
+        if (!rc && claim.type &&
+            ferry_manifest_file_set_dst(j->m, it->id, &claim)) {
+                manifest_error(j);
+                rc = EIO;
+        }
+        if (!rc && what) {
+                j->sum->files_deleted++;
+                emit(j, FERRY_EV_DELETED, "", what, NULL);
+        }
+        free(what);
+        if (rc)
+                return false;
+        note_low(j, it->id);
+        return true;
+}
+
 static int record_copy(struct journal *j, const struct ferry_batch *b,
                        const struct ferry_item *it, bool durable,
                        int64_t *last_dir)
 {
         char why[512];
         int rc = 0;
+        if (it->result == R_IN_WAY && clear_way(j, b, it, why, sizeof(why)))
+                return 0; /* stays pending: copied again in a later pass */
         switch (it->result) {
         case R_DONE:
                 if (!durable)
@@ -336,11 +372,13 @@ static int record_copy(struct journal *j, const struct ferry_batch *b,
                 j->prog.bytes_done += it->bytes;
                 emit_item(j, FERRY_EV_COPIED, b, it, NULL);
                 break;
+        case R_IN_WAY: /* why says why it stays */
         case R_FAILED:
         case R_CHANGED:
         case R_MISMATCH:
         case R_MISSING:
-                reason(b, it, why, sizeof(why));
+                if (it->result != R_IN_WAY)
+                        reason(b, it, why, sizeof(why));
                 rc = ferry_manifest_file_set_state(j->m, it->id, ST_FAILED,
                                                    why);
                 if (!rc && !(rc = ferry_manifest_elect_leader(j->m, it->id)))
@@ -425,6 +463,26 @@ static void maybe_barrier(struct journal *j)
                 start_barrier(j);
 }
 
+/* --verify found this DST file differing from its copy: what DST holds now
+ * is recorded as ferry's, so the next run repairs it (rule 9 would keep a
+ * file that changed since ferry copied it). */
+static int claim_mismatch(struct journal *j, const struct ferry_batch *b,
+                          const struct ferry_item *it)
+{
+        struct ferry_stat st;
+        int dfd = -1,
+            rc = ferry_fsio_open_dir(j->cfg->dstfd,
+                                     ferry_batch_at(b, it->dir_off), &dfd);
+        if (!rc)
+                rc = ferry_fsio_statat(dfd, ferry_batch_at(b, it->name_off),
+                                       &st);
+        ferry_fsio_close(&dfd);
+        if (rc)
+                return 0; /* nothing to claim: the copy replaces nothing */
+        struct ferry_dst_rec rec = {it->type, st.size, st.mtime_ns};
+        return ferry_manifest_file_set_dst(j->m, it->id, &rec);
+}
+
 static void record_verify(struct journal *j, const struct ferry_batch *b,
                           const struct ferry_item *it)
 {
@@ -440,6 +498,9 @@ static void record_verify(struct journal *j, const struct ferry_batch *b,
                          it->result == R_MISSING ? "is missing" : "differs");
                 rc = ferry_manifest_file_set_state(j->m, it->id, ST_PENDING,
                                                    why);
+                if (!rc && it->result == R_MISMATCH &&
+                    !strcmp(it->what, "destination"))
+                        rc = claim_mismatch(j, b, it);
                 /* a missing file's directories may be made anew */
                 if (!rc && it->result == R_MISSING)
                         rc = ferry_manifest_dir_chain_touch(j->m, it->id);
@@ -899,6 +960,7 @@ static int start_threads(struct journal *j, bool scan, bool work)
                         .names = j->cfg->names,
                 };
                 cc.umask = j->umask;
+                cc.written_since_ns = j->written_since * 1000000000LL;
                 rc = ferry_workers_start(&cc, j->opt->jobs, &j->work, &j->inbox,
                                          &j->workers);
                 if (!rc && j->work_kind == WORK_COPY) {
@@ -1290,6 +1352,8 @@ static int begin_run(struct journal *j)
 {
         if (ferry_manifest_begin(j->m) ||
             ferry_manifest_run_start(j->m, j->cfg->command, &j->run_id) ||
+            ferry_manifest_interrupted_since(j->m, j->run_id,
+                                             &j->written_since) ||
             check_destination(j) || ferry_manifest_next_gen(j->m, &j->gen) ||
             ferry_manifest_retry_failed(j->m) ||
             ferry_manifest_pending(j->m, 0, &j->prog.files_total,
@@ -1357,9 +1421,21 @@ static void delete_file(struct journal *j, const struct ferry_batch *b,
                 struct ferry_stat st;
                 if (!rc)
                         rc = ferry_fsio_statat(dfd, name, &st);
-                if (!rc && !S_ISDIR(st.mode))
+                /* rule 9: only what ferry put there; a directory at the
+                 * name is SRC's new one, or not ferry's to remove */
+                bool keep = !rc && !S_ISDIR(st.mode) &&
+                            !ferry_copy_matches(&it->dst, &st);
+                if (!rc && !S_ISDIR(st.mode) && !keep)
                         rc = ferry_fsio_unlinkat(dfd, name, 0);
+                else if (!rc)
+                        rc = ENOENT; /* forget the row, leave the entry */
                 ferry_fsio_close(&dfd);
+                if (keep)
+                        emit(j, FERRY_EV_WARNING, dir, name,
+                             it->dst.type ? "not deleted: it was changed "
+                                            "since ferry copied it"
+                                          : "not deleted: ferry did not "
+                                            "write it");
                 if (!rc) {
                         j->sum->files_deleted++;
                         emit(j, FERRY_EV_DELETED, dir, name, NULL);
@@ -1564,9 +1640,56 @@ static void end_run(struct journal *j, int code)
 
 /* ---- dry run ----------------------------------------------------------- */
 
+/* Dry run: what copying it would remove or refuse to replace in DST, by
+ * the rules the copy follows (rule 9): a refusal is a would-be failure. */
+static bool would_place(struct journal *j, const struct ferry_batch *b,
+                        const struct ferry_item *it)
+{
+        const char *dir = ferry_batch_at(b, it->dir_off);
+        const char *name = ferry_batch_at(b, it->name_off);
+        struct ferry_copy_cfg cc = {.times = j->opt->times,
+                                    .written_since_ns =
+                                            j->written_since * 1000000000LL};
+        struct ferry_stat st;
+        int dfd = -1, err = 0;
+        if (j->cfg->dstfd < 0)
+                return true;
+        int rc = ferry_fsio_open_dir(j->cfg->dstfd, dir, &dfd);
+        if (rc == ENOTDIR || rc == ELOOP)
+                err = ENOTDIR;
+        else if (!rc && !ferry_fsio_statat(dfd, name, &st))
+                err = S_ISDIR(st.mode)                            ? EISDIR
+                      : ferry_copy_is_ours(&cc, it, &it->st, &st) ? 0
+                                                                  : EEXIST;
+        ferry_fsio_close(&dfd);
+        if (!err)
+                return true;
+        char why[512], *what = NULL;
+        struct ferry_dst_rec claim;
+        if (err == EEXIST && !ferry_names_case_insensitive(j->cfg->names)) {
+                ferry_copy_refusal(it, &st, why, sizeof(why));
+                rc = EEXIST;
+        } else
+                rc = ferry_owner_clear_way(j->m, j->cfg->dstfd, j->cfg->names,
+                                           dir, name, err, false, &what, &claim,
+                                           why, sizeof(why));
+        if (!rc && what) {
+                j->sum->files_deleted++;
+                emit(j, FERRY_EV_WOULD_DELETE, "", what, NULL);
+        }
+        free(what);
+        if (!rc)
+                return true;
+        j->sum->files_failed++;
+        emit(j, FERRY_EV_WARNING, dir, name, why);
+        return false;
+}
+
 static void would_copy(struct journal *j, const struct ferry_batch *b,
                        const struct ferry_item *it)
 {
+        if (!would_place(j, b, it))
+                return;
         j->sum->files_copied++;
         j->sum->bytes_copied += it->type == FT_REG ? it->st.size : 0;
         emit_item(j, FERRY_EV_WOULD_COPY, b, it, NULL);
@@ -1580,6 +1703,22 @@ static void would_delete(struct journal *j, const struct ferry_batch *b,
         if (protected_path(j, dir, name, false) ||
             src_holds_other_spelling(j, dir, name))
                 return;
+        struct ferry_stat st;
+        int dfd = -1;
+        if (j->cfg->dstfd < 0 ||
+            ferry_fsio_open_dir(j->cfg->dstfd, dir, &dfd) ||
+            ferry_fsio_statat(dfd, name, &st) || S_ISDIR(st.mode)) {
+                ferry_fsio_close(&dfd);
+                return; /* nothing there that a deletion would remove */
+        }
+        ferry_fsio_close(&dfd);
+        if (!ferry_copy_matches(&it->dst, &st)) { /* as delete_file */
+                emit(j, FERRY_EV_WARNING, dir, name,
+                     it->dst.type ? "not deleted: it was changed since "
+                                    "ferry copied it"
+                                  : "not deleted: ferry did not write it");
+                return;
+        }
         j->sum->files_deleted++;
         emit(j, FERRY_EV_WOULD_DELETE, dir, name, NULL);
 }

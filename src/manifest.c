@@ -60,6 +60,8 @@ enum stmt_id {
         S_SUBTREE_REMOVED,
         S_MARK_UNSEEN,
         S_FORGET_GROUP,
+        S_FILE_DST,
+        S_FILE_SET_DST,
         S_NSTMTS
 };
 
@@ -119,7 +121,8 @@ static const char *const stmt_sql[S_NSTMTS] = {
         [S_FILE_DONE] = "UPDATE files SET state = 1, hash = ?2, size = ?3,"
                         " mtime_ns = ?4, ctime_ns = ?5, mode = ?6, uid = ?7,"
                         " gid = ?8, dev = ?9, ino = ?10, error = NULL,"
-                        " attempts = attempts + 1 WHERE id = ?1",
+                        " attempts = attempts + 1, dst_type = ?11,"
+                        " dst_size = ?12, dst_mtime_ns = ?13 WHERE id = ?1",
         [S_FILE_STATE] =
                 "UPDATE files SET state = ?2, error = ?3,"
                 " attempts = attempts + (?3 IS NOT NULL) WHERE id = ?1",
@@ -131,6 +134,10 @@ static const char *const stmt_sql[S_NSTMTS] = {
                           " FROM dirs WHERE gen < ?1)",
         [S_FORGET_GROUP] = "UPDATE files SET hl = NULL WHERE id = ?1"
                            " AND state IN (4, 5)",
+        [S_FILE_DST] = "SELECT dst_type, dst_size, dst_mtime_ns FROM files"
+                       " WHERE dir = ?1 AND name = ?2",
+        [S_FILE_SET_DST] = "UPDATE files SET dst_type = ?2, dst_size = ?3,"
+                           " dst_mtime_ns = ?4 WHERE id = ?1",
         [S_SUBTREE_REMOVED] = "UPDATE files SET state = 5,"
                               " gen = ?1"
                               " WHERE state != 5 AND dir IN (SELECT id"
@@ -140,7 +147,8 @@ static const char *const stmt_sql[S_NSTMTS] = {
 
 #define FILE_COLS                                                              \
         "f.id, f.dir, d.path, f.name, f.type, f.size, f.mtime_ns,"             \
-        " f.ctime_ns, f.mode, f.uid, f.gid, f.dev, f.ino, f.hash"
+        " f.ctime_ns, f.mode, f.uid, f.gid, f.dev, f.ino, f.hash,"             \
+        " f.dst_type, f.dst_size, f.dst_mtime_ns"
 
 /* ?1 cursor, ?2 limit, ?3 generation */
 // clang-format off
@@ -192,7 +200,7 @@ static const char *const query_sql[Q_NQUERIES] = {
                 " ORDER BY f.id LIMIT ?2",
         [Q_REMOVED_DIRS] =
                 "SELECT id, coalesce(parent, 0), path, '', 0, 0, mtime_ns, 0,"
-                " mode, uid, gid, 0, 0, NULL FROM dirs"
+                " mode, uid, gid, 0, 0, NULL, NULL, NULL, NULL FROM dirs"
                 " WHERE gen < ?3 AND id < ?1 ORDER BY id DESC LIMIT ?2",
         [Q_ONE_PENDING] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
@@ -200,7 +208,7 @@ static const char *const query_sql[Q_NQUERIES] = {
                 " AND (f.hl IS NULL OR f.hl = -1) LIMIT ?2",
         [Q_PENDING_DIRS] =
                 "SELECT id, id, path, '', 0, 0, mtime_ns, 0, mode, uid, gid,"
-                " 0, 0, NULL FROM dirs"
+                " 0, 0, NULL, NULL, NULL, NULL FROM dirs"
                 " WHERE state = 0 AND gen = ?3 AND id < ?1"
                 " ORDER BY id DESC LIMIT ?2",
 };
@@ -1501,7 +1509,64 @@ int ferry_manifest_file_done(struct ferry_manifest *m,
         sqlite3_bind_int64(s, 1, it->id);
         sqlite3_bind_blob(s, 2, it->hash, 16, SQLITE_STATIC);
         bind_stat(s, 3, &it->st);
+        sqlite3_bind_int(s, 11, it->dst.type);
+        sqlite3_bind_int64(s, 12, (int64_t)it->dst.size);
+        sqlite3_bind_int64(s, 13, it->dst.mtime_ns);
         return exec_stmt(m, s, "file update");
+}
+
+int ferry_manifest_file_dst(struct ferry_manifest *m, int64_t dir,
+                            const char *name, size_t len,
+                            struct ferry_dst_rec *rec)
+{
+        sqlite3_stmt *s = stmt(m, S_FILE_DST);
+        if (!s)
+                return db_fail(m, "read");
+        sqlite3_bind_int64(s, 1, dir);
+        bind_bytes(s, 2, name, len);
+        int rc = sqlite3_step(s);
+        memset(rec, 0, sizeof(*rec));
+        if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL) {
+                rec->type = (enum ferry_ftype)sqlite3_column_int(s, 0);
+                rec->size = (uint64_t)sqlite3_column_int64(s, 1);
+                rec->mtime_ns = sqlite3_column_int64(s, 2);
+        }
+        sqlite3_reset(s);
+        return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(m, "read");
+}
+
+int ferry_manifest_file_set_dst(struct ferry_manifest *m, int64_t id,
+                                const struct ferry_dst_rec *rec)
+{
+        sqlite3_stmt *s = stmt(m, S_FILE_SET_DST);
+        if (!s)
+                return db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_int(s, 2, rec->type);
+        sqlite3_bind_int64(s, 3, (int64_t)rec->size);
+        sqlite3_bind_int64(s, 4, rec->mtime_ns);
+        return exec_stmt(m, s, "file update");
+}
+
+int ferry_manifest_interrupted_since(struct ferry_manifest *m, int64_t run_id,
+                                     int64_t *since)
+{
+        int64_t v = 0;
+        sqlite3_stmt *s;
+        if (sqlite3_prepare_v2(m->db,
+                               "SELECT coalesce(min(started), 0) FROM runs"
+                               " WHERE id < ?1 AND id > (SELECT coalesce("
+                               "max(id), 0) FROM runs WHERE result = 0"
+                               " AND id < ?1)",
+                               -1, &s, NULL) != SQLITE_OK)
+                return db_fail(m, "read");
+        sqlite3_bind_int64(s, 1, run_id);
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW)
+                v = sqlite3_column_int64(s, 0);
+        sqlite3_finalize(s);
+        *since = v;
+        return rc == SQLITE_ROW ? 0 : db_fail(m, "read");
 }
 
 int ferry_manifest_file_set_state(struct ferry_manifest *m, int64_t id,
@@ -1540,14 +1605,14 @@ static int put_leader(struct ferry_batch *b, sqlite3_stmt *s,
                       struct ferry_item *it)
 {
         it->link_off = 0;
-        if (sqlite3_column_type(s, 14) == SQLITE_NULL ||
-            sqlite3_column_int(s, 14) != ST_DONE ||
-            !sqlite3_column_int(s, 15) || sqlite3_column_bytes(s, 18) != 16)
+        if (sqlite3_column_type(s, 17) == SQLITE_NULL ||
+            sqlite3_column_int(s, 17) != ST_DONE ||
+            !sqlite3_column_int(s, 18) || sqlite3_column_bytes(s, 21) != 16)
                 return 0;
-        const char *dir = sqlite3_column_blob(s, 16);
-        size_t dlen = (size_t)sqlite3_column_bytes(s, 16);
-        const char *name = sqlite3_column_blob(s, 17);
-        size_t nlen = (size_t)sqlite3_column_bytes(s, 17);
+        const char *dir = sqlite3_column_blob(s, 19);
+        size_t dlen = (size_t)sqlite3_column_bytes(s, 19);
+        const char *name = sqlite3_column_blob(s, 20);
+        size_t nlen = (size_t)sqlite3_column_bytes(s, 20);
         char *path = malloc(dlen + nlen + 2);
         if (!path)
                 return ENOMEM;
@@ -1560,7 +1625,7 @@ static int put_leader(struct ferry_batch *b, sqlite3_stmt *s,
         memcpy(path + n, name ? name : "", nlen);
         int rc = ferry_batch_str(b, path, n + nlen, &it->link_off);
         free(path);
-        memcpy(it->hash, sqlite3_column_blob(s, 18), 16);
+        memcpy(it->hash, sqlite3_column_blob(s, 21), 16);
         return rc;
 }
 
@@ -1583,6 +1648,11 @@ static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum ferry_query q)
         it->st.ino = (uint64_t)sqlite3_column_int64(s, 12);
         if (sqlite3_column_bytes(s, 13) == 16)
                 memcpy(it->hash, sqlite3_column_blob(s, 13), 16);
+        if (sqlite3_column_type(s, 14) != SQLITE_NULL) {
+                it->dst.type = (enum ferry_ftype)sqlite3_column_int(s, 14);
+                it->dst.size = (uint64_t)sqlite3_column_int64(s, 15);
+                it->dst.mtime_ns = sqlite3_column_int64(s, 16);
+        }
         if (q == Q_NEXT_PASS && put_leader(b, s, it))
                 return ENOMEM;
         b->n++;

@@ -212,9 +212,7 @@ bool ferry_names_case_insensitive(const struct ferry_names *n)
         return n && n->rules.case_insensitive;
 }
 
-/* Appends s (len bytes) to out, quoted as the command line quotes paths:
- * backslash, quote and control bytes escaped. */
-static void put_quoted(char *out, size_t size, const char *s, size_t len)
+void ferry_names_quote(char *out, size_t size, const char *s, size_t len)
 {
         size_t o = strlen(out);
         if (o + 1 >= size)
@@ -283,7 +281,7 @@ bool ferry_names_dir_refused(const struct ferry_names *n, const char *dir,
                 size_t len = strcspn(dir, "/");
                 if (why_refused(&n->rules, dir, len, detail, sizeof(detail))) {
                         snprintf(why, size, "directory ");
-                        put_quoted(why, size, dir, len);
+                        ferry_names_quote(why, size, dir, len);
                         size_t o = strlen(why);
                         snprintf(why + o, size - o,
                                  " not allowed on the destination file "
@@ -436,6 +434,19 @@ static int stored_spelling(int dirfd, const char *name, char *other,
         return rc;
 }
 
+int ferry_names_other_spelling(const struct ferry_names *n, int dstdir,
+                               const char *name, char *other, size_t size)
+{
+        other[0] = '\0';
+        if (!ferry_names_case_insensitive(n))
+                return 0;
+        enum spelling sp = SP_NONE;
+        int rc = stored_spelling(dstdir, name, other, size, &sp);
+        if (rc || sp != SP_OTHER)
+                other[0] = '\0';
+        return rc;
+}
+
 int ferry_names_clash(const struct ferry_names *n, int dstdir, int srcdir,
                       const char *name, const struct ferry_stat *src,
                       bool *clash, char *why, size_t size)
@@ -458,7 +469,7 @@ int ferry_names_clash(const struct ferry_names *n, int dstdir, int srcdir,
                 if (rc || (st.dev == src->dev && st.ino == src->ino))
                         return rc; /* the source folds case too: same file */
                 snprintf(why, size, "name collides with ");
-                put_quoted(why, size, other, strlen(other));
+                ferry_names_quote(why, size, other, strlen(other));
                 size_t o = strlen(why);
                 snprintf(why + o, size - o,
                          " on the case-insensitive destination (the names "
@@ -511,7 +522,7 @@ static void dir_clash_why(const char *dir, size_t start, size_t end,
                           const char *other, char *why, size_t size)
 {
         snprintf(why, size, "directory ");
-        put_quoted(why, size, dir, end);
+        ferry_names_quote(why, size, dir, end);
         size_t o = strlen(why);
         if (!other[0]) {
                 snprintf(why + o, size - o,
@@ -525,10 +536,10 @@ static void dir_clash_why(const char *dir, size_t start, size_t end,
         if (v) {
                 memcpy(v, dir, start);
                 strcpy(v + start, other);
-                put_quoted(why, size, v, strlen(v));
+                ferry_names_quote(why, size, v, strlen(v));
                 free(v);
         } else
-                put_quoted(why, size, other, strlen(other));
+                ferry_names_quote(why, size, other, strlen(other));
         o = strlen(why);
         snprintf(why + o, size - o,
                  " on the case-insensitive destination (the names differ "

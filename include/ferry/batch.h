@@ -72,6 +72,10 @@ enum ferry_result {
         R_NOSPACE,  /* destination full */
         R_MISMATCH, /* verify: content or size differs */
         R_MISSING,  /* verify: destination file missing */
+        R_IN_WAY,   /* a DST entry of another type is in the way (a
+                       directory where SRC has a file, a file where SRC
+                       has a directory): the journal decides (it knows
+                       whether ferry put it there); err ENOTDIR or EISDIR */
 };
 
 enum ferry_work {
@@ -80,14 +84,23 @@ enum ferry_work {
         WORK_VERIFY_SRC = 1 << 2
 };
 
+/* What ferry last put in DST under a row's name (sql/003_dst_state.sql):
+ * type 0 when nothing. mtime_ns is DST's, as it read it back. */
+struct ferry_dst_rec {
+        enum ferry_ftype type;
+        uint64_t size;
+        int64_t mtime_ns;
+};
+
 struct ferry_item {
         int64_t id;
         int64_t dir_id;
         uint32_t dir_off, name_off; /* arena offsets, NUL-terminated */
         uint32_t link_off;          /* hardlink leader's dst path or 0 */
         enum ferry_ftype type;
-        struct ferry_stat st; /* as scanned; after a copy, as read */
-        uint8_t hash[16];     /* verify: expected; copy: result */
+        struct ferry_stat st;     /* as scanned; after a copy, as read */
+        uint8_t hash[16];         /* verify: expected; copy: result */
+        struct ferry_dst_rec dst; /* copy: as recorded; after it, as left */
         /* results */
         enum ferry_result result;
         int err;          /* errno of a failure */

@@ -32,7 +32,10 @@ struct ferry_copy_cfg {
         bool perms, owner, times;
         bool fsync_each; /* --durability=file */
         unsigned retries;
-        mode_t umask;      /* for --no-perms */
+        mode_t umask; /* for --no-perms */
+        /* when runs that may have left copies without done marks began
+         * (ns since the epoch), or 0: see ours() in copy.c */
+        int64_t written_since_ns;
         atomic_bool *stop; /* borrowed */
         /* borrowed, shared by the workers; NULL: DST holds any name */
         struct ferry_names *names;
@@ -50,6 +53,27 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
 /* Re-reads the destination and/or source (b->work flags) and compares. */
 void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,
                          struct ferry_item *it);
+
+/*
+ * Rule 9 (DESIGN.md): ferry replaces or removes a DST entry only when it is
+ * ferry's. ferry_copy_matches: d still is what rec says ferry put there
+ * (type, size, mtime within a FAT's 2 s). ferry_copy_is_ours: that, or d is
+ * a copy of this very version of the source src (type, size and, when
+ * times are kept, mtime), such as a run that stopped before its done mark
+ * left (replacing it loses nothing), or, without kept times, a copy of
+ * that size that appeared since cfg->written_since_ns (its ctime).
+ */
+bool ferry_copy_matches(const struct ferry_dst_rec *rec,
+                        const struct ferry_stat *d);
+bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,
+                        const struct ferry_item *it,
+                        const struct ferry_stat *src,
+                        const struct ferry_stat *d);
+/* "file", "symlink", "directory" or "special file": static. */
+const char *ferry_copy_kind(const struct ferry_stat *d);
+/* The reason an entry d in the way of item it is not replaced. */
+void ferry_copy_refusal(const struct ferry_item *it, const struct ferry_stat *d,
+                        char *why, size_t size);
 
 /* Opens (create: and makes) directory path under DST; when not root and
  * an earlier run left it without owner access, gives that back first. */

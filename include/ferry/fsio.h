@@ -90,6 +90,10 @@ int ferry_fsio_fsync(int fd);
 int ferry_fsio_syncfs(int fd);
 int ferry_fsio_ftruncate(int fd, off_t len);
 int ferry_fsio_renameat(int dirfd, const char *from, const char *to);
+/* Renames from to to unless to exists: EEXIST then, and nothing changed.
+ * Where the file system cannot say (no RENAME_NOREPLACE), it looks first:
+ * another writer could slip in between. */
+int ferry_fsio_rename_noreplace(int dirfd, const char *from, const char *to);
 int ferry_fsio_unlinkat(int dirfd, const char *name, int flags);
 int ferry_fsio_mkdirat(int dirfd, const char *name, mode_t mode);
 int ferry_fsio_symlinkat(const char *target, int dirfd, const char *name);

@@ -185,6 +185,21 @@ int64_t ferry_manifest_upserted(const struct ferry_manifest *m);
 /* Results of work. */
 int ferry_manifest_file_done(struct ferry_manifest *m,
                              const struct ferry_item *it);
+/* What ferry last put in DST for the row (dir, name): rec->type 0 when
+ * nothing, or no such row. */
+int ferry_manifest_file_dst(struct ferry_manifest *m, int64_t dir,
+                            const char *name, size_t len,
+                            struct ferry_dst_rec *rec);
+/* Records rec as what DST holds for row id (verify: the entry it found
+ * differing is ferry's to repair). */
+int ferry_manifest_file_set_dst(struct ferry_manifest *m, int64_t id,
+                                const struct ferry_dst_rec *rec);
+/* When the runs before run_id that may have left copies in DST without
+ * their done marks (killed, interrupted, failed) started, in seconds since
+ * the epoch: the earliest run since the last one that ended with exit 0;
+ * 0 when there is none. */
+int ferry_manifest_interrupted_since(struct ferry_manifest *m, int64_t run_id,
+                                     int64_t *since);
 int ferry_manifest_file_set_state(struct ferry_manifest *m, int64_t id,
                                   enum ferry_state state, const char *error);
 int ferry_manifest_file_delete(struct ferry_manifest *m, int64_t id);

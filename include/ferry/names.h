@@ -107,4 +107,15 @@ int ferry_names_clash(const struct ferry_names *n, int dstdir, int srcdir,
 int ferry_names_dir_clash(struct ferry_names *n, int dstfd, int srcfd,
                           const char *dir, bool *clash, char *why, size_t size);
 
+/* On a case-insensitive DST, the spelling (size bytes at most) under which
+ * dstdir stores name when it is another one; "" when it stores name
+ * exactly, not at all, or DST tells case apart. */
+int ferry_names_other_spelling(const struct ferry_names *n, int dstdir,
+                               const char *name, char *other, size_t size);
+
+/* Appends s (len bytes) to the string in out (size bytes in all), quoted
+ * as the command line quotes paths: backslash, quote and control bytes
+ * escaped; cut short when out is full. */
+void ferry_names_quote(char *out, size_t size, const char *s, size_t len);
+
 #endif

@@ -20,11 +20,12 @@
 #    run before) are no replaced DST; a quarter of the files deleted: the
 #    ones the sample finds are copied again with a warning pointing to
 #    --verify, which finds the rest; a stat of the sample that fails (EIO)
-#    tells nothing; a copy whose size changed in DST is copied again; the
+#    tells nothing; a copy whose size changed in DST is kept (rule 9); the
 #    directories made anew for missing files get their modes and times;
 #  - DST swapped for a tree that lacks half of the files: copied again;
 #  - DST swapped for a tree with the same names and sizes but other mtimes:
-#    copied again when times are kept, not with --no-times.
+#    not replaced when times are kept (nothing says they are copies: rule
+#    9), and not copied with --no-times.
 . "$(dirname "$0")/lib.sh" || exit 1
 need_cmd sqlite3
 
@@ -153,14 +154,19 @@ rm -rf src/chain
 expect_code 0 "$FERRY" -q --delete src dst
 
 # --- the same identity, a copy whose size changed in DST is not the copy
-# (a clamped time or --no-times never changes a size): a job of one file
+# (a clamped time or --no-times never changes a size): a job of one file.
+# It was edited in DST since ferry copied it, so rule 9 keeps it: the file
+# fails with the reason, and DST keeps the edit.
 mkdir one && printf 'one\n' >one/f
 expect_code 0 "$FERRY" -q one dst-one
 printf 'appended in DST\n' >>dst-one/f
-expect_code 0 "$FERRY" -v one dst-one
-check "size changed in DST, same identity: the file is copied again" \
-	test "$(verbose_copied "$LOG/out")" = f
-check "size changed in DST, same identity: DST has SRC's content" cmp -s one/f dst-one/f
+cp dst-one/f edited
+expect_code 23 "$FERRY" -v one dst-one
+check "size changed in DST, same identity: the file is not copied again" \
+	test ! -s "$LOG/out"
+check "size changed in DST, same identity: DST keeps the edit" cmp -s edited dst-one/f
+check "size changed in DST, same identity: the failure says why" \
+	grep -qF "failed: 'f': not replaced: the destination has a file here that was changed since ferry copied it" "$LOG/err"
 
 # --- the same identity, three quarters deleted: most of the sample is
 # missing, so DST counts as replaced and every file is copied again
@@ -200,7 +206,12 @@ expect_code 0 "$FERRY" -v --no-times src dst
 check "other mtimes, --no-times: nothing copied" test ! -s "$LOG/out"
 check "other mtimes, --no-times: no warning" no_warning
 new_identity
-expect_code 0 "$FERRY" -v src dst
-copied_all "other mtimes, times kept"
+find dst -printf '%P %s %T@\n' | sort >"$T/before"
+expect_code 23 "$FERRY" -v src dst
+check "other mtimes, times kept: nothing replaced (rule 9)" test ! -s "$LOG/out"
+check "other mtimes, times kept: DST untouched" \
+	cmp -s "$T/before" <(find dst -printf '%P %s %T@\n' | sort)
+check "other mtimes, times kept: each file says why" \
+	test "$(grep -c 'not replaced: the destination has a file here' "$LOG/err")" -ge 100
 
 finish

@@ -91,12 +91,16 @@ static struct ferry_item *add_item(struct fixture *fx, struct ferry_batch *b,
 }
 
 /* Copies one row with a fresh copier; returns the result. */
-static struct ferry_item copy_one(struct fixture *fx, int64_t id,
+/* copy_one with what the manifest recorded in DST for the row (rec). */
+static struct ferry_item copy_rec(struct fixture *fx, int64_t id,
                                   const char *dir, const char *name,
-                                  enum ferry_ftype type, const char *leader)
+                                  enum ferry_ftype type, const char *leader,
+                                  const struct ferry_dst_rec *rec)
 {
         struct ferry_batch *b = ferry_batch_new(WORK_COPY, 1);
         struct ferry_item *it = add_item(fx, b, id, id, dir, name, type);
+        if (rec)
+                it->dst = *rec;
         if (leader)
                 ferry_batch_str(b, leader, strlen(leader), &it->link_off);
         struct ferry_copier *c = NULL;
@@ -107,6 +111,28 @@ static struct ferry_item copy_one(struct fixture *fx, int64_t id,
         ferry_copier_free(c);
         ferry_batch_free(b);
         return out;
+}
+
+static struct ferry_item copy_one(struct fixture *fx, int64_t id,
+                                  const char *dir, const char *name,
+                                  enum ferry_ftype type, const char *leader)
+{
+        return copy_rec(fx, id, dir, name, type, leader, NULL);
+}
+
+/* What DST holds at rel, as a manifest record of it. */
+static struct ferry_dst_rec rec_of(int dirfd, const char *rel,
+                                   enum ferry_ftype type)
+{
+        struct stat s;
+        struct ferry_dst_rec r = {0};
+        if (fstatat(dirfd, rel, &s, AT_SYMLINK_NOFOLLOW) == 0) {
+                r.type = type;
+                r.size = (uint64_t)s.st_size;
+                r.mtime_ns = (int64_t)s.st_mtim.tv_sec * 1000000000 +
+                             s.st_mtim.tv_nsec;
+        }
+        return r;
 }
 
 static void xxh128(const void *data, size_t len, uint8_t out[16])
@@ -266,27 +292,59 @@ static void test_copy_replaces_what_is_in_dst(void)
         char tmp[NAME_MAX + 1];
         ferry_copy_temp_name("f", 5, tmp);
         unit_write_file(fx.dst, tmp, "stale", 5);
+        /* rule 9: a file ferry did not write is left alone */
         struct ferry_item it = copy_one(&fx, 5, "", "f", FT_REG, NULL);
+        CHECK_EQ(it.result, R_FAILED);
+        CHECK(it.why_off != 0);
+        size_t len = 0;
+        char *kept = unit_read_file(fx.dst, "f", &len);
+        CHECK(kept && len == 3 && !memcmp(kept, "old", 3));
+        free(kept);
+        CHECK_EQ(temps_in(&fx, ""), 0);
+        /* the one the manifest says ferry put there is replaced */
+        struct ferry_dst_rec rec = rec_of(fx.dst, "f", FT_REG);
+        it = copy_rec(&fx, 5, "", "f", FT_REG, NULL, &rec);
         CHECK_EQ(it.result, R_DONE);
         CHECK(same_content(fx.src, "f", fx.dst, "f"));
-        CHECK_EQ(temps_in(&fx, ""), 0);
+        CHECK_EQ(it.dst.type, FT_REG);
+        CHECK_EQ(it.dst.size, 11);
+        /* ... but not once it changed in DST since */
+        unit_write_file(fx.dst, "f", "edited in DST", 13);
+        rec.size = 11;
+        it = copy_rec(&fx, 5, "", "f", FT_REG, NULL, &rec);
+        CHECK_EQ(it.result, R_FAILED);
+        kept = unit_read_file(fx.dst, "f", &len);
+        CHECK(kept && len == 13);
+        free(kept);
+        /* a copy of this very version of the source (a run stopped before
+         * its done mark, cp -a) is replaced */
+        unit_write_file(fx.src, "g", "same", 4);
+        unit_write_file(fx.dst, "g", "same", 4);
+        set_mtime(fx.src, "g", 1400000000000000000LL, 0);
+        set_mtime(fx.dst, "g", 1400000000000000000LL, 0);
+        it = copy_one(&fx, 8, "", "g", FT_REG, NULL);
+        CHECK_EQ(it.result, R_DONE);
 
-        /* a directory where the source now has a file */
+        /* a directory where the source now has a file: the journal's to
+         * decide (R_IN_WAY), nothing is removed here */
         unit_write_file(fx.src, "d", "file now", 8);
         mkdirat(fx.dst, "d", 0755);
         mkdirat(fx.dst, "d/inner", 0755);
         unit_write_file(fx.dst, "d/inner/x", "x", 1);
         it = copy_one(&fx, 6, "", "d", FT_REG, NULL);
-        CHECK_EQ(it.result, R_DONE);
-        CHECK(same_content(fx.src, "d", fx.dst, "d"));
+        CHECK_EQ(it.result, R_IN_WAY);
+        CHECK_EQ(it.err, EISDIR);
+        struct stat s;
+        CHECK(fstatat(fx.dst, "d/inner/x", &s, 0) == 0);
 
-        /* a file where the source has a directory: the file goes */
+        /* a file where the source has a directory: the same */
         mkdirat(fx.src, "e", 0755);
         unit_write_file(fx.src, "e/in", "inside", 6);
         unit_write_file(fx.dst, "e", "was a file", 10);
         it = copy_one(&fx, 7, "e", "in", FT_REG, NULL);
-        CHECK_EQ(it.result, R_DONE);
-        CHECK(same_content(fx.src, "e/in", fx.dst, "e/in"));
+        CHECK_EQ(it.result, R_IN_WAY);
+        CHECK_EQ(it.err, ENOTDIR);
+        CHECK(fstatat(fx.dst, "e", &s, 0) == 0 && S_ISREG(s.st_mode));
         CHECK_EQ(temps_in(&fx, ""), 0);
         fx_close(&fx, true);
 }
@@ -371,11 +429,15 @@ static void test_copy_symlink(void)
         CHECK_EQ(fstatat(fx.dst, "ln", &s, AT_SYMLINK_NOFOLLOW), 0);
         CHECK_EQ((int64_t)s.st_mtim.tv_sec * 1000000000 + s.st_mtim.tv_nsec,
                  1500000000000000001LL);
-        /* a symlink replaces what was there, without following it */
+        /* a symlink replaces ferry's copy that was there, without
+         * following it; one ferry did not write stays */
         unit_write_file(fx.root, "outside", "keep", 4);
         symlinkat("../outside", fx.dst, "ln2");
         symlinkat("t2", fx.src, "ln2");
         it = copy_one(&fx, 4, "", "ln2", FT_LINK, NULL);
+        CHECK_EQ(it.result, R_FAILED);
+        struct ferry_dst_rec rec = rec_of(fx.dst, "ln2", FT_LINK);
+        it = copy_rec(&fx, 4, "", "ln2", FT_LINK, NULL, &rec);
         CHECK_EQ(it.result, R_DONE);
         n = readlinkat(fx.dst, "ln2", buf, sizeof(buf));
         CHECK(n == 2 && !memcmp(buf, "t2", 2));

@@ -407,18 +407,18 @@ static void test_make_dirs(void)
         CHECK(ferry_fsio_open_dir(root, "lnk", &fd) != 0);
         CHECK_EQ(fd, -1);
 
-        /* a file or a symlink in the way is replaced by a directory (the
-         * source has a directory there now); a symlink's target is left
-         * alone */
+        /* a file or a symlink in the way is left alone: ENOTDIR (the
+         * journal decides whether it is ferry's to remove, rule 9); a
+         * symlink's target is not followed */
         CHECK_EQ(unit_write_file(root, "f", "x", 1), 0);
-        CHECK_EQ(ferry_fsio_make_dirs(root, "f/x", &fd), 0);
-        ferry_fsio_close(&fd);
-        CHECK(fstatat(root, "f/x", &s, AT_SYMLINK_NOFOLLOW) == 0 &&
-              S_ISDIR(s.st_mode));
-        CHECK_EQ(ferry_fsio_make_dirs(root, "lnk/y", &fd), 0);
-        ferry_fsio_close(&fd);
+        CHECK_EQ(ferry_fsio_make_dirs(root, "f/x", &fd), ENOTDIR);
+        CHECK_EQ(fd, -1);
+        CHECK(fstatat(root, "f", &s, AT_SYMLINK_NOFOLLOW) == 0 &&
+              S_ISREG(s.st_mode));
+        CHECK_EQ(ferry_fsio_make_dirs(root, "lnk/y", &fd), ENOTDIR);
+        CHECK_EQ(fd, -1);
         CHECK(fstatat(root, "lnk", &s, AT_SYMLINK_NOFOLLOW) == 0 &&
-              S_ISDIR(s.st_mode));
+              S_ISLNK(s.st_mode));
         CHECK(fstatat(root, "a/y", &s, AT_SYMLINK_NOFOLLOW) < 0);
         CHECK(fstatat(root, "a/b/c/marker", &s, 0) == 0);
 

@@ -1,0 +1,355 @@
+/*
+ * owner.c - what in DST is ferry's (include/ferry/owner.h).
+ *
+ * Owns the walk that tells whether a DST directory in the way of a file is
+ * ferry's whole, and the removal of what is in the way when it is. Reads
+ * the manifest (the caller's transaction) and DST; writes only DST.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "ferry/owner.h"
+
+#include "ferry/copy.h"
+#include "ferry/fsio.h"
+#include "ferry/names.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char temp_suffix[] = ".ferry-part";
+
+/* ferry's own temp names: ".name.<id>.ferry-part" (copy.c) */
+static bool is_temp(const char *name)
+{
+        size_t n = strlen(name), k = sizeof(temp_suffix) - 1;
+        return name[0] == '.' && n > k && !strcmp(name + n - k, temp_suffix);
+}
+
+static char *join(const char *dir, const char *name)
+{
+        size_t dl = strlen(dir), nl = strlen(name);
+        char *p = malloc(dl + nl + 2);
+        if (!p)
+                return NULL;
+        if (dl) {
+                memcpy(p, dir, dl);
+                p[dl] = '/';
+                dl++;
+        }
+        memcpy(p + dl, name, nl + 1);
+        return p;
+}
+
+/* The manifest's id of SRC directory path, 0 when it has none. */
+static int dir_id(struct ferry_manifest *m, const char *path, int64_t *id)
+{
+        return ferry_manifest_dir_find(m, path, strlen(path), id, NULL) ? EIO
+                                                                        : 0;
+}
+
+/*
+ * Whether DST directory fd, SRC's path, is ferry's whole (owner.h). When it
+ * is not, *foreign (caller frees) gets the first entry found that is not.
+ */
+static int tree_is_ours(struct ferry_manifest *m, int fd, const char *path,
+                        bool *ours, char **foreign)
+{
+        int64_t id;
+        int rc = dir_id(m, path, &id);
+        *ours = false;
+        if (rc)
+                return rc;
+        if (!id) {
+                *foreign = strdup(path);
+                return *foreign ? 0 : ENOMEM;
+        }
+        int dfd = dup(fd);
+        DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+        if (!d) {
+                rc = errno;
+                if (dfd >= 0)
+                        close(dfd);
+                return rc;
+        }
+        *ours = true;
+        struct dirent *e;
+        while (*ours && !rc && (errno = 0, e = readdir(d))) {
+                const char *n = e->d_name;
+                if (!strcmp(n, ".") || !strcmp(n, "..") || is_temp(n))
+                        continue;
+                struct ferry_stat st;
+                if ((rc = ferry_fsio_statat(fd, n, &st))) {
+                        rc = rc == ENOENT ? 0 : rc;
+                        continue;
+                }
+                char *sub = join(path, n);
+                if (!sub) {
+                        rc = ENOMEM;
+                        break;
+                }
+                if (S_ISDIR(st.mode)) {
+                        int sfd = -1;
+                        rc = ferry_fsio_open_dir(fd, n, &sfd);
+                        if (!rc)
+                                rc = tree_is_ours(m, sfd, sub, ours, foreign);
+                        ferry_fsio_close(&sfd);
+                        free(sub);
+                        continue;
+                }
+                struct ferry_dst_rec rec;
+                if (ferry_manifest_file_dst(m, id, n, strlen(n), &rec))
+                        rc = EIO;
+                else if (!ferry_copy_matches(&rec, &st)) {
+                        *ours = false;
+                        *foreign = sub;
+                        sub = NULL;
+                }
+                free(sub);
+        }
+        if (!rc && errno && *ours)
+                rc = errno; /* readdir failed */
+        closedir(d);
+        return rc;
+}
+
+/* why = prefix, path quoted, rest */
+static void quoted(char *why, size_t size, const char *prefix, const char *path,
+                   const char *rest)
+{
+        snprintf(why, size, "%s", prefix);
+        ferry_names_quote(why, size, path, strlen(path));
+        size_t n = strlen(why);
+        snprintf(why + n, size - n, "%s", rest);
+}
+
+/* A directory at dir/name where SRC has a file. */
+static int dir_in_way(struct ferry_manifest *m, int dstfd, const char *dir,
+                      const char *name, bool remove, char **what, char *why,
+                      size_t size)
+{
+        int pfd = -1, fd = -1, rc = ferry_fsio_open_dir(dstfd, dir, &pfd);
+        struct ferry_stat st = {0};
+        char *full = join(dir, name), *foreign = NULL;
+        bool ours = false;
+        if (!full)
+                rc = ENOMEM;
+        if (!rc && (rc = ferry_fsio_statat(pfd, name, &st)))
+                rc = rc == ENOENT ? 0 : rc; /* gone meanwhile: way clear */
+        else if (!rc && S_ISDIR(st.mode) &&
+                 !(rc = ferry_fsio_open_dir(pfd, name, &fd)))
+                rc = tree_is_ours(m, fd, full, &ours, &foreign);
+        ferry_fsio_close(&fd);
+        if (!rc && S_ISDIR(st.mode) && !ours) {
+                if (foreign && !strcmp(foreign, full))
+                        snprintf(why, size,
+                                 "not replaced: the destination has a "
+                                 "directory here that ferry did not create");
+                else
+                        quoted(why, size,
+                               "not replaced: the destination has a "
+                               "directory here that holds ",
+                               foreign ? foreign : "",
+                               ", which ferry did not write");
+                rc = EEXIST;
+        } else if (!rc && S_ISDIR(st.mode)) {
+                if (remove && (rc = ferry_fsio_remove_tree(pfd, name)))
+                        snprintf(why, size,
+                                 "cannot remove the directory in "
+                                 "the way: %s",
+                                 strerror(rc));
+                if (!rc) {
+                        *what = full;
+                        full = NULL;
+                }
+        } else if (rc && rc != EEXIST) {
+                snprintf(why, size,
+                         "cannot look at the directory in the way: %s",
+                         strerror(rc));
+        }
+        ferry_fsio_close(&pfd);
+        free(full);
+        free(foreign);
+        return rc;
+}
+
+/* A non-directory at a component of dir where SRC has a directory. */
+static int file_in_way(struct ferry_manifest *m, int dstfd, const char *dir,
+                       bool remove, char **what, char *why, size_t size)
+{
+        char *path = strdup(dir);
+        if (!path)
+                return ENOMEM;
+        int cur = -1, rc = ferry_fsio_open_dir(dstfd, "", &cur);
+        char *c = path;
+        while (!rc && *c) {
+                char *slash = strchr(c, '/');
+                if (slash)
+                        *slash = '\0';
+                struct ferry_stat st;
+                if ((rc = ferry_fsio_statat(cur, c, &st))) {
+                        rc = rc == ENOENT ? 0 : rc; /* nothing in the way */
+                        break;
+                }
+                if (S_ISDIR(st.mode)) {
+                        int next = -1;
+                        rc = ferry_fsio_open_dir(cur, c, &next);
+                        ferry_fsio_close(&cur);
+                        cur = next;
+                        if (!slash)
+                                break;
+                        *slash = '/';
+                        c = slash + 1;
+                        continue;
+                }
+                /* path is now the entry in the way, its parent before c */
+                int64_t id = 0;
+                struct ferry_dst_rec rec = {0};
+                if (c > path)
+                        c[-1] = '\0';
+                rc = dir_id(m, c > path ? path : "", &id);
+                if (!rc && id &&
+                    ferry_manifest_file_dst(m, id, c, strlen(c), &rec))
+                        rc = EIO;
+                if (c > path)
+                        c[-1] = '/';
+                if (!rc && !ferry_copy_matches(&rec, &st)) {
+                        char prefix[128];
+                        snprintf(prefix, sizeof(prefix),
+                                 "not replaced: the destination has a %s ",
+                                 ferry_copy_kind(&st));
+                        quoted(why, size, prefix, path,
+                               " where the source has a directory, which "
+                               "ferry did not write");
+                        rc = EEXIST;
+                } else if (!rc && remove &&
+                           (rc = ferry_fsio_unlinkat(cur, c, 0))) {
+                        snprintf(why, size,
+                                 "cannot remove the %s in the way: %s",
+                                 ferry_copy_kind(&st), strerror(rc));
+                } else if (!rc) {
+                        *what = path;
+                        path = NULL;
+                }
+                break;
+        }
+        if (rc && rc != EEXIST && !why[0])
+                snprintf(why, size, "cannot look at the destination: %s",
+                         strerror(rc));
+        ferry_fsio_close(&cur);
+        free(path);
+        return rc;
+}
+
+/* How a case-insensitive DST spells dir/name: each component as stored
+ * (caller frees). *fd gets the directory, open. */
+static int stored_path(const struct ferry_names *names, int dstfd,
+                       const char *dir, const char *name, char **out, int *fd)
+{
+        size_t cap = strlen(dir) + strlen(name) + 2;
+        char *path = strdup(dir), *real = calloc(1, cap + NAME_MAX + 1);
+        char other[NAME_MAX + 1];
+        int cur = -1,
+            rc = path && real ? ferry_fsio_open_dir(dstfd, "", &cur) : ENOMEM;
+        for (char *c = path; !rc && c && *c;) {
+                char *slash = strchr(c, '/');
+                if (slash)
+                        *slash = '\0';
+                int next = -1;
+                if (!(rc = ferry_names_other_spelling(names, cur, c, other,
+                                                      sizeof(other))) &&
+                    !(rc = ferry_fsio_open_dir(cur, c, &next))) {
+                        size_t n = strlen(real);
+                        snprintf(real + n, cap + NAME_MAX + 1 - n, "%s%s",
+                                 n ? "/" : "", other[0] ? other : c);
+                }
+                ferry_fsio_close(&cur);
+                cur = next;
+                c = slash ? slash + 1 : NULL;
+        }
+        if (!rc && !(rc = ferry_names_other_spelling(names, cur, name, other,
+                                                     sizeof(other)))) {
+                size_t n = strlen(real);
+                snprintf(real + n, cap + NAME_MAX + 1 - n, "%s%s", n ? "/" : "",
+                         other[0] ? other : name);
+        }
+        free(path);
+        if (rc) {
+                ferry_fsio_close(&cur);
+                free(real);
+                return rc;
+        }
+        *out = real;
+        *fd = cur;
+        return 0;
+}
+
+/* On a case-insensitive DST, the entry at dir/name where SRC has a file may
+ * be the copy of another spelling's row (a file or directory renamed by
+ * case in SRC): ferry's when it matches that row's record, which *claim
+ * gets (the item then replaces it as its own). */
+static int other_in_way(struct ferry_manifest *m, int dstfd,
+                        const struct ferry_names *names, const char *dir,
+                        const char *name, struct ferry_dst_rec *claim,
+                        char *why, size_t size)
+{
+        char *real = NULL;
+        int64_t id = 0;
+        struct ferry_dst_rec rec = {0};
+        struct ferry_stat st;
+        int fd = -1, rc = stored_path(names, dstfd, dir, name, &real, &fd);
+        if (!rc && (rc = ferry_fsio_statat(fd, name, &st)) == ENOENT) {
+                rc = 0; /* gone meanwhile: the way is clear */
+                goto out;
+        }
+        char *slash = rc ? NULL : strrchr(real, '/');
+        const char *base = slash ? slash + 1 : real;
+        if (slash)
+                *slash = '\0';
+        if (!rc)
+                rc = dir_id(m, slash ? real : "", &id);
+        if (!rc && id &&
+            ferry_manifest_file_dst(m, id, base, strlen(base), &rec))
+                rc = EIO;
+        if (slash)
+                *slash = '/';
+        if (!rc && ferry_copy_matches(&rec, &st))
+                *claim = rec;
+        else if (!rc) {
+                char prefix[128];
+                snprintf(prefix, sizeof(prefix),
+                         "not replaced: the destination has a %s ",
+                         ferry_copy_kind(&st));
+                quoted(why, size, prefix, real,
+                       " here, which ferry did not write (or which was "
+                       "changed since ferry copied it)");
+                rc = EEXIST;
+        }
+out:
+        if (rc && rc != EEXIST && !why[0])
+                snprintf(why, size, "cannot look at the destination: %s",
+                         strerror(rc));
+        ferry_fsio_close(&fd);
+        free(real);
+        return rc;
+}
+
+int ferry_owner_clear_way(struct ferry_manifest *m, int dstfd,
+                          const struct ferry_names *names, const char *dir,
+                          const char *name, int err, bool remove, char **what,
+                          struct ferry_dst_rec *claim, char *why, size_t size)
+{
+        *what = NULL;
+        memset(claim, 0, sizeof(*claim));
+        why[0] = '\0';
+        if (err == EISDIR)
+                return dir_in_way(m, dstfd, dir, name, remove, what, why, size);
+        if (err == EEXIST)
+                return other_in_way(m, dstfd, names, dir, name, claim, why,
+                                    size);
+        return file_in_way(m, dstfd, dir, remove, what, why, size);
+}
