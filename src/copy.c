@@ -308,8 +308,8 @@ static int create_temp(struct ferry_copier *c, const char *tmp, int *fd)
 
 static bool same_file(const struct ferry_stat *a, const struct ferry_stat *b)
 {
-        return a->size == b->size && a->mtime_ns == b->mtime_ns &&
-               a->ctime_ns == b->ctime_ns && a->ino == b->ino &&
+        return a->size == b->size && ferry_time_eq(a->mtime, b->mtime) &&
+               ferry_time_eq(a->ctime, b->ctime) && a->ino == b->ino &&
                a->dev == b->dev;
 }
 
@@ -329,7 +329,7 @@ static int apply_file_meta(struct ferry_copier *c, int fd,
                 return rc;
         }
         if (c->cfg.times &&
-            (rc = ferry_fsio_futimens(fd, st->atime_ns, st->mtime_ns))) {
+            (rc = ferry_fsio_futimens(fd, st->atime, st->mtime))) {
                 *what = "set times";
                 return rc;
         }
@@ -479,8 +479,8 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
             (rc = ferry_fsio_lchownat(c->dst_dir, tmp, st.uid, st.gid)))
                 *what = "set link owner";
         if (!rc && c->cfg.times &&
-            (rc = ferry_fsio_utimensat(c->dst_dir, tmp, st.atime_ns,
-                                       st.mtime_ns, AT_SYMLINK_NOFOLLOW)))
+            (rc = ferry_fsio_utimensat(c->dst_dir, tmp, st.atime, st.mtime,
+                                       AT_SYMLINK_NOFOLLOW)))
                 *what = "set link times";
         if (!rc) {
                 *what = "rename into place";

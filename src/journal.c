@@ -1212,7 +1212,7 @@ static bool sample_one(const struct ferry_done_file *f, void *arg)
                         ds->missing_ids[ds->missing] = f->id;
                 ds->missing++;
         } else if (reg && ds->j->opt->times &&
-                   llabs(st.mtime_ns - f->mtime_ns) >= MTIME_SLACK_NS) {
+                   !ferry_time_near(st.mtime, f->mtime, MTIME_SLACK_NS)) {
                 ds->differs++;
         }
         return true;
@@ -1452,7 +1452,7 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
         if (!rc && (rc = ferry_fsio_fchmod(fd, mode)))
                 what = "set directory mode";
         if (!rc && j->opt->times &&
-            (rc = ferry_fsio_futimens(fd, it->st.mtime_ns, it->st.mtime_ns)))
+            (rc = ferry_fsio_futimens(fd, it->st.mtime, it->st.mtime)))
                 what = "set directory times";
         /* --durability=file: the directory's entries (made, deleted) and
          * its metadata, made durable here instead of by a syncfs */

@@ -93,7 +93,7 @@ int ferry_manifest_reset_done(struct ferry_manifest *m);
 
 /* A done row as sample_done lends it: dir is its directory relative to
  * SRC and DST ("" for the top), name its name; both NUL-terminated and
- * valid during the call only. size and mtime_ns are SRC's when the row
+ * valid during the call only. size and mtime are SRC's when the row
  * was copied. */
 struct ferry_done_file {
         int64_t id;
@@ -101,7 +101,7 @@ struct ferry_done_file {
         const char *name;
         enum ferry_ftype type;
         uint64_t size;
-        int64_t mtime_ns;
+        struct ferry_time mtime;
 };
 /* Returns true to see the next row. */
 typedef bool (*ferry_sample_fn)(const struct ferry_done_file *f, void *arg);
