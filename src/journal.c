@@ -585,6 +585,19 @@ static int scan_error(struct journal *j, const struct ferry_listing *l,
                                                 j->gen);
 }
 
+/* A directory of SRC is DST's root (a bind mount, which the checks before
+ * the run did not see): stop before anything below it is listed, or each
+ * run copies the last copy again, one level deeper. */
+static void nested_dst(struct journal *j, const struct ferry_listing *l)
+{
+        emit(j, FERRY_EV_WARNING, "", l->path_len ? l->path : ".",
+             "this directory of the source is the destination: not read");
+        set_error(j, FERRY_EPATH,
+                  "destination '%s' is inside the source '%s' (a directory "
+                  "of the source is the destination under another name)",
+                  j->opt->dst, j->opt->src);
+}
+
 /* Rows below the cursor are never handed out by the first pass, so each
  * is handed out once here; the later passes start when nothing is in
  * flight. Beyond LOW_ROWS they wait for the second pass. */
@@ -598,6 +611,11 @@ static void on_listing(struct journal *j, struct ferry_listing *l)
 {
         int64_t dir = 0;
         bool is_new = false, marking = true;
+        if (l->first && ferry_own_is_dst(j->cfg->own, &l->dir_st)) {
+                nested_dst(j, l);
+                ferry_listing_free(l);
+                return;
+        }
         j->dirty = true;
         int rc = listing_dir(j, l, &dir, &is_new, &marking);
         if (!rc && !dir)
@@ -911,6 +929,7 @@ static int start_threads(struct journal *j, bool scan, bool work)
                 struct ferry_scan_cfg sc = {
                         .srcfd = j->cfg->srcfd,
                         .excludes = j->cfg->excludes,
+                        .own = j->cfg->own,
                         .inbox = &j->inbox,
                         .stop = j->cfg->stop,
                         .threads = j->opt->scanners ? j->opt->scanners : 1,
@@ -1357,15 +1376,22 @@ static void delete_file(struct journal *j, const struct ferry_batch *b,
                 struct ferry_stat st;
                 if (!rc)
                         rc = ferry_fsio_statat(dfd, name, &st);
-                if (!rc && !S_ISDIR(st.mode))
+                /* ferry's own file (the manifest kept in DST) is not the
+                 * copy the row describes: kept, the row forgotten */
+                bool own =
+                        !rc && ferry_own_is_file(j->cfg->own, NULL, name, &st);
+                if (own)
+                        emit(j, FERRY_EV_WARNING, dir, name,
+                             "is ferry's manifest or lock: not deleted");
+                else if (!rc && !S_ISDIR(st.mode))
                         rc = ferry_fsio_unlinkat(dfd, name, 0);
                 ferry_fsio_close(&dfd);
-                if (!rc) {
+                if (!rc && !own) {
                         j->sum->files_deleted++;
                         emit(j, FERRY_EV_DELETED, dir, name, NULL);
                         if (ferry_manifest_dir_touch(j->m, it->dir_id))
                                 manifest_error(j);
-                } else if (rc != ENOENT) {
+                } else if (rc && rc != ENOENT) {
                         char why[256];
                         snprintf(why, sizeof(why), "cannot delete: %s",
                                  strerror(rc));
