@@ -308,8 +308,8 @@ static int create_temp(struct ferry_copier *c, const char *tmp, int *fd)
 
 static bool same_file(const struct ferry_stat *a, const struct ferry_stat *b)
 {
-        return a->size == b->size && a->mtime_ns == b->mtime_ns &&
-               a->ctime_ns == b->ctime_ns && a->ino == b->ino &&
+        return a->size == b->size && ferry_time_eq(a->mtime, b->mtime) &&
+               ferry_time_eq(a->ctime, b->ctime) && a->ino == b->ino &&
                a->dev == b->dev;
 }
 
@@ -329,7 +329,7 @@ static int apply_file_meta(struct ferry_copier *c, int fd,
                 return rc;
         }
         if (c->cfg.times &&
-            (rc = ferry_fsio_futimens(fd, st->atime_ns, st->mtime_ns))) {
+            (rc = ferry_fsio_futimens(fd, st->atime, st->mtime))) {
                 *what = "set times";
                 return rc;
         }
@@ -346,16 +346,16 @@ static bool is_type(const struct ferry_stat *st, enum ferry_ftype t)
                            : t == FT_LINK && S_ISLNK(st->mode);
 }
 
-static bool near_time(int64_t a, int64_t b)
+static bool near_time(struct ferry_time a, struct ferry_time b)
 {
-        return llabs(a - b) < MTIME_SLACK_NS;
+        return ferry_time_near(a, b, MTIME_SLACK_NS);
 }
 
 bool ferry_copy_matches(const struct ferry_dst_rec *rec,
                         const struct ferry_stat *d)
 {
         return rec->type && is_type(d, rec->type) && d->size == rec->size &&
-               near_time(d->mtime_ns, rec->mtime_ns);
+               near_time(d->mtime, rec->mtime);
 }
 
 bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,
@@ -365,11 +365,12 @@ bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,
 {
         if (ferry_copy_matches(&it->dst, d))
                 return true;
-        if (!is_type(d, it->type) || d->size != src->size)
+        if (!is_type(d, it->type))
                 return false;
-        if (cfg->times)
-                return near_time(d->mtime_ns, src->mtime_ns);
-        return cfg->written_since_ns && d->ctime_ns >= cfg->written_since_ns;
+        if (d->size == src->size && cfg->times &&
+            near_time(d->mtime, src->mtime))
+                return true;
+        return cfg->written_since && d->ctime.sec >= cfg->written_since;
 }
 
 const char *ferry_copy_kind(const struct ferry_stat *d)
@@ -558,8 +559,8 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
             (rc = ferry_fsio_lchownat(c->dst_dir, tmp, st.uid, st.gid)))
                 *what = "set link owner";
         if (!rc && c->cfg.times &&
-            (rc = ferry_fsio_utimensat(c->dst_dir, tmp, st.atime_ns,
-                                       st.mtime_ns, AT_SYMLINK_NOFOLLOW)))
+            (rc = ferry_fsio_utimensat(c->dst_dir, tmp, st.atime, st.mtime,
+                                       AT_SYMLINK_NOFOLLOW)))
                 *what = "set link times";
         if (!rc) {
                 *what = "rename into place";
@@ -684,12 +685,12 @@ static void record_dst(struct ferry_copier *c, struct ferry_item *it,
         struct ferry_stat d;
         it->dst.type = it->type;
         it->dst.size = it->st.size;
-        it->dst.mtime_ns = it->st.mtime_ns;
+        it->dst.mtime = it->st.mtime;
         if (!c->cfg.times) {
                 if (ferry_fsio_statat(c->dst_dir, name, &d))
                         it->dst.type = 0; /* unknown: not claimed */
                 else
-                        it->dst.mtime_ns = d.mtime_ns;
+                        it->dst.mtime = d.mtime;
         }
 }
 

@@ -388,18 +388,18 @@ int ferry_fsio_pwrite(int fd, const void *buf, size_t len, off_t off)
         return 0;
 }
 
-static int64_t ts_ns(struct timespec ts)
+static struct ferry_time from_timespec(struct timespec ts)
 {
-        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        return (struct ferry_time){(int64_t)ts.tv_sec, (uint32_t)ts.tv_nsec};
 }
 
 static void from_stat(const struct stat *s, struct ferry_stat *st)
 {
         st->size = (uint64_t)s->st_size;
         st->blocks = (uint64_t)s->st_blocks;
-        st->mtime_ns = ts_ns(s->st_mtim);
-        st->ctime_ns = ts_ns(s->st_ctim);
-        st->atime_ns = ts_ns(s->st_atim);
+        st->mtime = from_timespec(s->st_mtim);
+        st->ctime = from_timespec(s->st_ctim);
+        st->atime = from_timespec(s->st_atim);
         st->dev = (uint64_t)s->st_dev;
         st->ino = (uint64_t)s->st_ino;
         st->mode = (uint32_t)s->st_mode;
@@ -430,12 +430,12 @@ int ferry_fsio_statat(int dirfd, const char *name, struct ferry_stat *st)
                   &sx) == 0) {
                 st->size = sx.stx_size;
                 st->blocks = sx.stx_blocks;
-                st->mtime_ns = (int64_t)sx.stx_mtime.tv_sec * 1000000000 +
-                               sx.stx_mtime.tv_nsec;
-                st->ctime_ns = (int64_t)sx.stx_ctime.tv_sec * 1000000000 +
-                               sx.stx_ctime.tv_nsec;
-                st->atime_ns = (int64_t)sx.stx_atime.tv_sec * 1000000000 +
-                               sx.stx_atime.tv_nsec;
+                st->mtime = (struct ferry_time){sx.stx_mtime.tv_sec,
+                                                sx.stx_mtime.tv_nsec};
+                st->ctime = (struct ferry_time){sx.stx_ctime.tv_sec,
+                                                sx.stx_ctime.tv_nsec};
+                st->atime = (struct ferry_time){sx.stx_atime.tv_sec,
+                                                sx.stx_atime.tv_nsec};
                 /* the same encoding as fstat's st_dev: rows compare both */
                 st->dev = (uint64_t)makedev(sx.stx_dev_major, sx.stx_dev_minor);
                 st->ino = sx.stx_ino;
@@ -557,33 +557,35 @@ int ferry_fsio_readlinkat(int dirfd, const char *name, char **target,
         }
 }
 
-static void to_timespec(int64_t ns, struct timespec *ts)
+/* 0, or EOVERFLOW when t does not fit time_t (a 32-bit one). */
+static int to_timespec(struct ferry_time t, struct timespec *ts)
 {
-        ts->tv_sec = (time_t)(ns / 1000000000);
-        ts->tv_nsec = (long)(ns % 1000000000);
-        if (ts->tv_nsec < 0) {
-                ts->tv_nsec += 1000000000;
-                ts->tv_sec--;
-        }
+        ts->tv_sec = (time_t)t.sec;
+        ts->tv_nsec = (long)t.nsec;
+        return (int64_t)ts->tv_sec == t.sec && t.nsec < 1000000000 ? 0
+                                                                   : EOVERFLOW;
 }
 
-int ferry_fsio_futimens(int fd, int64_t atime_ns, int64_t mtime_ns)
+int ferry_fsio_futimens(int fd, struct ferry_time atime,
+                        struct ferry_time mtime)
 {
         FAULT(FSIO_UTIMENS);
         struct timespec ts[2];
-        to_timespec(atime_ns, &ts[0]);
-        to_timespec(mtime_ns, &ts[1]);
-        return futimens(fd, ts) ? errno : 0;
+        int rc = to_timespec(atime, &ts[0]);
+        if (!rc)
+                rc = to_timespec(mtime, &ts[1]);
+        return rc ? rc : futimens(fd, ts) ? errno : 0;
 }
 
-int ferry_fsio_utimensat(int dirfd, const char *name, int64_t atime_ns,
-                         int64_t mtime_ns, int flags)
+int ferry_fsio_utimensat(int dirfd, const char *name, struct ferry_time atime,
+                         struct ferry_time mtime, int flags)
 {
         FAULT(FSIO_UTIMENS);
         struct timespec ts[2];
-        to_timespec(atime_ns, &ts[0]);
-        to_timespec(mtime_ns, &ts[1]);
-        return utimensat(dirfd, name, ts, flags) ? errno : 0;
+        int rc = to_timespec(atime, &ts[0]);
+        if (!rc)
+                rc = to_timespec(mtime, &ts[1]);
+        return rc ? rc : utimensat(dirfd, name, ts, flags) ? errno : 0;
 }
 
 int ferry_fsio_fchmod(int fd, mode_t mode)

@@ -18,6 +18,7 @@
 #include "ferry/journal.h"
 #include "ferry/manifest.h"
 #include "ferry/names.h"
+#include "ferry/overlap.h"
 #include "ferry/pattern.h"
 
 #include <errno.h>
@@ -42,6 +43,7 @@ struct ferry_job {
         struct ferry_manifest *m;
         struct ferry_patterns *excludes;
         struct ferry_names *names; /* what DST can hold; NULL: anything */
+        struct ferry_own *own;     /* DST's root and the manifest's files */
 };
 
 static atomic_bool stop_requested;
@@ -165,14 +167,6 @@ static int resolve_dst(const char *dst, char **out, bool *exists,
         return rc;
 }
 
-static bool inside(const char *dir, const char *path)
-{
-        size_t n = strlen(dir);
-        if (!strcmp(dir, "/"))
-                return true;
-        return !strncmp(dir, path, n) && (path[n] == '/' || path[n] == '\0');
-}
-
 static int make_state_dir(char *path)
 {
         for (char *p = path + 1; *p; p++) {
@@ -282,6 +276,44 @@ static int check_options(const struct ferry_options *opt,
         return 0;
 }
 
+/* DST inside SRC or SRC inside DST, under any name (ferry/overlap.h). */
+static int check_overlap(struct ferry_job *job, struct ferry_error *err)
+{
+        char *parent = NULL;
+        if (!job->dst_exists) { /* where DST will be made */
+                char *slash = strrchr(job->dst, '/');
+                parent = slash ? strndup(job->dst, (size_t)(slash - job->dst) +
+                                                           (slash == job->dst))
+                               : NULL;
+                if (!parent)
+                        return errf(err, FERRY_EINTERNAL, "out of memory");
+        }
+        enum ferry_overlap how = ferry_overlap_trees(
+                job->src, parent ? parent : job->dst, job->dst_exists);
+        free(parent);
+        switch (how) {
+        case OVERLAP_NONE: return 0;
+        case OVERLAP_SAME:
+                return errf(err, FERRY_EPATH,
+                            "destination '%s' is the source '%s' itself "
+                            "(DST must not be inside SRC)",
+                            job->dst, job->src);
+        case OVERLAP_DST_IN_SRC:
+                return errf(err, FERRY_EPATH,
+                            "destination '%s' is inside the source '%s' "
+                            "(by path, symlink or bind mount): each run "
+                            "would copy the last copy again",
+                            job->dst, job->src);
+        case OVERLAP_SRC_IN_DST:
+                return errf(err, FERRY_EPATH,
+                            "source '%s' is inside the destination '%s' "
+                            "(by path, symlink or bind mount): the copy "
+                            "would write into the source",
+                            job->src, job->dst);
+        }
+        return 0;
+}
+
 static int resolve_paths(struct ferry_job *job, struct ferry_error *err)
 {
         int rc = resolve_src(job->opt.src, &job->src, err);
@@ -290,10 +322,9 @@ static int resolve_paths(struct ferry_job *job, struct ferry_error *err)
                                  err);
         if (rc)
                 return rc;
-        if (inside(job->src, job->dst))
-                return errf(err, FERRY_EPATH,
-                            "destination '%s' is inside the source '%s'",
-                            job->dst, job->src);
+        rc = check_overlap(job, err);
+        if (rc)
+                return rc;
         if (job->opt.verify && !job->dst_exists)
                 return errf(err, FERRY_EPATH, "destination '%s' does not exist",
                             job->opt.dst);
@@ -442,6 +473,15 @@ static int open_trees(struct ferry_job *job, struct ferry_error *err)
         return probe_names(job, err);
 }
 
+/* What the scan leaves out and --delete never removes: DST itself, and
+ * the manifest with its companions, wherever they lie. */
+static int note_own(struct ferry_job *job, struct ferry_error *err)
+{
+        if (ferry_own_new(job->manifest_path, job->dstfd, &job->own))
+                return errf(err, FERRY_EINTERNAL, "out of memory");
+        return 0;
+}
+
 int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
                    struct ferry_error *err)
 {
@@ -465,6 +505,8 @@ int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
                 rc = open_manifest(job, err);
         if (!rc)
                 rc = open_trees(job, err);
+        if (!rc)
+                rc = note_own(job, err);
         if (rc) {
                 ferry_job_close(job);
                 return rc;
@@ -485,6 +527,7 @@ static void journal_cfg(struct ferry_job *job, struct ferry_journal_cfg *cfg,
         cfg->stop = &stop_requested;
         cfg->command = command;
         cfg->names = job->names;
+        cfg->own = job->own;
 }
 
 int ferry_job_run(struct ferry_job *job, struct ferry_summary *sum,
@@ -517,6 +560,7 @@ void ferry_job_close(struct ferry_job *job)
         ferry_manifest_close(job->m);
         ferry_patterns_free(job->excludes);
         ferry_names_free(job->names);
+        ferry_own_free(job->own);
         if (job->srcfd >= 0)
                 close(job->srcfd);
         if (job->dstfd >= 0)

@@ -479,7 +479,7 @@ static int claim_mismatch(struct journal *j, const struct ferry_batch *b,
         ferry_fsio_close(&dfd);
         if (rc)
                 return 0; /* nothing to claim: the copy replaces nothing */
-        struct ferry_dst_rec rec = {it->type, st.size, st.mtime_ns};
+        struct ferry_dst_rec rec = {it->type, st.size, st.mtime};
         return ferry_manifest_file_set_dst(j->m, it->id, &rec);
 }
 
@@ -646,6 +646,19 @@ static int scan_error(struct journal *j, const struct ferry_listing *l,
                                                 j->gen);
 }
 
+/* A directory of SRC is DST's root (a bind mount, which the checks before
+ * the run did not see): stop before anything below it is listed, or each
+ * run copies the last copy again, one level deeper. */
+static void nested_dst(struct journal *j, const struct ferry_listing *l)
+{
+        emit(j, FERRY_EV_WARNING, "", l->path_len ? l->path : ".",
+             "this directory of the source is the destination: not read");
+        set_error(j, FERRY_EPATH,
+                  "destination '%s' is inside the source '%s' (a directory "
+                  "of the source is the destination under another name)",
+                  j->opt->dst, j->opt->src);
+}
+
 /* Rows below the cursor are never handed out by the first pass, so each
  * is handed out once here; the later passes start when nothing is in
  * flight. Beyond LOW_ROWS they wait for the second pass. */
@@ -659,6 +672,11 @@ static void on_listing(struct journal *j, struct ferry_listing *l)
 {
         int64_t dir = 0;
         bool is_new = false, marking = true;
+        if (l->first && ferry_own_is_dst(j->cfg->own, &l->dir_st)) {
+                nested_dst(j, l);
+                ferry_listing_free(l);
+                return;
+        }
         j->dirty = true;
         int rc = listing_dir(j, l, &dir, &is_new, &marking);
         if (!rc && !dir)
@@ -960,7 +978,7 @@ static int start_threads(struct journal *j, bool scan, bool work)
                         .names = j->cfg->names,
                 };
                 cc.umask = j->umask;
-                cc.written_since_ns = j->written_since * 1000000000LL;
+                cc.written_since = j->written_since;
                 rc = ferry_workers_start(&cc, j->opt->jobs, &j->work, &j->inbox,
                                          &j->workers);
                 if (!rc && j->work_kind == WORK_COPY) {
@@ -973,6 +991,7 @@ static int start_threads(struct journal *j, bool scan, bool work)
                 struct ferry_scan_cfg sc = {
                         .srcfd = j->cfg->srcfd,
                         .excludes = j->cfg->excludes,
+                        .own = j->cfg->own,
                         .inbox = &j->inbox,
                         .stop = j->cfg->stop,
                         .threads = j->opt->scanners ? j->opt->scanners : 1,
@@ -1274,7 +1293,7 @@ static bool sample_one(const struct ferry_done_file *f, void *arg)
                         ds->missing_ids[ds->missing] = f->id;
                 ds->missing++;
         } else if (reg && ds->j->opt->times &&
-                   llabs(st.mtime_ns - f->mtime_ns) >= MTIME_SLACK_NS) {
+                   !ferry_time_near(st.mtime, f->mtime, MTIME_SLACK_NS)) {
                 ds->differs++;
         }
         return true;
@@ -1421,11 +1440,18 @@ static void delete_file(struct journal *j, const struct ferry_batch *b,
                 struct ferry_stat st;
                 if (!rc)
                         rc = ferry_fsio_statat(dfd, name, &st);
+                /* ferry's own file (the manifest kept in DST) is not the
+                 * copy the row describes: kept, the row forgotten */
+                bool own =
+                        !rc && ferry_own_is_file(j->cfg->own, NULL, name, &st);
                 /* rule 9: only what ferry put there; a directory at the
                  * name is SRC's new one, or not ferry's to remove */
-                bool keep = !rc && !S_ISDIR(st.mode) &&
+                bool keep = !rc && !own && !S_ISDIR(st.mode) &&
                             !ferry_copy_matches(&it->dst, &st);
-                if (!rc && !S_ISDIR(st.mode) && !keep)
+                if (own)
+                        emit(j, FERRY_EV_WARNING, dir, name,
+                             "is ferry's manifest or lock: not deleted");
+                else if (!rc && !S_ISDIR(st.mode) && !keep)
                         rc = ferry_fsio_unlinkat(dfd, name, 0);
                 else if (!rc)
                         rc = ENOENT; /* forget the row, leave the entry */
@@ -1436,12 +1462,12 @@ static void delete_file(struct journal *j, const struct ferry_batch *b,
                                             "since ferry copied it"
                                           : "not deleted: ferry did not "
                                             "write it");
-                if (!rc) {
+                if (!rc && !own && !keep) {
                         j->sum->files_deleted++;
                         emit(j, FERRY_EV_DELETED, dir, name, NULL);
                         if (ferry_manifest_dir_touch(j->m, it->dir_id))
                                 manifest_error(j);
-                } else if (rc != ENOENT) {
+                } else if (rc && rc != ENOENT) {
                         char why[256];
                         snprintf(why, sizeof(why), "cannot delete: %s",
                                  strerror(rc));
@@ -1528,7 +1554,7 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
         if (!rc && (rc = ferry_fsio_fchmod(fd, mode)))
                 what = "set directory mode";
         if (!rc && j->opt->times &&
-            (rc = ferry_fsio_futimens(fd, it->st.mtime_ns, it->st.mtime_ns)))
+            (rc = ferry_fsio_futimens(fd, it->st.mtime, it->st.mtime)))
                 what = "set directory times";
         /* --durability=file: the directory's entries (made, deleted) and
          * its metadata, made durable here instead of by a syncfs */
@@ -1648,8 +1674,7 @@ static bool would_place(struct journal *j, const struct ferry_batch *b,
         const char *dir = ferry_batch_at(b, it->dir_off);
         const char *name = ferry_batch_at(b, it->name_off);
         struct ferry_copy_cfg cc = {.times = j->opt->times,
-                                    .written_since_ns =
-                                            j->written_since * 1000000000LL};
+                                    .written_since = j->written_since};
         struct ferry_stat st;
         int dfd = -1, err = 0;
         if (j->cfg->dstfd < 0)

@@ -949,6 +949,53 @@ static const char *column_str(sqlite3_stmt *s, int col)
         return p ? p : "";
 }
 
+/*
+ * Times (sql/004_far_times.sql): nanoseconds in an INTEGER while they fit
+ * (every time from 1677-09-22 to 2262-04-11), else a 12-byte BLOB of the
+ * big-endian seconds and nanoseconds.
+ */
+#define TIME_BLOB  12
+#define NS_SEC_MAX 9223372035LL /* |sec| * 1e9 + nsec fits in int64_t */
+
+static void bind_time(sqlite3_stmt *s, int i, struct ferry_time t)
+{
+        if (t.sec >= -NS_SEC_MAX && t.sec <= NS_SEC_MAX) {
+                sqlite3_bind_int64(s, i, t.sec * 1000000000 + t.nsec);
+                return;
+        }
+        unsigned char b[TIME_BLOB];
+        uint64_t sec = (uint64_t)t.sec;
+        for (int k = 0; k < 8; k++)
+                b[k] = (unsigned char)(sec >> (56 - 8 * k));
+        for (int k = 0; k < 4; k++)
+                b[8 + k] = (unsigned char)(t.nsec >> (24 - 8 * k));
+        sqlite3_bind_blob(s, i, b, TIME_BLOB, SQLITE_TRANSIENT);
+}
+
+static struct ferry_time column_time(sqlite3_stmt *s, int col)
+{
+        if (sqlite3_column_type(s, col) == SQLITE_BLOB &&
+            sqlite3_column_bytes(s, col) == TIME_BLOB) {
+                const unsigned char *b = sqlite3_column_blob(s, col);
+                uint64_t sec = 0;
+                uint32_t nsec = 0;
+                for (int k = 0; k < 8; k++)
+                        sec = sec << 8 | b[k];
+                for (int k = 0; k < 4; k++)
+                        nsec = nsec << 8 | b[8 + k];
+                if (nsec > 1000000000)
+                        nsec = 1000000000; /* damaged: equals no real time */
+                return (struct ferry_time){(int64_t)sec, nsec};
+        }
+        int64_t ns = sqlite3_column_int64(s, col);
+        int64_t sec = ns / 1000000000, rem = ns % 1000000000;
+        if (rem < 0) {
+                rem += 1000000000;
+                sec--;
+        }
+        return (struct ferry_time){sec, (uint32_t)rem};
+}
+
 int ferry_manifest_sample_done(struct ferry_manifest *m, unsigned n,
                                ferry_sample_fn fn, void *arg, unsigned *seen)
 {
@@ -983,7 +1030,7 @@ int ferry_manifest_sample_done(struct ferry_manifest *m, unsigned n,
                         .name = column_str(s, 2),
                         .type = (enum ferry_ftype)sqlite3_column_int(s, 3),
                         .size = (uint64_t)sqlite3_column_int64(s, 4),
-                        .mtime_ns = sqlite3_column_int64(s, 5),
+                        .mtime = column_time(s, 5),
                 };
                 (*seen)++;
                 more = fn(&f, arg);
@@ -1058,7 +1105,7 @@ int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
                         (uint32_t)sqlite3_column_int64(s, 1) != st->mode ||
                         (uint32_t)sqlite3_column_int64(s, 2) != st->uid ||
                         (uint32_t)sqlite3_column_int64(s, 3) != st->gid ||
-                        sqlite3_column_int64(s, 4) != st->mtime_ns;
+                        !ferry_time_eq(column_time(s, 4), st->mtime);
                 /* an unchanged directory cannot have lost entries (its
                  * mtime would have moved), so its rows are only read; the
                  * count in ferry_manifest_dir_listed checks that anyway */
@@ -1072,7 +1119,7 @@ int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
                 sqlite3_bind_int64(s, 2, st->mode);
                 sqlite3_bind_int64(s, 3, st->uid);
                 sqlite3_bind_int64(s, 4, st->gid);
-                sqlite3_bind_int64(s, 5, st->mtime_ns);
+                bind_time(s, 5, st->mtime);
                 sqlite3_bind_int64(s, 6, gen);
                 sqlite3_bind_int(s, 7, changed);
                 sqlite3_bind_int(s, 8, *marking);
@@ -1102,7 +1149,7 @@ int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
         sqlite3_bind_int64(s, 3, st->mode);
         sqlite3_bind_int64(s, 4, st->uid);
         sqlite3_bind_int64(s, 5, st->gid);
-        sqlite3_bind_int64(s, 6, st->mtime_ns);
+        bind_time(s, 6, st->mtime);
         sqlite3_bind_int64(s, 7, gen);
         rc = exec_stmt(m, s, "directory insert");
         if (rc)
@@ -1286,8 +1333,8 @@ static void bind_stat(sqlite3_stmt *s, int first, const struct ferry_stat *st)
 {
         /* size, mtime, ctime, mode, uid, gid, dev, ino in this order */
         sqlite3_bind_int64(s, first, (int64_t)st->size);
-        sqlite3_bind_int64(s, first + 1, st->mtime_ns);
-        sqlite3_bind_int64(s, first + 2, st->ctime_ns);
+        bind_time(s, first + 1, st->mtime);
+        bind_time(s, first + 2, st->ctime);
         sqlite3_bind_int64(s, first + 3, st->mode);
         sqlite3_bind_int64(s, first + 4, st->uid);
         sqlite3_bind_int64(s, first + 5, st->gid);
@@ -1375,8 +1422,8 @@ int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
         int state = sqlite3_column_int(s, 7);
         bool same = sqlite3_column_int(s, 1) == (int)ftype_of(st->mode) &&
                     (uint64_t)sqlite3_column_int64(s, 2) == st->size &&
-                    sqlite3_column_int64(s, 3) == st->mtime_ns &&
-                    sqlite3_column_int64(s, 4) == st->ctime_ns &&
+                    ferry_time_eq(column_time(s, 3), st->mtime) &&
+                    ferry_time_eq(column_time(s, 4), st->ctime) &&
                     (uint32_t)sqlite3_column_int64(s, 5) == st->mode &&
                     (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
                     state != ST_REMOVED;
@@ -1511,7 +1558,7 @@ int ferry_manifest_file_done(struct ferry_manifest *m,
         bind_stat(s, 3, &it->st);
         sqlite3_bind_int(s, 11, it->dst.type);
         sqlite3_bind_int64(s, 12, (int64_t)it->dst.size);
-        sqlite3_bind_int64(s, 13, it->dst.mtime_ns);
+        bind_time(s, 13, it->dst.mtime);
         return exec_stmt(m, s, "file update");
 }
 
@@ -1529,7 +1576,7 @@ int ferry_manifest_file_dst(struct ferry_manifest *m, int64_t dir,
         if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL) {
                 rec->type = (enum ferry_ftype)sqlite3_column_int(s, 0);
                 rec->size = (uint64_t)sqlite3_column_int64(s, 1);
-                rec->mtime_ns = sqlite3_column_int64(s, 2);
+                rec->mtime = column_time(s, 2);
         }
         sqlite3_reset(s);
         return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(m, "read");
@@ -1544,7 +1591,7 @@ int ferry_manifest_file_set_dst(struct ferry_manifest *m, int64_t id,
         sqlite3_bind_int64(s, 1, id);
         sqlite3_bind_int(s, 2, rec->type);
         sqlite3_bind_int64(s, 3, (int64_t)rec->size);
-        sqlite3_bind_int64(s, 4, rec->mtime_ns);
+        bind_time(s, 4, rec->mtime);
         return exec_stmt(m, s, "file update");
 }
 
@@ -1556,8 +1603,8 @@ int ferry_manifest_interrupted_since(struct ferry_manifest *m, int64_t run_id,
         if (sqlite3_prepare_v2(m->db,
                                "SELECT coalesce(min(started), 0) FROM runs"
                                " WHERE id < ?1 AND id > (SELECT coalesce("
-                               "max(id), 0) FROM runs WHERE result = 0"
-                               " AND id < ?1)",
+                               "max(id), 0) FROM runs WHERE result IN (0, 23,"
+                               " 24) AND id < ?1)",
                                -1, &s, NULL) != SQLITE_OK)
                 return db_fail(m, "read");
         sqlite3_bind_int64(s, 1, run_id);
@@ -1639,8 +1686,8 @@ static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum ferry_query q)
                 return ENOMEM;
         it->type = (enum ferry_ftype)sqlite3_column_int(s, 4);
         it->st.size = (uint64_t)sqlite3_column_int64(s, 5);
-        it->st.mtime_ns = sqlite3_column_int64(s, 6);
-        it->st.ctime_ns = sqlite3_column_int64(s, 7);
+        it->st.mtime = column_time(s, 6);
+        it->st.ctime = column_time(s, 7);
         it->st.mode = (uint32_t)sqlite3_column_int64(s, 8);
         it->st.uid = (uint32_t)sqlite3_column_int64(s, 9);
         it->st.gid = (uint32_t)sqlite3_column_int64(s, 10);
@@ -1651,7 +1698,7 @@ static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum ferry_query q)
         if (sqlite3_column_type(s, 14) != SQLITE_NULL) {
                 it->dst.type = (enum ferry_ftype)sqlite3_column_int(s, 14);
                 it->dst.size = (uint64_t)sqlite3_column_int64(s, 15);
-                it->dst.mtime_ns = sqlite3_column_int64(s, 16);
+                it->dst.mtime = column_time(s, 16);
         }
         if (q == Q_NEXT_PASS && put_leader(b, s, it))
                 return ENOMEM;

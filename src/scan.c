@@ -206,7 +206,8 @@ static int read_entry(struct reader *r, int dfd, const char *name)
         if (rc)
                 return rc;
         bool is_dir = S_ISDIR(st.mode);
-        if (excluded(r, name, len, is_dir))
+        if (excluded(r, name, len, is_dir) ||
+            ferry_own_is_file(r->sc->cfg.own, &r->dir->st, name, &st))
                 return 0;
         if (is_dir)
                 return add_subdir(r, name, len, &st);
@@ -297,7 +298,12 @@ static void *scan_thread(void *arg)
                 if (r.cur) {
                         r.cur->first = true;
                         r.cur->dir_st = dir->st;
-                        read_dir(&r);
+                        if (ferry_own_is_dst(sc->cfg.own, &dir->st)) {
+                                r.cur->open_err = ELOOP; /* DST: not read */
+                                flush_chunk(&r, true);
+                        } else {
+                                read_dir(&r);
+                        }
                 }
                 while (r.subdirs) { /* only left when the inbox closed */
                         struct pending_dir *n = r.subdirs->next;

@@ -85,11 +85,11 @@ enum ferry_work {
 };
 
 /* What ferry last put in DST under a row's name (sql/003_dst_state.sql):
- * type 0 when nothing. mtime_ns is DST's, as it read it back. */
+ * type 0 when nothing. mtime is DST's, as it read it back. */
 struct ferry_dst_rec {
         enum ferry_ftype type;
         uint64_t size;
-        int64_t mtime_ns;
+        struct ferry_time mtime;
 };
 
 struct ferry_item {

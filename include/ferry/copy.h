@@ -34,8 +34,8 @@ struct ferry_copy_cfg {
         unsigned retries;
         mode_t umask; /* for --no-perms */
         /* when runs that may have left copies without done marks began
-         * (ns since the epoch), or 0: see ours() in copy.c */
-        int64_t written_since_ns;
+         * (seconds since the epoch), or 0: see ferry_copy_is_ours */
+        int64_t written_since;
         atomic_bool *stop; /* borrowed */
         /* borrowed, shared by the workers; NULL: DST holds any name */
         struct ferry_names *names;
@@ -59,9 +59,11 @@ void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,
  * ferry's. ferry_copy_matches: d still is what rec says ferry put there
  * (type, size, mtime within a FAT's 2 s). ferry_copy_is_ours: that, or d is
  * a copy of this very version of the source src (type, size and, when
- * times are kept, mtime), such as a run that stopped before its done mark
- * left (replacing it loses nothing), or, without kept times, a copy of
- * that size that appeared since cfg->written_since_ns (its ctime).
+ * times are kept, mtime), as cp -a leaves: replacing it loses nothing; or
+ * d has the row's type and appeared (its ctime) since a run that did not
+ * end (killed, a power cut, a stop) began, cfg->written_since: that run
+ * renamed it into place before its done mark, whatever a power cut left
+ * of its data.
  */
 bool ferry_copy_matches(const struct ferry_dst_rec *rec,
                         const struct ferry_stat *d);

@@ -50,13 +50,47 @@ enum ferry_fsio_op {
         FSIO_NOPS
 };
 
+/*
+ * A file time as the kernel keeps it: seconds since 1970 (negative before)
+ * and nanoseconds, 0 to 999999999. Never one 64-bit count of nanoseconds:
+ * that ends on 2262-04-11 and begins in 1677, and file systems hold more
+ * (ext4 1901 to 2446, XFS to 2486, tmpfs and btrfs any 64-bit second).
+ */
+struct ferry_time {
+        int64_t sec;
+        uint32_t nsec;
+};
+
+static inline bool ferry_time_eq(struct ferry_time a, struct ferry_time b)
+{
+        return a.sec == b.sec && a.nsec == b.nsec;
+}
+
+/* Whether a and b lie less than slack_ns (>= 0) apart; no overflow at any
+ * pair of times. */
+static inline bool ferry_time_near(struct ferry_time a, struct ferry_time b,
+                                   int64_t slack_ns)
+{
+        if (a.sec < b.sec || (a.sec == b.sec && a.nsec < b.nsec)) {
+                struct ferry_time t = a;
+                a = b;
+                b = t;
+        }
+        uint64_t secs = (uint64_t)a.sec - (uint64_t)b.sec; /* a >= b */
+        if (secs > (uint64_t)(slack_ns / 1000000000) + 1)
+                return false;
+        int64_t apart =
+                (int64_t)secs * 1000000000 + (int64_t)a.nsec - (int64_t)b.nsec;
+        return apart < slack_ns;
+}
+
 /* What ferry needs to know of a file, from statx or fstat. */
 struct ferry_stat {
         uint64_t size;
         uint64_t blocks; /* 512-byte blocks allocated */
-        int64_t mtime_ns;
-        int64_t ctime_ns;
-        int64_t atime_ns;
+        struct ferry_time mtime;
+        struct ferry_time ctime;
+        struct ferry_time atime;
         uint64_t dev;
         uint64_t ino;
         uint32_t mode; /* type and permission bits */
@@ -102,9 +136,11 @@ int ferry_fsio_linkat(int fromfd, const char *from, int dirfd,
 /* Reads a symlink's target; caller frees *target. */
 int ferry_fsio_readlinkat(int dirfd, const char *name, char **target,
                           size_t *len);
-int ferry_fsio_futimens(int fd, int64_t atime_ns, int64_t mtime_ns);
-int ferry_fsio_utimensat(int dirfd, const char *name, int64_t atime_ns,
-                         int64_t mtime_ns, int flags);
+/* EOVERFLOW when a time does not fit this system's time_t. */
+int ferry_fsio_futimens(int fd, struct ferry_time atime,
+                        struct ferry_time mtime);
+int ferry_fsio_utimensat(int dirfd, const char *name, struct ferry_time atime,
+                         struct ferry_time mtime, int flags);
 int ferry_fsio_fchmod(int fd, mode_t mode);
 int ferry_fsio_fchmodat(int dirfd, const char *name, mode_t mode);
 int ferry_fsio_fchown(int fd, uid_t uid, gid_t gid);

@@ -18,6 +18,7 @@
 #include "ferry.h"
 #include "ferry/manifest.h"
 #include "ferry/names.h"
+#include "ferry/overlap.h"
 #include "ferry/pattern.h"
 
 #include <stdatomic.h>
@@ -29,7 +30,8 @@ struct ferry_journal_cfg {
         const struct ferry_patterns *excludes; /* borrowed, may be NULL */
         atomic_bool *stop;                     /* borrowed: set to stop */
         const char *command;                   /* for the runs table */
-        struct ferry_names *names; /* borrowed, may be NULL: DST's rules */
+        struct ferry_names *names;   /* borrowed, may be NULL: DST's rules */
+        const struct ferry_own *own; /* borrowed, may be NULL: ferry's own */
 };
 
 int ferry_journal_copy(const struct ferry_journal_cfg *cfg,

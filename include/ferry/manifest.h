@@ -93,7 +93,7 @@ int ferry_manifest_reset_done(struct ferry_manifest *m);
 
 /* A done row as sample_done lends it: dir is its directory relative to
  * SRC and DST ("" for the top), name its name; both NUL-terminated and
- * valid during the call only. size and mtime_ns are SRC's when the row
+ * valid during the call only. size and mtime are SRC's when the row
  * was copied. */
 struct ferry_done_file {
         int64_t id;
@@ -101,7 +101,7 @@ struct ferry_done_file {
         const char *name;
         enum ferry_ftype type;
         uint64_t size;
-        int64_t mtime_ns;
+        struct ferry_time mtime;
 };
 /* Returns true to see the next row. */
 typedef bool (*ferry_sample_fn)(const struct ferry_done_file *f, void *arg);
@@ -195,9 +195,9 @@ int ferry_manifest_file_dst(struct ferry_manifest *m, int64_t dir,
 int ferry_manifest_file_set_dst(struct ferry_manifest *m, int64_t id,
                                 const struct ferry_dst_rec *rec);
 /* When the runs before run_id that may have left copies in DST without
- * their done marks (killed, interrupted, failed) started, in seconds since
- * the epoch: the earliest run since the last one that ended with exit 0;
- * 0 when there is none. */
+ * their done marks (killed, a power cut, a stop) started, in seconds since
+ * the epoch: the earliest run since the last one that ended after
+ * recording every result (exit 0, 23 or 24); 0 when there is none. */
 int ferry_manifest_interrupted_since(struct ferry_manifest *m, int64_t run_id,
                                      int64_t *since);
 int ferry_manifest_file_set_state(struct ferry_manifest *m, int64_t id,

@@ -10,10 +10,17 @@
  * A directory's listing is always queued before any listing of its
  * subdirectories, so the journal knows a parent before its children.
  * Directories are walked depth-first, which keeps the pending stack small.
+ *
+ * ferry's own files (cfg.own: the manifest and its companions) are left
+ * out of the listings. A directory that is DST's root (a bind mount of DST
+ * inside SRC, or DST a bind mount of a directory of SRC) is not read: its
+ * one listing has first set, no entries and open_err ELOOP, and the
+ * journal stops the run.
  */
 #ifndef FERRY_SCAN_H
 #define FERRY_SCAN_H
 
+#include "ferry/overlap.h"
 #include "ferry/pattern.h"
 #include "ferry/queue.h"
 
@@ -23,8 +30,9 @@
 struct ferry_scan_cfg {
         int srcfd;                             /* borrowed, open on SRC */
         const struct ferry_patterns *excludes; /* borrowed, may be NULL */
-        struct ferry_queue *inbox;             /* borrowed */
-        atomic_bool *stop;                     /* borrowed */
+        const struct ferry_own *own; /* borrowed, may be NULL: left out */
+        struct ferry_queue *inbox;   /* borrowed */
+        atomic_bool *stop;           /* borrowed */
         unsigned threads;
         unsigned retries; /* of a transient error, as the copy's --retries */
         size_t chunk;     /* entries per listing */

@@ -129,8 +129,8 @@ static struct ferry_dst_rec rec_of(int dirfd, const char *rel,
         if (fstatat(dirfd, rel, &s, AT_SYMLINK_NOFOLLOW) == 0) {
                 r.type = type;
                 r.size = (uint64_t)s.st_size;
-                r.mtime_ns = (int64_t)s.st_mtim.tv_sec * 1000000000 +
-                             s.st_mtim.tv_nsec;
+                r.mtime.sec = (int64_t)s.st_mtim.tv_sec;
+                r.mtime.nsec = (uint32_t)s.st_mtim.tv_nsec;
         }
         return r;
 }

@@ -49,9 +49,9 @@ static struct ferry_stat mkstat(uint32_t mode, uint64_t size, int64_t mtime,
         st.mode = mode;
         st.size = size;
         st.blocks = (size + 511) / 512;
-        st.mtime_ns = mtime;
-        st.ctime_ns = mtime + 7;
-        st.atime_ns = mtime + 3;
+        st.mtime = (struct ferry_time){mtime, 500};
+        st.ctime = (struct ferry_time){mtime + 7, 0};
+        st.atime = (struct ferry_time){mtime + 3, 0};
         st.dev = 0xfe00;
         st.ino = ino;
         st.nlink = nlink;
@@ -606,8 +606,10 @@ static void test_upserts_and_byte_names(void)
                 CHECK_EQ(it->dir_id, dsub);
                 CHECK_EQ(it->type, FT_REG);
                 CHECK_EQ(it->st.size, 100 + i);
-                CHECK_EQ(it->st.mtime_ns, 1000 + (int64_t)i);
-                CHECK_EQ(it->st.ctime_ns, 1007 + (int64_t)i);
+                CHECK_EQ(it->st.mtime.sec, 1000 + (int64_t)i);
+                CHECK_EQ(it->st.mtime.nsec, 500);
+                CHECK_EQ(it->st.ctime.sec, 1007 + (int64_t)i);
+                CHECK_EQ(it->st.ctime.nsec, 0);
                 CHECK_EQ(it->st.mode, S_IFREG | 0600);
                 CHECK_EQ(it->st.ino, 50 + i);
                 CHECK_EQ(it->st.uid, 1000);
@@ -690,7 +692,7 @@ static void test_upserts_and_byte_names(void)
                                    gen, true, &res);
         CHECK_EQ(res, UP_UNCHANGED); /* skipped counts as handled */
         st = mkstat(S_IFREG | 0600, 100, 1000, 50, 1);
-        st.ctime_ns++; /* chmod or link: only ctime moved */
+        st.ctime.nsec++; /* chmod or link: only ctime moved */
         ferry_manifest_file_upsert(fx.m, dsub, false, true, names[0].name,
                                    names[0].len, &st, gen, true, &res);
         CHECK_EQ(res, UP_CHANGED);
@@ -901,7 +903,7 @@ static void test_hardlinks(void)
         ferry_manifest_next_gen(fx.m, &gen);
         struct ferry_stat st = mkstat(S_IFREG | 0644, 10, 5000, 100, 1);
         st.dev = 7;
-        st.ctime_ns += 1;
+        st.ctime.nsec += 1;
         enum ferry_upsert res;
         ferry_manifest_file_upsert(fx.m, root, false, true, "b", 1, &st, gen,
                                    true, &res);
@@ -1572,6 +1574,98 @@ static void test_upgrade_from_1(void)
         fx_close(&fx);
 }
 
+/* Times outside 64-bit nanoseconds (1677-2262) come back as they went in,
+ * and an unchanged file with such a time is found unchanged. */
+static void test_far_times(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        const struct ferry_time times[] = {
+                {10413792000LL, 123456789},  /* 2300-01-01 */
+                {15032304000LL, 0},          /* 2446-05-10, ext4's last */
+                {-30610224000LL, 250000000}, /* 1000-01-01 */
+                {9223372036LL, 854775808},   /* 1 ns past 2262's end */
+                {-9223372037LL, 145224191},  /* 1 ns before 1677's start */
+                {-1, 999999999},             /* 1 ns before 1970 */
+                {-2147483648LL, 0},          /* 1901-12-13, ext4's first */
+                {INT64_MAX, 999999999},
+                {INT64_MIN, 0},
+        };
+        enum { N = sizeof(times) / sizeof(times[0]) };
+        int64_t gen = 0, root = 0;
+        bool is_new = false;
+        struct ferry_stat dir = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
+        dir.mtime = times[0];
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
+        CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "", 0, &dir, gen, &root,
+                                           &is_new, &unit_marking),
+                 0);
+        char name[8];
+        for (int i = 0; i < N; i++) {
+                struct ferry_stat st = mkstat(S_IFREG | 0600, 1, 0, 10 + i, 1);
+                st.mtime = times[i];
+                st.ctime = times[N - 1 - i];
+                enum ferry_upsert res = 0;
+                snprintf(name, sizeof(name), "f%d", i);
+                CHECK_EQ(ferry_manifest_file_upsert(fx.m, root, false, true,
+                                                    name, strlen(name), &st,
+                                                    gen, true, &res),
+                         0);
+                CHECK_EQ(res, UP_NEW);
+        }
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        /* inside 1677-2262 an INTEGER of nanoseconds, as before */
+        CHECK_EQ(sql_int(fx.db,
+                         "SELECT count(*) FROM files WHERE"
+                         " typeof(mtime_ns) = 'blob'",
+                         0),
+                 7);
+
+        /* read back by a copy query */
+        int64_t cursor = 0;
+        struct ferry_batch *b = ferry_batch_new(WORK_COPY, 64);
+        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, &cursor, b, 64,
+                                     UINT64_MAX),
+                 0);
+        CHECK_EQ(b->n, N);
+        for (size_t i = 0; i < b->n && i < N; i++) {
+                const struct ferry_item *it = &b->items[i];
+                CHECK(ferry_time_eq(it->st.mtime, times[i]));
+                CHECK(ferry_time_eq(it->st.ctime, times[N - 1 - i]));
+        }
+        ferry_batch_free(b);
+
+        /* the next scan sees the same times: nothing changed */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
+        bool marking = true;
+        CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "", 0, &dir, gen, &root,
+                                           &is_new, &marking),
+                 0);
+        CHECK(!is_new);
+        for (int i = 0; i < N; i++) {
+                struct ferry_stat st = mkstat(S_IFREG | 0600, 1, 0, 10 + i, 1);
+                st.mtime = times[i];
+                st.ctime = times[N - 1 - i];
+                enum ferry_upsert res = 0;
+                snprintf(name, sizeof(name), "f%d", i);
+                CHECK_EQ(ferry_manifest_file_upsert(fx.m, root, false, true,
+                                                    name, strlen(name), &st,
+                                                    gen, true, &res),
+                         0);
+                CHECK(res != UP_NEW && res != UP_CHANGED);
+                st.mtime.nsec ^= 1; /* one nanosecond is a change */
+                CHECK_EQ(ferry_manifest_file_upsert(fx.m, root, false, true,
+                                                    name, strlen(name), &st,
+                                                    gen, true, &res),
+                         0);
+                CHECK_EQ(res, UP_CHANGED);
+        }
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        fx_close(&fx);
+}
+
 int main(int argc, char **argv)
 {
         unit_init(argc, argv);
@@ -1590,5 +1684,6 @@ int main(int argc, char **argv)
         RUN(test_keep_subtree);
         RUN(test_listed_marking);
         RUN(test_upgrade_from_1);
+        RUN(test_far_times);
         return unit_done();
 }

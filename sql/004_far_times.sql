@@ -1,0 +1,14 @@
+-- ferry manifest, schema version 4: times beyond 64-bit nanoseconds.
+--
+-- files.mtime_ns, files.ctime_ns and dirs.mtime_ns hold nanoseconds since
+-- 1970 (negative before) in one INTEGER, which covers 1677-09-22 to
+-- 2262-04-11 only; ext4 keeps times to 2446, XFS to 2486, tmpfs and btrfs
+-- any 64-bit second. A time outside that range is stored in the same
+-- column as a 12-byte BLOB: the seconds as a big-endian two's-complement
+-- 64-bit integer, then the nanoseconds (0 to 999999999) as a big-endian
+-- 32-bit integer. Times inside the range stay INTEGERs, so the rows of
+-- earlier versions need no rewrite; the version number only keeps an
+-- older ferry, which would read such a BLOB as 0, away from the manifest.
+-- Nothing compares these columns in SQL: ferry reads them back and
+-- compares seconds and nanoseconds.
+SELECT 1;
