@@ -144,6 +144,8 @@ struct ferry_status_info {
         char src[4096];
         char dst[4096];
         long running_pid;   /* 0 when no run holds the job */
+        int lock_errno;     /* nonzero: the lock file could not be opened
+                             * (this errno), so running is unknown */
         int64_t last_start; /* unix seconds, 0 = never */
         int64_t last_end;
         int last_result; /* enum ferry_code of the last run, -1 */

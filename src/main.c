@@ -417,7 +417,10 @@ static void status_text(const struct ferry_status_info *i)
 {
         printf("manifest: %s\nsource: %s\ndestination: %s\n", i->manifest,
                i->src, i->dst);
-        if (i->running_pid)
+        if (i->lock_errno)
+                printf("running: unknown (lock '%s.lock': %s)\n", i->manifest,
+                       strerror(i->lock_errno));
+        else if (i->running_pid)
                 printf("running: yes (pid %ld)\n", i->running_pid);
         else
                 printf("running: no\n");
@@ -451,15 +454,20 @@ static void status_json_head(const struct ferry_status_info *i)
         ferry_cli_put_json(stdout, i->src, strlen(i->src));
         fputs(", \"destination\": ", stdout);
         ferry_cli_put_json(stdout, i->dst, strlen(i->dst));
-        printf(", \"running_pid\": %ld, \"last_start\": %lld, \"last_end\": "
+        /* null: whether a run goes on is unknown (lock unreadable) */
+        if (i->lock_errno)
+                fputs(", \"running_pid\": null", stdout);
+        else
+                printf(", \"running_pid\": %ld", i->running_pid);
+        printf(", \"last_start\": %lld, \"last_end\": "
                "%lld,"
                " \"last_result\": %d, \"done\": %llu, \"done_bytes\": %llu,"
                " \"pending\": %llu, \"pending_bytes\": %llu, \"failed\": %llu,"
                " \"skipped\": %llu, \"vanished\": %llu, \"not_in_source\": "
                "%llu,"
                " \"directories\": %llu, \"failures\": [",
-               i->running_pid, (long long)i->last_start, (long long)i->last_end,
-               i->last_result, (unsigned long long)i->done.files,
+               (long long)i->last_start, (long long)i->last_end, i->last_result,
+               (unsigned long long)i->done.files,
                (unsigned long long)i->done.bytes,
                (unsigned long long)i->pending.files,
                (unsigned long long)i->pending.bytes,
