@@ -42,6 +42,8 @@ enum ferry_code {
         FERRY_ELOCKED = 4,   /* another run holds the job */
         FERRY_EVERIFY = 5,   /* verify found missing or mismatched files */
         FERRY_EINTERNAL = 6, /* out of memory, thread creation failed */
+        FERRY_EOUTPUT = 7,   /* cannot write standard output (full, broken
+                              * pipe); a run stopped, resumable */
         FERRY_ENOSPC = 11,   /* destination full; stopped */
         FERRY_EINTR = 20,    /* interrupted by a signal; resumable */
         FERRY_EPARTIAL = 23, /* some files failed */

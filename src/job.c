@@ -74,6 +74,7 @@ const char *ferry_code_str(int code)
         case FERRY_ELOCKED: return "job locked by another run";
         case FERRY_EVERIFY: return "verify found differences";
         case FERRY_EINTERNAL: return "internal error";
+        case FERRY_EOUTPUT: return "cannot write standard output";
         case FERRY_ENOSPC: return "destination full";
         case FERRY_EINTR: return "interrupted";
         case FERRY_EPARTIAL: return "some files failed";
