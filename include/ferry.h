@@ -42,6 +42,8 @@ enum ferry_code {
         FERRY_ELOCKED = 4,   /* another run holds the job */
         FERRY_EVERIFY = 5,   /* verify found missing or mismatched files */
         FERRY_EINTERNAL = 6, /* out of memory, thread creation failed */
+        FERRY_EOUTPUT = 7,   /* cannot write standard output (full, broken
+                              * pipe); a run stopped, resumable */
         FERRY_ENOSPC = 11,   /* destination full; stopped */
         FERRY_EINTR = 20,    /* interrupted by a signal; resumable */
         FERRY_EPARTIAL = 23, /* some files failed */
@@ -144,6 +146,8 @@ struct ferry_status_info {
         char src[4096];
         char dst[4096];
         long running_pid;   /* 0 when no run holds the job */
+        int lock_errno;     /* nonzero: the lock file could not be opened
+                             * (this errno), so running is unknown */
         int64_t last_start; /* unix seconds, 0 = never */
         int64_t last_end;
         int last_result; /* enum ferry_code of the last run, -1 */

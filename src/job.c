@@ -76,6 +76,7 @@ const char *ferry_code_str(int code)
         case FERRY_ELOCKED: return "job locked by another run";
         case FERRY_EVERIFY: return "verify found differences";
         case FERRY_EINTERNAL: return "internal error";
+        case FERRY_EOUTPUT: return "cannot write standard output";
         case FERRY_ENOSPC: return "destination full";
         case FERRY_EINTR: return "interrupted";
         case FERRY_EPARTIAL: return "some files failed";
@@ -181,9 +182,10 @@ static int make_state_dir(char *path)
         return mkdir(path, 0700) && errno != EEXIST ? errno : 0;
 }
 
-/* $XDG_STATE_HOME/ferry/<hash of the pair>.db, else ~/.local/state/... */
-static int default_manifest(const char *src, const char *dst, char **out,
-                            struct ferry_error *err)
+/* $XDG_STATE_HOME/ferry/<hash of the pair>.db, else ~/.local/state/...;
+ * create: make the directory when missing (a run; status only reads). */
+static int default_manifest(const char *src, const char *dst, bool create,
+                            char **out, struct ferry_error *err)
 {
         const char *xdg = getenv("XDG_STATE_HOME");
         const char *home = getenv("HOME");
@@ -198,7 +200,7 @@ static int default_manifest(const char *src, const char *dst, char **out,
                             "no HOME or XDG_STATE_HOME: use --manifest FILE");
         if (n < 0)
                 return errf(err, FERRY_EINTERNAL, "out of memory");
-        int rc = make_state_dir(dir);
+        int rc = create ? make_state_dir(dir) : 0;
         if (rc) {
                 errf(err, FERRY_EMANIFEST, "cannot create '%s': %s", dir,
                      strerror(rc));
@@ -240,12 +242,27 @@ static long lock_holder(int fd)
         return -1;
 }
 
-/* Takes the job lock or names who holds it. */
+/*
+ * Takes the job lock or names who holds it. The lock file gets the
+ * manifest's permissions (as SQLite gives them to the -wal and -shm), so
+ * that whoever may read the manifest sees from the lock whether a run goes
+ * on; for a new manifest that is SQLite's 0644 less the umask.
+ */
 static int take_lock(struct ferry_job *job, struct ferry_error *err)
 {
         if (asprintf(&job->lock_path, "%s.lock", job->manifest_path) < 0)
                 return errf(err, FERRY_EINTERNAL, "out of memory");
-        job->lockfd = open(job->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        struct stat st;
+        bool exists = stat(job->manifest_path, &st) == 0;
+        mode_t mode = exists ? st.st_mode & 0666 : 0644;
+        job->lockfd = open(job->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, mode);
+        if (job->lockfd < 0 && job->opt.verify &&
+            (errno == EACCES || errno == EPERM || errno == EROFS))
+                return errf(err, FERRY_EMANIFEST,
+                            "--verify needs write access to the manifest "
+                            "(it marks the files it finds missing or "
+                            "changed): cannot open lock '%s': %s",
+                            job->lock_path, strerror(errno));
         if (job->lockfd < 0)
                 return errf(err, FERRY_EMANIFEST, "cannot open lock '%s': %s",
                             job->lock_path, strerror(errno));
@@ -257,6 +274,11 @@ static int take_lock(struct ferry_job *job, struct ferry_error *err)
                             "(manifest '%s')",
                             pid, job->manifest_path);
         }
+        /* a lock made before its manifest had other permissions (or by
+         * an older ferry, 0600) is brought in line by its owner */
+        if (exists && !fstat(job->lockfd, &st) && st.st_uid == geteuid() &&
+            (st.st_mode & 07777) != mode)
+                (void)fchmod(job->lockfd, mode);
         char buf[32];
         int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
         if (ftruncate(job->lockfd, 0) == 0 &&
@@ -354,7 +376,7 @@ static int open_manifest(struct ferry_job *job, struct ferry_error *err)
                                     ? 0
                                     : errf(err, FERRY_EINTERNAL,
                                            "out of memory"))
-                         : default_manifest(job->src, job->dst,
+                         : default_manifest(job->src, job->dst, true,
                                             &job->manifest_path, err);
         if (rc)
                 return rc;
@@ -589,10 +611,52 @@ static int status_path(const char *manifest, const char *src, const char *dst,
         if (!rc)
                 rc = resolve_dst(dst, &rd, &exists, err);
         if (!rc)
-                rc = default_manifest(rs, rd, out, err);
+                rc = default_manifest(rs, rd, false, out, err);
         free(rs);
         free(rd);
         return rc;
+}
+
+/* Passes failures on to the caller's function and counts them. */
+struct failures_seen {
+        ferry_failure_fn fn;
+        void *arg;
+        uint64_t n;
+};
+
+static void pass_failure(const char *path, size_t len, const char *reason,
+                         void *arg)
+{
+        struct failures_seen *f = arg;
+        f->n++;
+        f->fn(path, len, reason, f->arg);
+}
+
+/* Reads of a manifest that changed under an immutable read (manifest.c):
+ * read again, unless failures were handed on already. */
+#define STATUS_TRIES 5
+
+static int status_manifest(const char *path, struct ferry_status_info *info,
+                           ferry_failure_fn on_failure, void *arg,
+                           struct ferry_error *err)
+{
+        struct failures_seen seen = {on_failure, arg, 0};
+        for (int tries = 1;; tries++) {
+                struct ferry_manifest *m;
+                int rc = ferry_manifest_open(path, MF_READONLY, &m, err);
+                if (rc)
+                        return rc;
+                rc = ferry_manifest_status(
+                        m, info, on_failure ? pass_failure : NULL, &seen);
+                bool again = rc && ferry_manifest_moved(m) && !seen.n &&
+                             tries < STATUS_TRIES;
+                if (rc && !again)
+                        errf(err, FERRY_EMANIFEST, "%s",
+                             ferry_manifest_errmsg(m));
+                ferry_manifest_close(m);
+                if (!again)
+                        return rc ? FERRY_EMANIFEST : 0;
+        }
 }
 
 int ferry_status_read(const char *manifest, const char *src, const char *dst,
@@ -611,19 +675,15 @@ int ferry_status_read(const char *manifest, const char *src, const char *dst,
                 free(path);
                 return errf(err, FERRY_EINTERNAL, "out of memory");
         }
+        /* read-only: F_OFD_GETLK needs no write access */
         int fd = open(lock, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
                 info->running_pid = lock_holder(fd);
                 close(fd);
+        } else if (errno != ENOENT) {
+                info->lock_errno = errno;
         }
-        struct ferry_manifest *m;
-        rc = ferry_manifest_open(path, MF_READONLY, &m, err);
-        if (!rc) {
-                if (ferry_manifest_status(m, info, on_failure, arg))
-                        rc = errf(err, FERRY_EMANIFEST, "%s",
-                                  ferry_manifest_errmsg(m));
-                ferry_manifest_close(m);
-        }
+        rc = status_manifest(path, info, on_failure, arg, err);
         free(lock);
         free(path);
         return rc;

@@ -4,12 +4,14 @@
  * Parses the command line (cli.c), installs the signal handlers that ask a
  * run to stop cleanly, and prints what the library reports: progress on
  * stderr, per-file events, the final summary, the list of failures, and the
- * exit code, which is the library's result code (see man/ferry.1).
+ * exit code, which is the library's result code (see man/ferry.1), or
+ * FERRY_EOUTPUT when standard output could not be written (struct sink).
  */
 #define _GNU_SOURCE
 #include "ferry.h"
 #include "ferry/cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +19,64 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/*
+ * Standard output: the -v, dry-run and verify listings, --json, status,
+ * --help. Its first write error (a full disk; a pipe whose reader is gone,
+ * EPIPE, since SIGPIPE is ignored) is kept here, nothing more is written
+ * to it, and main reports it once and exits FERRY_EOUTPUT.
+ *
+ * A run whose listing cannot be written stops, cleanly, as after SIGINT:
+ * files already copied are committed, the rest stays pending, the same
+ * command resumes. That is what rsync, cp -v and tar do when the reader
+ * of their listing goes away (they stop); copying on would leave a log
+ * that ends early without a word, and `ferry -v ... | head` is a look at
+ * the start, not a request to copy everything unseen.
+ */
+struct sink {
+        int err;      /* errno of the first failed write; 0 */
+        bool stopped; /* a run stopped because of it */
+};
+
+/* Before writing to stdout: false once it has failed. Clears errno, so
+ * that a failure of the writes that follow shows with its own. */
+static bool sink_ready(const struct sink *s)
+{
+        errno = 0;
+        return !s->err;
+}
+
+/* After writing to stdout: has it failed? Notes the error the first time
+ * it shows. */
+static bool sink_failed(struct sink *s)
+{
+        if (!s->err && ferror(stdout))
+                s->err = errno ? errno : EIO;
+        return s->err != 0;
+}
+
+/* Writes out what stdout holds; false once it has failed. */
+static bool sink_flush(struct sink *s)
+{
+        if (!s->err && fflush(stdout) == EOF)
+                s->err = errno ? errno : EIO;
+        return !sink_failed(s);
+}
+
+/* An output error outweighs what the job found (0, 5, 20, 23, 24), not an
+ * error that kept it from working (usage, paths, manifest, lock, internal,
+ * destination full). */
+static int output_code(int code)
+{
+        switch (code) {
+        case FERRY_OK:
+        case FERRY_EVERIFY:
+        case FERRY_EINTR:
+        case FERRY_EPARTIAL:
+        case FERRY_EVANISHED: return FERRY_EOUTPUT;
+        default: return code;
+        }
+}
 
 /* SRC and DST as the user named them, for the top of the tree (below). */
 struct top {
@@ -33,6 +93,7 @@ struct rate {
 
 struct out {
         const struct ferry_cli *cli;
+        struct sink *so;
         bool tty;
         double last_plain;
         struct rate rate;
@@ -179,6 +240,18 @@ static void put_failure(FILE *f, const char *prefix, const char *path,
         put_line(f, "", dir, strlen(dir), true, reason);
 }
 
+/* A line of the listing on stdout, shown at once; the first that cannot
+ * be written stops the run (struct sink). */
+static void put_listed(struct out *o, const char *prefix, const char *path,
+                       size_t len)
+{
+        if (!sink_ready(o->so))
+                return;
+        put_line(stdout, prefix, path, len, false, NULL);
+        if (!sink_flush(o->so))
+                ferry_request_stop();
+}
+
 static void on_event(enum ferry_event ev, const char *path, size_t len,
                      const char *detail, void *arg)
 {
@@ -188,24 +261,18 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
         switch (ev) {
         case FERRY_EV_COPIED:
                 if (o->cli->verbose)
-                        put_line(stdout, "", path, len, false, NULL);
+                        put_listed(o, "", path, len);
                 break;
         case FERRY_EV_DELETED:
                 if (o->cli->verbose)
-                        put_line(stdout, "deleting ", path, len, false, NULL);
+                        put_listed(o, "deleting ", path, len);
                 break;
-        case FERRY_EV_WOULD_COPY:
-                put_line(stdout, "", path, len, false, NULL);
-                break;
+        case FERRY_EV_WOULD_COPY: put_listed(o, "", path, len); break;
         case FERRY_EV_WOULD_DELETE:
-                put_line(stdout, "deleting ", path, len, false, NULL);
+                put_listed(o, "deleting ", path, len);
                 break;
-        case FERRY_EV_MISMATCH:
-                put_line(stdout, "mismatch: ", path, len, false, NULL);
-                break;
-        case FERRY_EV_MISSING:
-                put_line(stdout, "missing: ", path, len, false, NULL);
-                break;
+        case FERRY_EV_MISMATCH: put_listed(o, "mismatch: ", path, len); break;
+        case FERRY_EV_MISSING: put_listed(o, "missing: ", path, len); break;
         case FERRY_EV_FAILED:
                 if (o->cli->command == CMD_VERIFY)
                         put_failure(stderr, "ferry: failed: ", path, len,
@@ -223,7 +290,6 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
                                     detail, &o->top);
                 break;
         }
-        fflush(stdout);
 }
 
 static void on_failure(const char *path, size_t len, const char *reason,
@@ -265,7 +331,6 @@ static void install_signals(void)
                 stop_signals |= 1 << i;
                 sigaction(stop_sigs[i], &sa, NULL);
         }
-        signal(SIGPIPE, SIG_IGN);
 }
 
 static void print_json_summary(const struct ferry_cli *cli,
@@ -338,9 +403,10 @@ static void list_failures(struct out *o, const char *manifest)
                         o->failures_listed - 100);
 }
 
-static int run_job(struct ferry_cli *cli)
+static int run_job(struct ferry_cli *cli, struct sink *so)
 {
         struct out o = {.cli = cli,
+                        .so = so,
                         .tty = isatty(STDERR_FILENO) == 1,
                         .top = {cli->opt.src, cli->opt.dst}};
         cli->opt.progress = on_progress;
@@ -362,9 +428,14 @@ static int run_job(struct ferry_cli *cli)
         char *manifest = strdup(ferry_job_manifest(job));
         ferry_job_close(job);
         clear_line(&o);
-        if (cli->json)
+        /* the stop was asked for by put_listed: say why at the end */
+        so->stopped = so->err && code == FERRY_EINTR;
+        if (so->stopped)
+                err.msg[0] = '\0';
+        if (cli->json && sink_ready(so)) {
                 print_json_summary(cli, &sum, code);
-        else if (!cli->quiet)
+                sink_flush(so);
+        } else if (!cli->quiet && !cli->json)
                 print_summary(cli, &sum);
         if (manifest && (sum.files_failed || sum.scan_errors) &&
             cli->command == CMD_COPY && !cli->opt.dry_run)
@@ -381,6 +452,7 @@ static int run_job(struct ferry_cli *cli)
 struct status_list {
         int n; /* JSON: -1 before the first failure, -2 after; text: 0 */
         struct top top;
+        struct sink *so;
 };
 
 static void status_failure(const char *path, size_t len, const char *reason,
@@ -388,6 +460,8 @@ static void status_failure(const char *path, size_t len, const char *reason,
 {
         struct status_list *l = arg;
         int *n = &l->n;
+        if (!sink_ready(l->so))
+                return;
         if (*n < 0) {
                 fputs(*n == -2 ? ", " : "", stdout);
                 fputs("{\"path\": ", stdout);
@@ -396,9 +470,10 @@ static void status_failure(const char *path, size_t len, const char *reason,
                 ferry_cli_put_json(stdout, reason, strlen(reason));
                 fputs("}", stdout);
                 *n = -2;
-                return;
+        } else {
+                put_failure(stdout, "failed: ", path, len, reason, &l->top);
         }
-        put_failure(stdout, "failed: ", path, len, reason, &l->top);
+        sink_failed(l->so);
 }
 
 static void put_time(const char *label, int64_t t)
@@ -417,7 +492,10 @@ static void status_text(const struct ferry_status_info *i)
 {
         printf("manifest: %s\nsource: %s\ndestination: %s\n", i->manifest,
                i->src, i->dst);
-        if (i->running_pid)
+        if (i->lock_errno)
+                printf("running: unknown (lock '%s.lock': %s)\n", i->manifest,
+                       strerror(i->lock_errno));
+        else if (i->running_pid)
                 printf("running: yes (pid %ld)\n", i->running_pid);
         else
                 printf("running: no\n");
@@ -451,15 +529,20 @@ static void status_json_head(const struct ferry_status_info *i)
         ferry_cli_put_json(stdout, i->src, strlen(i->src));
         fputs(", \"destination\": ", stdout);
         ferry_cli_put_json(stdout, i->dst, strlen(i->dst));
-        printf(", \"running_pid\": %ld, \"last_start\": %lld, \"last_end\": "
+        /* null: whether a run goes on is unknown (lock unreadable) */
+        if (i->lock_errno)
+                fputs(", \"running_pid\": null", stdout);
+        else
+                printf(", \"running_pid\": %ld", i->running_pid);
+        printf(", \"last_start\": %lld, \"last_end\": "
                "%lld,"
                " \"last_result\": %d, \"done\": %llu, \"done_bytes\": %llu,"
                " \"pending\": %llu, \"pending_bytes\": %llu, \"failed\": %llu,"
                " \"skipped\": %llu, \"vanished\": %llu, \"not_in_source\": "
                "%llu,"
                " \"directories\": %llu, \"failures\": [",
-               i->running_pid, (long long)i->last_start, (long long)i->last_end,
-               i->last_result, (unsigned long long)i->done.files,
+               (long long)i->last_start, (long long)i->last_end, i->last_result,
+               (unsigned long long)i->done.files,
                (unsigned long long)i->done.bytes,
                (unsigned long long)i->pending.files,
                (unsigned long long)i->pending.bytes,
@@ -470,7 +553,7 @@ static void status_json_head(const struct ferry_status_info *i)
                (unsigned long long)i->dirs);
 }
 
-static int run_status(const struct ferry_cli *cli)
+static int run_status(const struct ferry_cli *cli, struct sink *so)
 {
         struct ferry_status_info info;
         struct ferry_error err = {""};
@@ -482,15 +565,18 @@ static int run_status(const struct ferry_cli *cli)
                 return code;
         }
         /* SRC and DST as the status names them above its failures */
-        struct status_list list = {cli->json ? -1 : 0, {info.src, info.dst}};
+        struct status_list list = {
+                cli->json ? -1 : 0, {info.src, info.dst}, so};
         struct ferry_status_info again;
+        (void)sink_ready(so);
         if (cli->json)
                 status_json_head(&info);
         else
                 status_text(&info);
+        sink_failed(so);
         code = ferry_status_read(cli->opt.manifest, cli->opt.src, cli->opt.dst,
                                  &again, status_failure, &list, &err);
-        if (cli->json)
+        if (cli->json && sink_ready(so))
                 puts("]}");
         if (code)
                 fprintf(stderr, "ferry: %s\n", err.msg);
@@ -499,9 +585,14 @@ static int run_status(const struct ferry_cli *cli)
 
 int main(int argc, char **argv)
 {
+        /* a write to a pipe whose reader is gone fails with EPIPE instead
+         * of killing ferry, mid-run or not (struct sink) */
+        signal(SIGPIPE, SIG_IGN);
         struct ferry_cli cli;
         struct ferry_error err = {""};
+        struct sink so = {0, false};
         int code = ferry_cli_parse(argc, argv, &cli, &err);
+        (void)sink_ready(&so);
         if (code) {
                 fprintf(stderr, "ferry: %s\n", err.msg);
         } else if (cli.command == CMD_HELP) {
@@ -512,12 +603,19 @@ int main(int argc, char **argv)
                         printf("test build: FERRY_FAULT and FERRY_CRASH are "
                                "honoured; not for production use\n");
         } else if (cli.command == CMD_STATUS) {
-                code = run_status(&cli);
+                code = run_status(&cli, &so);
         } else {
-                code = run_job(&cli);
+                code = run_job(&cli, &so);
         }
         ferry_cli_release(&cli);
-        if (fflush(stdout) && !code)
-                code = FERRY_EINTERNAL;
+        if (!sink_flush(&so)) {
+                fprintf(stderr,
+                        "ferry: cannot write to standard output: %s%s\n",
+                        strerror(so.err),
+                        so.stopped ? " (the run stopped: the same command "
+                                     "resumes it)"
+                                   : "");
+                code = output_code(code);
+        }
         return code;
 }

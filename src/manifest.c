@@ -220,6 +220,9 @@ struct ferry_manifest {
         sqlite3_stmt *query[Q_NQUERIES];
         char *path;       /* for messages */
         int64_t upserted; /* the row of the last changed or resumed upsert */
+        bool immutable;   /* read as a file nobody writes: open_reader */
+        bool moved;       /* ... and it changed meanwhile: read it again */
+        struct stat st;   /* the file before an immutable read began */
         char errmsg[1024];
 };
 
@@ -587,10 +590,8 @@ static int setup_new(struct ferry_manifest *m)
         return rc ? rc : migrate(m, 0);
 }
 
-static int configure(struct ferry_manifest *m, bool readonly, bool memory)
+static int configure(struct ferry_manifest *m, bool memory)
 {
-        if (readonly)
-                return 0;
         if (!memory &&
             exec_sql(m, "PRAGMA journal_mode = WAL", "setting WAL mode"))
                 return FERRY_EMANIFEST;
@@ -636,6 +637,192 @@ static void remove_new(const char *path)
         }
 }
 
+/*
+ * Reading without write access: a read-only mount, or a monitoring user
+ * who may read the manifest but not write it or its directory.
+ *
+ * The manifest is in WAL mode, and SQLite reads a WAL database through
+ * its -shm, the shared index of the -wal, which a reader creates when it
+ * is missing (sqlite.org/wal.html, "Read-Only Databases"). While a run
+ * goes on, or after one was cut short, the -wal and -shm exist (SQLite
+ * gives them the manifest's permissions) and a read-only connection uses
+ * them as they are. Between runs there are none, and a reader that cannot
+ * create them cannot open the manifest at all. The main file then holds
+ * every committed row, and it is opened as immutable (URI parameter
+ * immutable=1: no -shm, no locks, no -wal looked at).
+ *
+ * Immutable means that nobody changes the file meanwhile, and nothing
+ * stops a run from starting during the read. The run's commits go to a
+ * new -wal and leave the main file alone, but a checkpoint (every 4000
+ * pages, and at the end of the run) writes into it. So the read counts
+ * only if afterwards the main file still has the identity, size, mtime
+ * and ctime it had before and still no -wal with frames beside it: a
+ * checkpoint copies frames of the -wal, which goes away only when the run
+ * closes the manifest after its last checkpoint (and a -wal once written
+ * is not emptied before). Otherwise ferry_manifest_moved says so, and the
+ * caller reads again.
+ */
+
+/* The file path+suffix exists, and holds more than max_size bytes. */
+static bool beside(const char *path, const char *suffix, off_t max_size)
+{
+        char p[PATH_MAX];
+        struct stat st;
+        if ((size_t)snprintf(p, sizeof(p), "%s%s", path, suffix) >= sizeof(p))
+                return true; /* cannot tell: assume it does */
+        if (lstat(p, &st))
+                return errno != ENOENT;
+        return st.st_size > max_size;
+}
+
+/* Nothing but the main file holds rows: no -wal with frames (an empty one
+ * stays behind a reader that had write access), no -journal. */
+static bool on_its_own(const char *path)
+{
+        return !beside(path, "-wal", 0) && !beside(path, "-journal", -1);
+}
+
+/* The main file is on its own (above); *st is it. */
+static bool alone(const char *path, struct stat *st)
+{
+        return on_its_own(path) && stat(path, st) == 0;
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+        return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+               a->st_size == b->st_size &&
+               a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+               a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+               a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+               a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* After an immutable read: nobody wrote the main file meanwhile. */
+static bool still_alone(const struct ferry_manifest *m)
+{
+        struct stat st;
+        return stat(m->path, &st) == 0 && same_file(&st, &m->st) &&
+               on_its_own(m->path);
+}
+
+/* The URI that opens path as an immutable file; free with sqlite3_free. */
+static char *immutable_uri(const char *path)
+{
+        sqlite3_str *s = sqlite3_str_new(NULL);
+        /* "file:" and a relative path, or "file://" (no authority) and an
+         * absolute one; everything but plain characters %-escaped */
+        sqlite3_str_appendall(s, path[0] == '/' ? "file://" : "file:");
+        for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+                unsigned c = *p;
+                if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '/' || c == '.' ||
+                    c == '_' || c == '-')
+                        sqlite3_str_appendchar(s, 1, (char)c);
+                else
+                        sqlite3_str_appendf(s, "%%%02X", c);
+        }
+        sqlite3_str_appendall(s, "?immutable=1");
+        return sqlite3_str_finish(s);
+}
+
+/* Opens m->db: name with oflags, or as immutable (above). */
+static int open_db(struct ferry_manifest *m, const char *name, int oflags,
+                   bool immutable)
+{
+        char *uri = NULL;
+        if (immutable) {
+                if (!(uri = immutable_uri(name)))
+                        return fail(m, "out of memory");
+                oflags = SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+        }
+        int rc = sqlite3_open_v2(uri ? uri : name, &m->db,
+                                 oflags | SQLITE_OPEN_NOMUTEX,
+                                 ferry_mvfs_name());
+        sqlite3_free(uri);
+        if (rc != SQLITE_OK)
+                return fail(m, "cannot open manifest '%s': %s", name,
+                            m->db ? sqlite3_errmsg(m->db) : "out of memory");
+        /* a run and `ferry status` meet here: wait for each other's locks
+         * instead of reporting a busy manifest as unreadable */
+        sqlite3_busy_timeout(m->db, 10000);
+        sqlite3_extended_result_codes(m->db, 1);
+        return 0;
+}
+
+/* The last failure came from the -shm or -wal this user cannot make. */
+static bool cannot_share(const struct ferry_manifest *m)
+{
+        int code = m->db ? sqlite3_errcode(m->db) & 0xff : 0;
+        return code == SQLITE_CANTOPEN || code == SQLITE_READONLY;
+}
+
+/* Opens and checks a manifest for `ferry status`: through its -wal and
+ * -shm where it can, else as immutable (above). */
+static int open_reader(struct ferry_manifest *m, bool wal_frames)
+{
+        int rc = open_db(m, m->path, status_open_flags(m->path), false);
+        /* a -wal left by a crashed run is replayed by the next run, not by
+         * a reader */
+        if (!rc && wal_frames)
+                sqlite3_db_config(m->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
+                                  NULL);
+        if (!rc)
+                rc = exec_sql(m, "PRAGMA query_only = 1", "configuration");
+        if (!rc)
+                rc = check_identity(m);
+        if (!rc || !cannot_share(m))
+                return rc;
+        if (!alone(m->path, &m->st))
+                return fail(m,
+                            "manifest '%s' is unreadable without write "
+                            "access to its directory: %s",
+                            m->path, sqlite3_errmsg(m->db));
+        sqlite3_close(m->db);
+        m->db = NULL;
+        m->immutable = true;
+        rc = open_db(m, m->path, 0, true);
+        if (!rc)
+                rc = exec_sql(m, "PRAGMA query_only = 1", "configuration");
+        return rc ? rc : check_identity(m);
+}
+
+/* Opens, checks and sets up a manifest for a run or --verify. */
+static int open_writer(struct ferry_manifest *m, int flags,
+                       const struct file_facts *f)
+{
+        bool memory = flags & MF_MEMORY;
+        int rc = open_db(m, memory ? ":memory:" : m->path,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, false);
+        if (!rc && !memory && sqlite3_db_readonly(m->db, "main") == 1)
+                rc = fail(m,
+                          "manifest '%s' is not writable: a run%s writes to "
+                          "it (`ferry status` only reads)",
+                          m->path,
+                          flags & MF_THOROUGH
+                                  ? " and --verify, which marks the files "
+                                    "it finds missing or changed,"
+                                  : "");
+        if (!rc && f->exists) {
+                rc = check_identity(m);
+                if (!rc)
+                        rc = check_content(m, f->size, flags & MF_THOROUGH);
+                /* a -wal is not replayed into a file that is refused */
+                if (rc && f->wal_frames)
+                        sqlite3_db_config(m->db,
+                                          SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
+                                          NULL);
+        }
+        if (!rc)
+                rc = configure(m, memory);
+        if (rc)
+                return rc;
+        int64_t version = 0;
+        rc = f->exists ? pragma_int(m, "PRAGMA user_version", &version)
+                       : setup_new(m);
+        return !rc && f->exists ? migrate(m, version) : rc;
+}
+
 int ferry_manifest_open(const char *path, int flags,
                         struct ferry_manifest **out, struct ferry_error *err)
 {
@@ -658,49 +845,8 @@ int ferry_manifest_open(const char *path, int flags,
                 snprintf(err->msg, sizeof(err->msg), "out of memory");
                 return FERRY_EINTERNAL;
         }
-        int oflags = readonly ? status_open_flags(path)
-                              : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-        int rc = FERRY_OK;
-        if (sqlite3_open_v2(memory ? ":memory:" : path, &m->db,
-                            oflags | SQLITE_OPEN_NOMUTEX,
-                            ferry_mvfs_name()) != SQLITE_OK) {
-                rc = fail(m, "cannot open manifest '%s': %s", path,
-                          m->db ? sqlite3_errmsg(m->db) : "out of memory");
-                goto out;
-        }
-        /* a run and `ferry status` meet here: wait for each other's locks
-         * instead of reporting a busy manifest as unreadable */
-        sqlite3_busy_timeout(m->db, 10000);
-        sqlite3_extended_result_codes(m->db, 1);
-        /* a -wal left by a crashed run is replayed by the next run, not by
-         * a reader, nor into a file that is refused */
-        if (f.wal_frames && readonly)
-                sqlite3_db_config(m->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
-                                  NULL);
-        if (readonly)
-                rc = exec_sql(m, "PRAGMA query_only = 1", "configuration");
-        if (!rc && f.exists) {
-                rc = check_identity(m);
-                if (!rc && !readonly)
-                        rc = check_content(m, f.size, flags & MF_THOROUGH);
-                if (rc && f.wal_frames)
-                        sqlite3_db_config(m->db,
-                                          SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
-                                          NULL);
-        }
-        if (rc)
-                goto out;
-        rc = configure(m, readonly, memory);
-        if (rc)
-                goto out;
-        if (!readonly) {
-                int64_t version = 0;
-                rc = f.exists ? pragma_int(m, "PRAGMA user_version", &version)
-                              : setup_new(m);
-                if (!rc && f.exists)
-                        rc = migrate(m, version);
-        }
-out:
+        int rc = readonly ? open_reader(m, f.wal_frames)
+                          : open_writer(m, flags, &f);
         if (rc) {
                 snprintf(err->msg, sizeof(err->msg), "%s", m->errmsg);
                 ferry_manifest_close(m);
@@ -1911,5 +2057,18 @@ int ferry_manifest_status(struct ferry_manifest *m,
         if (!rc && on_failure)
                 rc = status_failures(m, on_failure, arg);
         sqlite3_exec(m->db, "COMMIT", NULL, NULL, NULL);
+        if (m->immutable && !still_alone(m)) {
+                /* what was read may be torn, errors included */
+                m->moved = true;
+                rc = fail(m,
+                          "manifest '%s' changed while status read it "
+                          "without write access: run it again",
+                          m->path);
+        }
         return rc;
+}
+
+bool ferry_manifest_moved(const struct ferry_manifest *m)
+{
+        return m->moved;
 }

@@ -36,7 +36,9 @@ extern const int ferry_n_migrations;
 
 enum ferry_manifest_flags {
         MF_READONLY = 1, /* status: never writes, fails if missing, removes
-                          * the -wal and -shm it made when it can */
+                          * the -wal and -shm it made when it can; works
+                          * without write access (manifest.c, "Reading
+                          * without write access") */
         MF_CREATE = 2,   /* create the file and schema when missing */
         MF_MEMORY = 4,   /* an in-memory manifest (dry run of a new job) */
         MF_THOROUGH = 8, /* --verify: read a bigger manifest through first */
@@ -232,5 +234,8 @@ int ferry_manifest_not_done(struct ferry_manifest *m, int64_t gen,
 int ferry_manifest_status(struct ferry_manifest *m,
                           struct ferry_status_info *info,
                           ferry_failure_fn on_failure, void *arg);
+/* True when ferry_manifest_status failed because a manifest read without
+ * write access changed while it was read: a new open and read answers. */
+bool ferry_manifest_moved(const struct ferry_manifest *m);
 
 #endif
