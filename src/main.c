@@ -198,7 +198,13 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
                 put_line(stdout, "", path, len, false, NULL);
                 break;
         case FERRY_EV_WOULD_DELETE:
-                put_line(stdout, "deleting ", path, len, false, NULL);
+                /* with a reason: kept (--max-delete, a refused --delete),
+                 * listed as a dry run lists, and under -v */
+                if (!detail)
+                        put_line(stdout, "deleting ", path, len, false, NULL);
+                else if (o->cli->verbose || o->cli->opt.dry_run)
+                        put_line(stdout, "not deleting ", path, len, false,
+                                 detail);
                 break;
         case FERRY_EV_MISMATCH:
                 put_line(stdout, "mismatch: ", path, len, false, NULL);
