@@ -602,6 +602,30 @@ static void note_low(struct journal *j, int64_t id)
                 j->low[j->n_low++] = id;
 }
 
+/*
+ * SRC's identity, the dev:ino of its root (as the scan found it), as DST's
+ * (check_destination). A mount that failed leaves the empty mount point;
+ * another file system, or a directory made anew, has another identity:
+ * check_delete refuses to delete on their word. The identity alone proves
+ * nothing (a device number changes when the same file system is only
+ * mounted again), so it is weighed with what the scan finds gone, and the
+ * one recorded stays until a run finds it the same tree (record_source).
+ */
+static int check_source(struct journal *j, const struct ferry_stat *st)
+{
+        snprintf(j->src_id, sizeof(j->src_id), "%llu:%llu",
+                 (unsigned long long)st->dev, (unsigned long long)st->ino);
+        char was[sizeof(j->src_was)];
+        int rc = ferry_manifest_note(j->m, "src_identity", was, sizeof(was));
+        if (rc || !was[0])
+                return rc ? rc
+                          : ferry_manifest_set_note(j->m, "src_identity",
+                                                    j->src_id);
+        if (strcmp(was, j->src_id))
+                memcpy(j->src_was, was, sizeof(was));
+        return 0;
+}
+
 static void on_listing(struct journal *j, struct ferry_listing *l)
 {
         int64_t dir = 0;
@@ -610,6 +634,8 @@ static void on_listing(struct journal *j, struct ferry_listing *l)
         int rc = listing_dir(j, l, &dir, &is_new, &marking);
         if (l->first && l->path_len)
                 j->dirs_seen++;
+        else if (!rc && l->first)
+                rc = check_source(j, &l->dir_st);
         if (!rc && !dir)
                 rc = -1; /* a chunk whose directory is unknown: cannot be */
         for (size_t i = 0; i < l->n && !rc; i++) {
@@ -1295,39 +1321,12 @@ static int check_destination(struct journal *j)
         return 0;
 }
 
-/*
- * SRC's identity, the dev:ino of its root, as DST's (check_destination).
- * A mount that failed leaves the empty mount point, another file system or
- * a directory made anew has another identity: check_delete refuses to
- * delete on their word. The identity alone proves nothing (a device number
- * changes when the same file system is only mounted again), so it is only
- * weighed together with what the scan finds gone, and the one recorded
- * stays until a run finds it the same tree (record_source).
- */
-static int check_source(struct journal *j)
-{
-        struct ferry_stat st;
-        if (ferry_fsio_fstat(j->cfg->srcfd, &st))
-                return 0;
-        snprintf(j->src_id, sizeof(j->src_id), "%llu:%llu",
-                 (unsigned long long)st.dev, (unsigned long long)st.ino);
-        char was[sizeof(j->src_was)];
-        if (ferry_manifest_note(j->m, "src_identity", was, sizeof(was)))
-                return -1;
-        if (!was[0])
-                return ferry_manifest_set_note(j->m, "src_identity", j->src_id);
-        if (strcmp(was, j->src_id))
-                memcpy(j->src_was, was, sizeof(was));
-        return 0;
-}
-
 /* Prepares the manifest for a run: new generation, failed rows retried. */
 static int begin_run(struct journal *j)
 {
         if (ferry_manifest_begin(j->m) ||
             ferry_manifest_run_start(j->m, j->cfg->command, &j->run_id) ||
-            check_destination(j) || check_source(j) ||
-            ferry_manifest_next_gen(j->m, &j->gen) ||
+            check_destination(j) || ferry_manifest_next_gen(j->m, &j->gen) ||
             ferry_manifest_retry_failed(j->m) ||
             ferry_manifest_pending(j->m, 0, &j->prog.files_total,
                                    &j->prog.bytes_total)) {
