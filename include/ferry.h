@@ -48,6 +48,8 @@ enum ferry_code {
         FERRY_EINTR = 20,    /* interrupted by a signal; resumable */
         FERRY_EPARTIAL = 23, /* some files failed */
         FERRY_EVANISHED = 24, /* only failure: source files vanished */
+        FERRY_EDELETE = 25,   /* --delete refused (SRC looks replaced or
+                                 emptied) or stopped by --max-delete */
 };
 
 enum ferry_durability {
@@ -87,11 +89,12 @@ enum ferry_event {
         FERRY_EV_FAILED,
         FERRY_EV_VANISHED,
         FERRY_EV_SKIPPED,
-        FERRY_EV_MISMATCH,   /* verify: content differs */
-        FERRY_EV_MISSING,    /* verify: file is missing */
-        FERRY_EV_WOULD_COPY, /* dry run */
-        FERRY_EV_WOULD_DELETE,
-        FERRY_EV_WARNING, /* path may be empty; detail says what */
+        FERRY_EV_MISMATCH,     /* verify: content differs */
+        FERRY_EV_MISSING,      /* verify: file is missing */
+        FERRY_EV_WOULD_COPY,   /* dry run */
+        FERRY_EV_WOULD_DELETE, /* dry run; with a detail: kept, and why
+                                  (--max-delete, a refused --delete) */
+        FERRY_EV_WARNING,      /* path may be empty; detail says what */
 };
 
 typedef void (*ferry_progress_fn)(const struct ferry_progress *p, void *arg);
@@ -110,6 +113,10 @@ struct ferry_options {
         enum ferry_durability durability;
         enum ferry_verify_mode verify; /* 0: a copy job; else verify only */
         bool delete_removed;           /* --delete */
+        bool delete_anyway;            /* --delete-anyway: also when SRC looks
+                                          replaced or emptied (needs delete_removed) */
+        int64_t max_delete; /* --max-delete: at most this many entries
+                               deleted per run; -1 = no limit */
         bool dry_run;
         bool hard_links;
         bool perms;
@@ -164,7 +171,7 @@ typedef void (*ferry_failure_fn)(const char *path, size_t path_len,
 struct ferry_job;
 
 /* Fills opt with the defaults (batch durability, hard links, perms, owner,
- * times on, 32 jobs, 16 scanners, 3 retries). */
+ * times on, 32 jobs, 16 scanners, 3 retries, no --max-delete limit). */
 void ferry_options_init(struct ferry_options *opt);
 
 /*

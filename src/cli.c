@@ -22,6 +22,8 @@ enum opt_id {
         O_MANIFEST = 256,
         O_EXCLUDE,
         O_DELETE,
+        O_DELETE_ANYWAY,
+        O_MAX_DELETE,
         O_NO_HARD_LINKS,
         O_NO_PERMS,
         O_NO_OWNER,
@@ -49,6 +51,10 @@ static const struct opt_def opts[] = {
          "skip names or paths matching PATTERN (repeatable)"},
         {"delete", no_argument, O_DELETE, NULL,
          "remove from DST what was removed from SRC since it was copied"},
+        {"delete-anyway", no_argument, O_DELETE_ANYWAY, NULL,
+         "--delete, also when SRC looks replaced or emptied"},
+        {"max-delete", required_argument, O_MAX_DELETE, "N",
+         "delete at most N entries (0: none, list them)"},
         {"dry-run", no_argument, O_DRY_RUN, NULL,
          "list what would be copied or deleted; change nothing"},
         {"no-hard-links", no_argument, O_NO_HARD_LINKS, NULL,
@@ -106,7 +112,8 @@ void ferry_cli_help(FILE *out)
               "4 job locked, 5 verify differences, 6 internal error,\n"
               "7 cannot write standard output, 11 destination full,\n"
               "20 interrupted, 23 some files failed,\n"
-              "24 some source files vanished. See ferry(1).\n",
+              "24 some source files vanished, 25 --delete refused or stopped\n"
+              "by --max-delete. See ferry(1).\n",
               out);
 }
 
@@ -170,6 +177,23 @@ static int set_verify(struct ferry_cli *cli, const char *v,
         return 0;
 }
 
+static int set_max_delete(struct ferry_cli *cli, const char *v,
+                          struct ferry_error *err)
+{
+        char *end = NULL;
+        unsigned long long n = 0;
+        errno = 0;
+        if (*v >= '0' && *v <= '9') /* strtoull takes "-1" and " 1" */
+                n = strtoull(v, &end, 10);
+        if (!end || errno || *end || n > INT64_MAX)
+                return usage(err,
+                             "--max-delete must be a number, 0 or more, "
+                             "not '%s'",
+                             v);
+        cli->opt.max_delete = (int64_t)n;
+        return 0;
+}
+
 static int add_exclude(struct ferry_cli *cli, const char *pat,
                        struct ferry_error *err)
 {
@@ -209,6 +233,10 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
                 return 0;
         case O_EXCLUDE: return add_exclude(cli, arg, err);
         case O_DELETE: cli->opt.delete_removed = true; return 0;
+        case O_DELETE_ANYWAY:
+                cli->opt.delete_removed = cli->opt.delete_anyway = true;
+                return 0;
+        case O_MAX_DELETE: return set_max_delete(cli, arg, err);
         case O_DRY_RUN: cli->opt.dry_run = true; return 0;
         case O_NO_HARD_LINKS: cli->opt.hard_links = false; return 0;
         case O_NO_PERMS: cli->opt.perms = false; return 0;

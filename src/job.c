@@ -64,6 +64,7 @@ void ferry_options_init(struct ferry_options *opt)
         opt->perms = true;
         opt->owner = true;
         opt->times = true;
+        opt->max_delete = -1;
 }
 
 const char *ferry_code_str(int code)
@@ -81,6 +82,7 @@ const char *ferry_code_str(int code)
         case FERRY_EINTR: return "interrupted";
         case FERRY_EPARTIAL: return "some files failed";
         case FERRY_EVANISHED: return "some source files vanished";
+        case FERRY_EDELETE: return "deletion refused or stopped";
         default: return "unknown";
         }
 }

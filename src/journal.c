@@ -112,6 +112,14 @@ struct journal {
                                   case-insensitive DST */
         unsigned fold_next;
         size_t pathcap;
+        /* --delete's guard (check_delete) and --max-delete */
+        char src_id[64];      /* SRC's root now, "dev:ino" */
+        char src_was[64];     /* the one recorded, when it differs */
+        uint64_t dirs_seen;   /* directories the scan listed, SRC not counted */
+        uint64_t to_delete;   /* removed rows that --delete would delete */
+        bool delete_refused;  /* check_delete said no */
+        uint64_t delete_held; /* entries kept by --max-delete */
+        int delete_code;      /* FERRY_EDELETE, or 0 */
 };
 
 static double now(void)
@@ -668,6 +676,30 @@ static void note_low(struct journal *j, int64_t id)
                 j->low[j->n_low++] = id;
 }
 
+/*
+ * SRC's identity, the dev:ino of its root (as the scan found it), as DST's
+ * (check_destination). A mount that failed leaves the empty mount point;
+ * another file system, or a directory made anew, has another identity:
+ * check_delete refuses to delete on their word. The identity alone proves
+ * nothing (a device number changes when the same file system is only
+ * mounted again), so it is weighed with what the scan finds gone, and the
+ * one recorded stays until a run finds it the same tree (record_source).
+ */
+static int check_source(struct journal *j, const struct ferry_stat *st)
+{
+        snprintf(j->src_id, sizeof(j->src_id), "%llu:%llu",
+                 (unsigned long long)st->dev, (unsigned long long)st->ino);
+        char was[sizeof(j->src_was)];
+        int rc = ferry_manifest_note(j->m, "src_identity", was, sizeof(was));
+        if (rc || !was[0])
+                return rc ? rc
+                          : ferry_manifest_set_note(j->m, "src_identity",
+                                                    j->src_id);
+        if (strcmp(was, j->src_id))
+                memcpy(j->src_was, was, sizeof(was));
+        return 0;
+}
+
 static void on_listing(struct journal *j, struct ferry_listing *l)
 {
         int64_t dir = 0;
@@ -679,6 +711,10 @@ static void on_listing(struct journal *j, struct ferry_listing *l)
         }
         j->dirty = true;
         int rc = listing_dir(j, l, &dir, &is_new, &marking);
+        if (l->first && l->path_len)
+                j->dirs_seen++;
+        else if (!rc && l->first)
+                rc = check_source(j, &l->dir_st);
         if (!rc && !dir)
                 rc = -1; /* a chunk whose directory is unknown: cannot be */
         for (size_t i = 0; i < l->n && !rc; i++) {
@@ -1428,11 +1464,178 @@ static void sync_tree_dir(struct journal *j, int fd)
                 j->tree_sync_err = rc;
 }
 
+typedef void (*row_fn)(struct journal *j, const struct ferry_batch *b,
+                       const struct ferry_item *it);
+static void each_row(struct journal *j, enum ferry_query q, int64_t start,
+                     row_fn fn);
+
+/* ---- --delete's guard and --max-delete ---------------------------------- */
+
+/* More entries than this gone at once, and more than stay, look like a
+ * SRC replaced or emptied, not like a user's clean-up. */
+#define DELETE_HANDFUL 100
+
+static void count_deletable(struct journal *j, const struct ferry_batch *b,
+                            const struct ferry_item *it)
+{
+        const char *dir = ferry_batch_at(b, it->dir_off);
+        const char *name = ferry_batch_at(b, it->name_off);
+        if (!protected_path(j, dir, name, false) &&
+            !src_holds_other_spelling(j, dir, name))
+                j->to_delete++;
+}
+
+/* Says in why how SRC looks replaced or emptied; false when it does not. */
+static bool source_suspect(struct journal *j, char *why, size_t size)
+{
+        unsigned long long n = j->to_delete;
+        const char *src = j->opt->src;
+        if (!j->sum->files_seen) {
+                snprintf(why, size,
+                         "the source '%s' %s but the manifest records %llu "
+                         "files copied from it (a mount that failed?)",
+                         src, j->dirs_seen ? "holds no files" : "is empty", n);
+                return true;
+        }
+        if (j->src_was[0]) {
+                snprintf(why, size,
+                         "the source '%s' is another directory than the one "
+                         "copied (device:inode %s, was %s: another file "
+                         "system mounted there, or a directory made anew?) "
+                         "and %llu files copied before are not in it",
+                         src, j->src_id, j->src_was, n);
+                return true;
+        }
+        uint64_t done = 0;
+        if (n <= DELETE_HANDFUL)
+                return false;
+        if (ferry_manifest_count_done(j->m, &done)) {
+                manifest_error(j);
+                return false;
+        }
+        if (n <= done)
+                return false;
+        snprintf(why, size,
+                 "%llu of the %llu files copied from the source '%s' are "
+                 "gone from it (a source replaced, or a mount below it that "
+                 "failed?)",
+                 n, n + (unsigned long long)done, src);
+        return true;
+}
+
+/*
+ * Before the first deletion of a --delete run: may it delete? Not when SRC
+ * looks replaced or emptied while rows would be deleted: it holds nothing,
+ * or its root is another directory than the one recorded, or most of what
+ * ferry copied, and more than a handful, is gone at once. Then nothing is
+ * deleted and the run says why and how to insist (--delete-anyway).
+ */
+static bool check_delete(struct journal *j)
+{
+        char why[768];
+        j->to_delete = 0;
+        each_row(j, Q_REMOVED_FILES, 0, count_deletable);
+        if (j->stop_code || !j->to_delete || j->opt->delete_anyway ||
+            !source_suspect(j, why, sizeof(why)))
+                return !j->stop_code;
+        j->delete_refused = true;
+        j->delete_code = FERRY_EDELETE;
+        if (!j->err->msg[0])
+                snprintf(j->err->msg, sizeof(j->err->msg),
+                         "--delete refused: %s; %s; use --delete-anyway to "
+                         "delete them",
+                         why,
+                         j->opt->dry_run ? "nothing would be deleted (listed "
+                                           "as not deleting)"
+                                         : "nothing deleted");
+        return false;
+}
+
+/* --delete refused: the rows the scan found gone get their state back, so
+ * that SRC, back as it was, is neither deleted nor copied again; and SRC's
+ * root, perhaps a mount point, does not give its metadata to DST's. */
+static void keep_source_rows(struct journal *j)
+{
+        int64_t root = 0;
+        if (ferry_manifest_keep_removed(j->m, j->gen) ||
+            ferry_manifest_dir_find(j->m, "", 0, &root, NULL) ||
+            (root && ferry_manifest_dir_defer(j->m, root)))
+                manifest_error(j);
+        commit(j); /* whatever becomes of DST's barrier below */
+}
+
+/* SRC's identity becomes the recorded one once a run finds the same tree
+ * there: the scan (complete) found nothing gone, or --delete went ahead. */
+static void record_source(struct journal *j, bool deleted)
+{
+        uint64_t gone = 0;
+        if (!j->src_was[0] || j->stop_code || j->sum->scan_errors ||
+            j->delete_refused)
+                return;
+        if (!deleted && ferry_manifest_count_removed(j->m, j->gen, &gone)) {
+                manifest_error(j);
+                return;
+        }
+        if (!gone && ferry_manifest_set_note(j->m, "src_identity", j->src_id))
+                manifest_error(j);
+}
+
+/* Is the entry dir/name still in DST? (An error other than ENOENT: yes.) */
+static bool dst_has(struct journal *j, const char *dir, const char *name)
+{
+        int dfd = -1, rc = ferry_fsio_open_dir(j->cfg->dstfd, dir, &dfd);
+        struct ferry_stat st;
+        if (!rc)
+                rc = ferry_fsio_statat(dfd, name, &st);
+        ferry_fsio_close(&dfd);
+        return rc != ENOENT && rc != ENOTDIR;
+}
+
+/* --max-delete N, as rsync's: once N entries are deleted, every other one
+ * that --delete would delete stays, listed under -v, and its row stays for
+ * a later run. True when dir/name is kept so. */
+static bool delete_held(struct journal *j, const char *dir, const char *name,
+                        bool is_dir)
+{
+        if (j->opt->max_delete < 0 ||
+            j->sum->files_deleted < (uint64_t)j->opt->max_delete ||
+            protected_path(j, dir, name, is_dir) ||
+            src_holds_other_spelling(j, dir, name) ||
+            (j->cfg->dstfd >= 0 && !dst_has(j, dir, name)))
+                return false;
+        char why[64];
+        snprintf(why, sizeof(why), "--max-delete %lld reached",
+                 (long long)j->opt->max_delete);
+        j->delete_held++;
+        emit(j, FERRY_EV_WOULD_DELETE, dir, name, why);
+        return true;
+}
+
+/* The one message of --max-delete, once the deletions are done. */
+static void report_held(struct journal *j)
+{
+        if (!j->delete_held)
+                return;
+        j->delete_code = FERRY_EDELETE;
+        if (!j->err->msg[0])
+                snprintf(j->err->msg, sizeof(j->err->msg),
+                         "--max-delete %lld reached: %llu entries %s, %llu "
+                         "kept (%s); the next run with --delete goes on",
+                         (long long)j->opt->max_delete,
+                         (unsigned long long)j->sum->files_deleted,
+                         j->opt->dry_run ? "would be deleted" : "deleted",
+                         (unsigned long long)j->delete_held,
+                         j->opt->dry_run ? "listed as not deleting"
+                                         : "-v lists them");
+}
+
 static void delete_file(struct journal *j, const struct ferry_batch *b,
                         const struct ferry_item *it)
 {
         const char *dir = ferry_batch_at(b, it->dir_off);
         const char *name = ferry_batch_at(b, it->name_off);
+        if (delete_held(j, dir, name, false))
+                return; /* --max-delete: keep the row */
         if (!protected_path(j, dir, name, false) &&
             !src_holds_other_spelling(j, dir, name)) {
                 int dfd = -1,
@@ -1483,6 +1686,8 @@ static void delete_dir(struct journal *j, const struct ferry_batch *b,
                        const struct ferry_item *it)
 {
         const char *path = ferry_batch_at(b, it->dir_off);
+        if (delete_held(j, "", path, true))
+                return; /* --max-delete: keep the row */
         if (!protected_path(j, "", path, true) &&
             !src_holds_other_spelling(j, "", path)) {
                 int rc =
@@ -1510,9 +1715,6 @@ static void delete_dir(struct journal *j, const struct ferry_batch *b,
         if (ferry_manifest_dir_delete(j->m, it->id))
                 manifest_error(j);
 }
-
-typedef void (*row_fn)(struct journal *j, const struct ferry_batch *b,
-                       const struct ferry_item *it);
 
 /* Runs fn over every row of query q, a chunk at a time. */
 static void each_row(struct journal *j, enum ferry_query q, int64_t start,
@@ -1591,15 +1793,21 @@ static void remove_temp(struct journal *j, const struct ferry_batch *b,
 static void finish_tree(struct journal *j)
 {
         each_row(j, Q_STALE_TEMPS, 0, remove_temp);
+        bool deleted = false;
         if (j->opt->delete_removed) {
                 if (j->sum->scan_errors)
                         emit(j, FERRY_EV_WARNING, "", "",
                              "the scan had errors: nothing deleted");
-                else {
+                else if (check_delete(j)) {
                         each_row(j, Q_REMOVED_FILES, 0, delete_file);
                         each_row(j, Q_REMOVED_DIRS, INT64_MAX, delete_dir);
+                        report_held(j);
+                        deleted = true;
+                } else if (j->delete_refused) {
+                        keep_source_rows(j);
                 }
         }
+        record_source(j, deleted);
         each_row(j, Q_PENDING_DIRS, INT64_MAX, apply_dir);
         /* Deletions touch their directory, so apply_dir met every
          * directory changed above: with --durability=file it fsynced each
@@ -1645,6 +1853,9 @@ static int result_code(struct journal *j)
 {
         if (j->stop_code)
                 return j->stop_code;
+        /* before 23: the same command would not delete either */
+        if (j->delete_code)
+                return j->delete_code;
         if (j->sum->files_failed || j->sum->scan_errors ||
             barrier_left_files(j))
                 return FERRY_EPARTIAL;
@@ -1744,6 +1955,12 @@ static void would_delete(struct journal *j, const struct ferry_batch *b,
                                   : "not deleted: ferry did not write it");
                 return;
         }
+        if (j->delete_refused) {
+                emit(j, FERRY_EV_WOULD_DELETE, dir, name, "--delete refused");
+                return;
+        }
+        if (delete_held(j, dir, name, false))
+                return;
         j->sum->files_deleted++;
         emit(j, FERRY_EV_WOULD_DELETE, dir, name, NULL);
 }
@@ -1755,8 +1972,11 @@ static int dry_run(struct journal *j)
         stop_threads(j);
         if (!j->stop_code) {
                 each_row(j, Q_PENDING, 0, would_copy);
-                if (j->opt->delete_removed && !j->sum->scan_errors)
+                if (j->opt->delete_removed && !j->sum->scan_errors) {
+                        check_delete(j);
                         each_row(j, Q_REMOVED_FILES, 0, would_delete);
+                        report_held(j);
+                }
         }
         int code = result_code(j);
         ferry_manifest_rollback(j->m);

@@ -242,14 +242,20 @@ static void put_failure(FILE *f, const char *prefix, const char *path,
 
 /* A line of the listing on stdout, shown at once; the first that cannot
  * be written stops the run (struct sink). */
-static void put_listed(struct out *o, const char *prefix, const char *path,
-                       size_t len)
+static void put_listed_why(struct out *o, const char *prefix,
+                           const char *path, size_t len, const char *why)
 {
         if (!sink_ready(o->so))
                 return;
-        put_line(stdout, prefix, path, len, false, NULL);
+        put_line(stdout, prefix, path, len, false, why);
         if (!sink_flush(o->so))
                 ferry_request_stop();
+}
+
+static void put_listed(struct out *o, const char *prefix, const char *path,
+                       size_t len)
+{
+        put_listed_why(o, prefix, path, len, NULL);
 }
 
 static void on_event(enum ferry_event ev, const char *path, size_t len,
@@ -269,7 +275,12 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
                 break;
         case FERRY_EV_WOULD_COPY: put_listed(o, "", path, len); break;
         case FERRY_EV_WOULD_DELETE:
-                put_listed(o, "deleting ", path, len);
+                /* with a reason: kept (--max-delete, a refused --delete),
+                 * listed as a dry run lists, and under -v */
+                if (!detail)
+                        put_listed(o, "deleting ", path, len);
+                else if (o->cli->verbose || o->cli->opt.dry_run)
+                        put_listed_why(o, "not deleting ", path, len, detail);
                 break;
         case FERRY_EV_MISMATCH: put_listed(o, "mismatch: ", path, len); break;
         case FERRY_EV_MISSING: put_listed(o, "missing: ", path, len); break;

@@ -1075,8 +1075,10 @@ int ferry_manifest_check_dst(struct ferry_manifest *m, const char *identity,
 
 int ferry_manifest_reset_done(struct ferry_manifest *m)
 {
+        /* the hash goes too: ferry_manifest_keep_removed reads a hash with
+         * no error as "copied" */
         return exec_sql(m,
-                        "UPDATE files SET state = 0"
+                        "UPDATE files SET state = 0, hash = NULL"
                         " WHERE state = 1;"
                         "UPDATE dirs SET state = 0;",
                         "reset after a replaced destination");
@@ -1372,6 +1374,18 @@ int ferry_manifest_subtree_removed(struct ferry_manifest *m, const char *path,
         return exec_stmt(m, s, "file update");
 }
 
+/* Runs sql, a statement with ?1, once with row bound to it. */
+static int exec_sql_id(struct ferry_manifest *m, const char *sql, int64_t row)
+{
+        sqlite3_stmt *s;
+        if (sqlite3_prepare_v2(m->db, sql, -1, &s, NULL) != SQLITE_OK)
+                return db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, row);
+        int rc = exec_stmt(m, s, "update");
+        sqlite3_finalize(s);
+        return rc;
+}
+
 static int by_id(struct ferry_manifest *m, enum stmt_id id, int64_t row,
                  const char *what)
 {
@@ -1400,6 +1414,15 @@ int ferry_manifest_dir_chain_touch(struct ferry_manifest *m, int64_t file)
 int ferry_manifest_dir_applied(struct ferry_manifest *m, int64_t id)
 {
         return by_id(m, S_DIR_APPLIED, id, "directory update");
+}
+
+int ferry_manifest_dir_defer(struct ferry_manifest *m, int64_t id)
+{
+        /* an mtime no directory has: the next scan finds it changed */
+        return exec_sql_id(m,
+                           "UPDATE dirs SET state = 1, mtime_ns = -1"
+                           " WHERE id = ?1",
+                           id);
 }
 
 int ferry_manifest_dir_delete(struct ferry_manifest *m, int64_t id)
@@ -1905,6 +1928,51 @@ int ferry_manifest_current_gen(struct ferry_manifest *m, int64_t *gen)
                           "SELECT coalesce(max(value), 0) FROM meta"
                           " WHERE key = 'gen'",
                           gen);
+}
+
+int ferry_manifest_count_done(struct ferry_manifest *m, uint64_t *files)
+{
+        int64_t n = 0;
+        int rc =
+                pragma_int(m, "SELECT count(*) FROM files WHERE state = 1", &n);
+        *files = (uint64_t)n;
+        return rc;
+}
+
+int ferry_manifest_count_removed(struct ferry_manifest *m, int64_t gen,
+                                 uint64_t *files)
+{
+        int64_t n = 0;
+        int rc = select_ints(m,
+                             "SELECT count(*) FROM files WHERE state IN"
+                             " (4, 5) AND state = 5 AND gen = ?1",
+                             gen, &n, 1);
+        *files = (uint64_t)n;
+        return rc;
+}
+
+int ferry_manifest_keep_removed(struct ferry_manifest *m, int64_t gen)
+{
+        /* A row removed by scan gen held, before, what it holds now (the
+         * marks that remove a row change neither its hash nor its error):
+         * a hash with no error is a copy (file_done clears the error; a
+         * row made pending again keeps its hash but gets an error, or,
+         * after a replaced DST, loses the hash). A first name whose group
+         * was all removed lost its mark (forget_group): its other names
+         * still point to it. */
+        static const char *const sql[] = {
+                "UPDATE files SET hl = -1 WHERE state IN (4, 5)"
+                " AND state = 5 AND gen = ?1 AND hl IS NULL"
+                " AND EXISTS (SELECT 1 FROM files f WHERE f.ino = files.ino"
+                " AND f.dev = files.dev AND f.hl = files.id)",
+                "UPDATE files SET state = CASE WHEN type = 3 THEN 3"
+                " WHEN hash IS NOT NULL AND error IS NULL THEN 1 ELSE 0 END"
+                " WHERE state IN (4, 5) AND state = 5 AND gen = ?1",
+        };
+        int rc = 0;
+        for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]) && !rc; i++)
+                rc = exec_sql_id(m, sql[i], gen);
+        return rc;
 }
 
 int ferry_manifest_not_done(struct ferry_manifest *m, int64_t gen,

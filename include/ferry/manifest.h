@@ -155,6 +155,9 @@ int ferry_manifest_dir_touch(struct ferry_manifest *m, int64_t id);
  * of a file found missing in DST may make them anew (mode 0700). */
 int ferry_manifest_dir_chain_touch(struct ferry_manifest *m, int64_t file);
 int ferry_manifest_dir_applied(struct ferry_manifest *m, int64_t id);
+/* The directory's metadata is not applied now but by the next run: marked
+ * applied, and recorded so that the next scan finds it changed. */
+int ferry_manifest_dir_defer(struct ferry_manifest *m, int64_t id);
 int ferry_manifest_dir_delete(struct ferry_manifest *m, int64_t id);
 /* Records why a directory failed (NULL clears it). */
 int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
@@ -225,6 +228,16 @@ int ferry_manifest_pending(struct ferry_manifest *m, int64_t gen,
 int ferry_manifest_max_id(struct ferry_manifest *m, int64_t *id);
 /* The generation of the latest scan (0 before the first). */
 int ferry_manifest_current_gen(struct ferry_manifest *m, int64_t *gen);
+/* Done rows (--delete's guard). */
+int ferry_manifest_count_done(struct ferry_manifest *m, uint64_t *files);
+/* Rows that scan gen found gone from SRC (state removed, generation gen). */
+int ferry_manifest_count_removed(struct ferry_manifest *m, int64_t gen,
+                                 uint64_t *files);
+/* --delete refused: the rows scan gen found gone from SRC get the state
+ * they had before it (done, skipped or pending), so that the same SRC, back
+ * again, is neither deleted nor copied again. Rows removed by earlier scans
+ * stay removed. */
+int ferry_manifest_keep_removed(struct ferry_manifest *m, int64_t gen);
 /* Rows of generation gen that are pending or failed (verify: not copied
  * yet). */
 int ferry_manifest_not_done(struct ferry_manifest *m, int64_t gen,

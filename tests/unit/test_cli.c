@@ -97,6 +97,8 @@ static void test_defaults(void)
         CHECK(p.cli.opt.hard_links && p.cli.opt.perms && p.cli.opt.owner &&
               p.cli.opt.times);
         CHECK(!p.cli.opt.delete_removed && !p.cli.opt.dry_run);
+        CHECK(!p.cli.opt.delete_anyway);
+        CHECK_EQ(p.cli.opt.max_delete, -1);
         CHECK_EQ(p.cli.opt.verify, 0);
         CHECK(!p.cli.quiet && !p.cli.verbose && !p.cli.json);
         /* and the parser starts from exactly those */
@@ -218,6 +220,30 @@ static void test_durability(void)
         USAGE("batch", "--durability", "BATCH", "a", "b");
 }
 
+/* --delete-anyway is --delete without the guard; --max-delete N >= 0 */
+static void test_delete_options(void)
+{
+        struct parsed p;
+        PARSE(&p, "--delete-anyway", "a", "b");
+        CHECK_EQ(p.rc, 0);
+        CHECK(p.cli.opt.delete_removed && p.cli.opt.delete_anyway);
+        done(&p);
+        PARSE(&p, "--delete", "--max-delete", "0", "a", "b");
+        CHECK_EQ(p.rc, 0);
+        CHECK(p.cli.opt.delete_removed && !p.cli.opt.delete_anyway);
+        CHECK_EQ(p.cli.opt.max_delete, 0);
+        done(&p);
+        PARSE(&p, "--max-delete=9223372036854775807", "a", "b");
+        CHECK_EQ(p.rc, 0);
+        CHECK_EQ(p.cli.opt.max_delete, INT64_MAX);
+        done(&p);
+        USAGE("--max-delete", "--max-delete", "-1", "a", "b");
+        USAGE("--max-delete", "--max-delete", " 1", "a", "b");
+        USAGE("--max-delete", "--max-delete", "", "a", "b");
+        USAGE("--max-delete", "--max-delete", "1k", "a", "b");
+        USAGE("--max-delete", "--max-delete=9223372036854775808", "a", "b");
+}
+
 static void test_verify(void)
 {
         const struct {
@@ -333,12 +359,12 @@ static void test_help_lists_every_option(void)
         FILE *out = open_memstream(&text, &len);
         ferry_cli_help(out);
         fclose(out);
-        const char *names[] = {"jobs",       "manifest", "exclude",
-                               "delete",     "dry-run",  "no-hard-links",
-                               "no-perms",   "no-owner", "no-times",
-                               "durability", "retries",  "verify",
-                               "quiet",      "verbose",  "json",
-                               "help",       "version"};
+        const char *names[] = {
+                "jobs",     "manifest",      "exclude",       "delete",
+                "dry-run",  "no-hard-links", "delete-anyway", "max-delete",
+                "no-perms", "no-owner",      "no-times",      "durability",
+                "retries",  "verify",        "quiet",         "verbose",
+                "json",     "help",          "version"};
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
                 char opt[64];
                 snprintf(opt, sizeof(opt), "--%s", names[i]);
@@ -724,6 +750,7 @@ int main(int argc, char **argv)
         RUN(test_flags);
         RUN(test_jobs_and_retries);
         RUN(test_durability);
+        RUN(test_delete_options);
         RUN(test_verify);
         RUN(test_status_forms);
         RUN(test_usage_errors);
