@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "ferry.h"
 
+#include "ferry/fsio.h"
 #include "ferry/journal.h"
 #include "ferry/manifest.h"
 #include "ferry/names.h"
@@ -454,6 +455,7 @@ int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
                 return errf(err, FERRY_EINTERNAL, "out of memory");
         job->opt = *opt;
         job->srcfd = job->dstfd = job->lockfd = -1;
+        ferry_fsio_fd_reset();
         rc = resolve_paths(job, err);
         if (!rc) {
                 rc = ferry_patterns_new(opt->excludes, opt->n_excludes,

@@ -50,6 +50,14 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
 /* Re-reads the destination and/or source (b->work flags) and compares. */
 void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,
                          struct ferry_item *it);
+/* In both, running out of descriptors (EMFILE, ENFILE) is waited out
+ * with ferry_fsio_fd_wait, the cached directories closed meanwhile, and
+ * the item starts over, no attempt counted; only when that wait runs out
+ * is the result R_NOFDS (the run stops; R_NONE when a stop was asked). */
+
+/* Closes the cached directories (an idle worker under descriptor
+ * pressure holds none); the next item opens them again. */
+void ferry_copier_rest(struct ferry_copier *c);
 
 /* Opens (create: and makes) directory path under DST; when not root and
  * an earlier run left it without owner access, gives that back first. */
