@@ -13,7 +13,8 @@
  * them: ferry_copy_transient() says which, --retries how often,
  * ferry_copy_backoff() how long to wait. What still fails is sent as the
  * listing's open_err. No descriptor (EMFILE, ENFILE) is back-pressure:
- * waited out with ferry_fsio_fd_wait, never an attempt.
+ * waited out with ferry_fsio_fd_wait, never an attempt; a thread holds
+ * at most FERRY_SCAN_FDS descriptors.
  */
 #define _GNU_SOURCE
 #include "ferry/scan.h"

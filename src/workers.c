@@ -1,7 +1,8 @@
 /*
  * workers.c - the copy/verify thread pool (include/ferry/workers.h).
  * A worker owns its copier; the only shared things are the two queues.
- * Descriptors: none held while idle once descriptors ran short.
+ * Descriptors: each holds at most FERRY_COPIER_FDS (fdlimit.h fits -j to
+ * the limit), and none while idle once descriptors ran short.
  */
 #include "ferry/workers.h"
 

@@ -26,6 +26,12 @@
 
 #include <stdatomic.h>
 
+/* Descriptors one copier holds at most at once: the cached source and
+ * destination directories, and the file being read and its temp file; a
+ * hard link's leader directory, or the one-at-a-time walk of make_dirs
+ * and of the name checks, takes the place of those files. */
+#define FERRY_COPIER_FDS 4
+
 struct ferry_copy_cfg {
         int srcfd; /* borrowed */
         int dstfd; /* borrowed */
