@@ -44,7 +44,8 @@ struct opt_def {
 
 static const struct opt_def opts[] = {
         {"jobs", required_argument, O_JOBS, "N",
-         "parallel copy workers, 1-1024 (default 32)"},
+         "parallel copy workers, 1-1024 (default 32); fewer when "
+         "open files are limited"},
         {"manifest", required_argument, O_MANIFEST, "FILE",
          "manifest file (default: $XDG_STATE_HOME/ferry/<hash>.db)"},
         {"exclude", required_argument, O_EXCLUDE, "PATTERN",

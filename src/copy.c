@@ -165,7 +165,11 @@ static void enter_dir(struct ferry_copier *c, const struct ferry_batch *b,
         else if (b->work & WORK_VERIFY_DST)
                 c->dst_err = ferry_copy_open_dst_dir(c->cfg.dstfd, dir, false,
                                                      &c->dst_dir);
-        c->dir_id = it->dir_id;
+        /* no descriptor is no answer about the directory: not kept */
+        c->dir_id = ferry_fsio_out_of_fds(c->src_err) ||
+                                    ferry_fsio_out_of_fds(c->dst_err)
+                            ? -1
+                            : it->dir_id;
 }
 
 /* Whether what (an item's failed step) was done on SRC: every such step
@@ -176,12 +180,16 @@ static bool on_source(const char *what)
 }
 
 /* A full destination stops the run (R_NOSPACE); ENOSPC or EDQUOT from a
- * step on SRC says nothing about DST and fails only this file. */
+ * step on SRC says nothing about DST and fails only this file. No
+ * descriptor after fsio's wait (EMFILE, ENFILE) is no file's fault either:
+ * it stops the run too (R_NOFDS), on either side. */
 static void set_result(struct ferry_item *it, int err, const char *what)
 {
         it->err = err;
         it->what = what;
-        if ((err == ENOSPC || err == EDQUOT) && !on_source(what))
+        if (ferry_fsio_out_of_fds(err))
+                it->result = R_NOFDS;
+        else if ((err == ENOSPC || err == EDQUOT) && !on_source(what))
                 it->result = R_NOSPACE;
         else
                 it->result = R_FAILED;
@@ -694,8 +702,8 @@ static void record_dst(struct ferry_copier *c, struct ferry_item *it,
         }
 }
 
-void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
-                       struct ferry_item *it)
+static void copy_item(struct ferry_copier *c, struct ferry_batch *b,
+                      struct ferry_item *it)
 {
         c->why[0] = '\0';
         /* a name DST cannot hold fails before anything is read */
@@ -705,6 +713,10 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                 return;
         }
         enter_dir_retrying(c, b, it);
+        if (ferry_fsio_out_of_fds(c->src_err)) {
+                set_result(it, c->src_err, "open source directory");
+                return;
+        }
         if (c->src_err) {
                 it->result = c->src_err == ENOENT ? R_VANISHED : R_FAILED;
                 it->err = c->src_err;
@@ -774,6 +786,37 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
         }
 }
 
+/* No descriptor for it (R_NOFDS): let go of the cached directories, which
+ * another worker may need to finish its file, wait, and start the item
+ * over, its attempts not counted; false when the wait ran out (the run
+ * stops) or a stop was asked (then the item is not attempted). */
+static bool wait_for_fds(struct ferry_copier *c, struct ferry_item *it,
+                         int64_t *since)
+{
+        if (it->result != R_NOFDS)
+                return false;
+        leave_dir(c);
+        if (!atomic_load(c->cfg.stop) && ferry_fsio_fd_wait(since, it->err))
+                return true;
+        if (atomic_load(c->cfg.stop))
+                it->result = R_NONE;
+        return false;
+}
+
+void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
+                       struct ferry_item *it)
+{
+        int64_t since = 0;
+        do
+                copy_item(c, b, it);
+        while (wait_for_fds(c, it, &since));
+}
+
+void ferry_copier_rest(struct ferry_copier *c)
+{
+        leave_dir(c);
+}
+
 /* Hashes one side of a verify: the file, or a symlink's target. */
 static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
                      enum ferry_ftype type, uint8_t out[16], uint64_t *size)
@@ -833,8 +876,8 @@ static void verify_side(struct ferry_copier *c, int dirfd, int dir_err,
         }
 }
 
-void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,
-                         struct ferry_item *it)
+static void verify_item(struct ferry_copier *c, struct ferry_batch *b,
+                        struct ferry_item *it)
 {
         enter_dir(c, b, it);
         const char *name = ferry_batch_at(b, it->name_off);
@@ -843,4 +886,13 @@ void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,
                 verify_side(c, c->dst_dir, c->dst_err, name, it, "destination");
         if (it->result == R_DONE && (b->work & WORK_VERIFY_SRC))
                 verify_side(c, c->src_dir, c->src_err, name, it, "source");
+}
+
+void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,
+                         struct ferry_item *it)
+{
+        int64_t since = 0;
+        do
+                verify_item(c, b, it);
+        while (wait_for_fds(c, it, &since));
 }

@@ -2,9 +2,11 @@
  * fsio.c - the one place where the copy path meets the kernel.
  *
  * Owns: EINTR retries, short read/write loops, statx/fstat translation,
- * component-wise opening of paths longer than PATH_MAX, and (in test builds)
- * the fault table described in include/ferry/fsio.h. Every function returns
- * 0 or a positive errno.
+ * component-wise opening of paths longer than PATH_MAX, waiting for a
+ * descriptor when the process or the system has none left (EMFILE, ENFILE:
+ * back-pressure, see below), and (in test builds) the fault table
+ * described in include/ferry/fsio.h. Every function returns 0 or a positive
+ * errno.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -23,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(HAVE_LINUX_OPENAT2_H) && defined(HAVE_SYS_OPENAT2)
 #include <linux/openat2.h>
@@ -52,6 +55,7 @@ static char crash_point[64];
 static long crash_nth;
 static atomic_long crash_calls;
 static pthread_once_t faults_once = PTHREAD_ONCE_INIT;
+static long fd_wait_test_ms = -1; /* FERRY_FD_WAIT_MS, -1: not set */
 
 static int op_by_name(const char *name, size_t len)
 {
@@ -100,11 +104,16 @@ static void load_faults(void)
                         crash_nth = colon ? strtol(colon + 1, NULL, 10) : 1;
                 }
         }
+        const char *wait = getenv("FERRY_FD_WAIT_MS"); /* t34: a short wait */
+        if (wait)
+                fd_wait_test_ms = strtol(wait, NULL, 10);
 }
 
 /* FERRY_FAULT_LOG=FILE: each injected fault appends "op call errno" to
- * FILE, so a test tells a fault that fired from one never reached. */
-static void log_fault(enum ferry_fsio_op op, long call, int err)
+ * FILE, so a test tells a fault that fired from one never reached; a call
+ * that waits for a descriptor appends "fdwait N errno" (N: the waits so
+ * far), so a test sees whether the descriptor budget held. */
+static void log_line(const char *what, long call, int err)
 {
         const char *path = getenv("FERRY_FAULT_LOG");
         if (!path)
@@ -113,8 +122,7 @@ static void log_fault(enum ferry_fsio_op op, long call, int err)
         if (fd < 0)
                 return;
         char line[64];
-        int n = snprintf(line, sizeof(line), "%s %ld %d\n", op_names[op], call,
-                         err);
+        int n = snprintf(line, sizeof(line), "%s %ld %d\n", what, call, err);
         if (n > 0 && write(fd, line, (size_t)n) < 0) {
                 /* a test that reads the log will find the line missing */
         }
@@ -131,7 +139,7 @@ static int injected(enum ferry_fsio_op op)
         for (int i = 0; i < n_faults; i++)
                 if (faults[i].op == (int)op &&
                     (faults[i].nth == 0 || faults[i].nth == call)) {
-                        log_fault(op, call, faults[i].err);
+                        log_line(op_names[op], call, faults[i].err);
                         return faults[i].err;
                 }
         return 0;
@@ -194,6 +202,108 @@ int ferry_fsio_fault(enum ferry_fsio_op op)
                         return fault_;                                         \
         } while (0)
 
+/* ---- descriptor back-pressure ----------------------------------------- */
+
+/*
+ * EMFILE (this process holds its limit of descriptors) and ENFILE (the
+ * system's file table is full) say nothing about the file being opened:
+ * other threads close theirs within moments. So every wrapper here that
+ * makes a descriptor first waits for one, briefly (FD_HOLD_MS): it may
+ * hold descriptors of its caller meanwhile, so a longer wait could leave
+ * every thread holding some and waiting for more. After that it returns
+ * the errno, and a caller that holds descriptors lets them go and waits
+ * with ferry_fsio_fd_wait, which bounds the whole wait: FD_WAIT_MS
+ * without a descriptor means none is coming back (a leak, or another
+ * process holding the system's table). Then the state is latched: every
+ * later wait gives up at once, so the run stops soon rather than waiting
+ * once per file. Steps: 1 ms, after 20 ms 10 ms, after 2 s 100 ms.
+ */
+#define FD_HOLD_MS 100
+#define FD_WAIT_MS 60000
+
+static atomic_bool fd_starved;
+static atomic_ulong fd_waits;
+
+bool ferry_fsio_out_of_fds(int err)
+{
+        return err == EMFILE || err == ENFILE;
+}
+
+void ferry_fsio_fd_reset(void)
+{
+        atomic_store(&fd_starved, false);
+        atomic_store(&fd_waits, 0);
+}
+
+unsigned long ferry_fsio_fd_waits(void)
+{
+        return atomic_load(&fd_waits);
+}
+
+static int64_t mono_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t fd_wait_limit(void)
+{
+#ifdef FERRY_TESTING
+        pthread_once(&faults_once, load_faults);
+        if (fd_wait_test_ms >= 0)
+                return fd_wait_test_ms;
+#endif
+        return FD_WAIT_MS;
+}
+
+/* One wait of at most limit ms in all (-1: the run's, latched at the end)
+ * since *since (0: this is the first). */
+static bool wait_step(int64_t *since, int err, int64_t limit)
+{
+        if (!ferry_fsio_out_of_fds(err) || atomic_load(&fd_starved))
+                return false;
+        int64_t now = mono_ms();
+        if (!*since) {
+                *since = now;
+                unsigned long n = atomic_fetch_add(&fd_waits, 1) + 1;
+#ifdef FERRY_TESTING
+                log_line("fdwait", (long)n, err);
+#else
+                (void)n;
+#endif
+        }
+        int64_t waited = now - *since;
+        if (waited >= (limit < 0 ? fd_wait_limit() : limit)) {
+                if (limit < 0)
+                        atomic_store(&fd_starved, true);
+                return false;
+        }
+        long ms = waited < 20 ? 1 : waited < 2000 ? 10 : 100;
+        struct timespec ts = {0, ms * 1000000L};
+        nanosleep(&ts, NULL);
+        return true;
+}
+
+bool ferry_fsio_fd_wait(int64_t *since, int err)
+{
+        return wait_step(since, err, -1);
+}
+
+/* openat(2) with EINTR retried and EMFILE/ENFILE held out for a moment: a
+ * descriptor, or -1 with errno set. */
+static int open_waiting(int dirfd, const char *name, int flags, mode_t mode)
+{
+        int64_t since = 0;
+        int fd;
+        do {
+                do
+                        fd = openat(dirfd, name, flags, mode);
+                while (fd < 0 && errno == EINTR);
+        } while (fd < 0 && wait_step(&since, errno, FD_HOLD_MS));
+        return fd;
+}
+
 /* Walks rel one component at a time from rootfd (for paths > PATH_MAX). */
 static int open_by_components(int rootfd, const char *rel, int flags,
                               mode_t mode, bool create_dirs, int *out)
@@ -210,13 +320,10 @@ static int open_by_components(int rootfd, const char *rel, int flags,
                 }
                 memcpy(name, p, len);
                 name[len] = '\0';
-                int next = -1;
                 int fl = last ? flags
                               : (O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
                                  O_CLOEXEC);
-                do
-                        next = openat(cur, name, fl, mode);
-                while (next < 0 && errno == EINTR);
+                int next = open_waiting(cur, name, fl, mode);
                 /* a file or symlink where the source has a directory:
                  * ENOTDIR; whether it may go is the journal's to say
                  * (rule 9), it knows what ferry put there */
@@ -227,7 +334,7 @@ static int open_by_components(int rootfd, const char *rel, int flags,
                                 rc = errno;
                                 break;
                         }
-                        next = openat(cur, name, fl, mode);
+                        next = open_waiting(cur, name, fl, mode);
                 }
                 if (next < 0) {
                         rc = errno;
@@ -247,7 +354,7 @@ static int open_by_components(int rootfd, const char *rel, int flags,
         }
         if (cur == rootfd) {
                 /* empty path: a new descriptor for rootfd itself */
-                cur = openat(rootfd, ".", flags, mode);
+                cur = open_waiting(rootfd, ".", flags, mode);
                 if (cur < 0)
                         return errno;
         }
@@ -284,17 +391,23 @@ static int open_nofollow(int dirfd, const char *name, int flags, mode_t mode)
 int ferry_fsio_openat(int dirfd, const char *name, int flags, mode_t mode,
                       int *fd)
 {
-        FAULT(FSIO_OPEN);
-        int r;
-        do
-                r = open_nofollow(dirfd, name, flags, mode);
-        while (r < 0 && (errno == EINTR || errno == EAGAIN));
-        if (r >= 0) {
+        int64_t since = 0;
+        int r = -1, err;
+        do {
+                /* an injected EMFILE is waited out like a real one */
+                if ((err = injected(FSIO_OPEN)))
+                        continue;
+                do
+                        r = open_nofollow(dirfd, name, flags, mode);
+                while (r < 0 && (errno == EINTR || errno == EAGAIN));
+                err = r < 0 ? errno : 0;
+        } while (err && wait_step(&since, err, FD_HOLD_MS));
+        if (!err) {
                 *fd = r;
                 return 0;
         }
-        if (errno != ENAMETOOLONG || strlen(name) <= NAME_MAX)
-                return errno;
+        if (err != ENAMETOOLONG || strlen(name) <= NAME_MAX)
+                return err;
         return open_by_components(dirfd, name, flags | O_CLOEXEC, mode, false,
                                   fd);
 }
@@ -649,8 +762,9 @@ int ferry_fsio_remove_tree(int dirfd, const char *name)
                 return 0;
         if (errno != EISDIR && errno != EPERM)
                 return errno;
-        int fd = openat(dirfd, name,
-                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int fd = open_waiting(dirfd, name,
+                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                              0);
         if (fd < 0)
                 return errno;
         int rc = remove_children(fd);

@@ -11,10 +11,17 @@
  * someone holds it without taking it, so `ferry status` can see a run going
  * on without disturbing it; unlike classic POSIX locks, closing another
  * descriptor of the file in the same process does not drop it.
+ *
+ * Descriptors: a job raises the soft RLIMIT_NOFILE to the hard limit
+ * before it opens anything, and once SRC, DST and the manifest are open it
+ * fits the workers and scan threads into what is left (fdlimit.h), saying
+ * so once when that means fewer than asked.
  */
 #define _GNU_SOURCE
 #include "ferry.h"
 
+#include "ferry/fdlimit.h"
+#include "ferry/fsio.h"
 #include "ferry/journal.h"
 #include "ferry/manifest.h"
 #include "ferry/names.h"
@@ -44,6 +51,7 @@ struct ferry_job {
         struct ferry_patterns *excludes;
         struct ferry_names *names; /* what DST can hold; NULL: anything */
         struct ferry_own *own;     /* DST's root and the manifest's files */
+        unsigned long fd_limit;    /* the soft RLIMIT_NOFILE, raised */
 };
 
 static atomic_bool stop_requested;
@@ -506,6 +514,29 @@ static int note_own(struct ferry_job *job, struct ferry_error *err)
         return 0;
 }
 
+/* Fewer workers and scan threads when the descriptors cannot hold what
+ * was asked; one warning says so. */
+static void fit_threads(struct ferry_job *job)
+{
+        struct ferry_fd_fit fit;
+        ferry_fdlimit_fit(job->fd_limit, ferry_fdlimit_in_use(), job->opt.jobs,
+                          job->opt.scanners, &fit);
+        if (!fit.reduced)
+                return;
+        char why[256], scan[64] = "";
+        if (fit.scanners != job->opt.scanners)
+                snprintf(scan, sizeof(scan), " and %u scan thread%s",
+                         fit.scanners, fit.scanners == 1 ? "" : "s");
+        snprintf(why, sizeof(why),
+                 "-j %u needs about %lu open files but the limit is %lu: "
+                 "using -j %u%s",
+                 job->opt.jobs, fit.need, job->fd_limit, fit.jobs, scan);
+        job->opt.jobs = fit.jobs;
+        job->opt.scanners = fit.scanners;
+        if (job->opt.event)
+                job->opt.event(FERRY_EV_WARNING, "", 0, why, job->opt.cb_arg);
+}
+
 int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
                    struct ferry_error *err)
 {
@@ -518,6 +549,8 @@ int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
                 return errf(err, FERRY_EINTERNAL, "out of memory");
         job->opt = *opt;
         job->srcfd = job->dstfd = job->lockfd = -1;
+        job->fd_limit = ferry_fdlimit_raise();
+        ferry_fsio_fd_reset();
         rc = resolve_paths(job, err);
         if (!rc) {
                 rc = ferry_patterns_new(opt->excludes, opt->n_excludes,
@@ -531,6 +564,8 @@ int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
                 rc = open_trees(job, err);
         if (!rc)
                 rc = note_own(job, err);
+        if (!rc)
+                fit_threads(job);
         if (rc) {
                 ferry_job_close(job);
                 return rc;

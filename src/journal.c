@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -253,8 +254,12 @@ static int sync_dirs(const struct ferry_journal_cfg *cfg,
                 if (i && e[i].dir == e[i - 1].dir)
                         continue;
                 int fd = -1;
-                rc = ferry_fsio_open_dir(cfg->dstfd,
-                                         ferry_batch_at(e[i].b, e[i].off), &fd);
+                int64_t since = 0; /* no descriptor: wait, holding none */
+                do
+                        rc = ferry_fsio_open_dir(
+                                cfg->dstfd, ferry_batch_at(e[i].b, e[i].off),
+                                &fd);
+                while (rc && ferry_fsio_fd_wait(&since, rc));
                 if (!rc)
                         rc = ferry_fsio_fsync(fd);
                 ferry_fsio_close(&fd);
@@ -359,6 +364,25 @@ static bool clear_way(struct journal *j, const struct ferry_batch *b,
         return true;
 }
 
+/* fsio waited a minute for a descriptor and none came free: a leak, or the
+ * system's file table is full. Failing the remaining files one by one
+ * would help nobody; the rows stay pending. */
+static void stop_no_fds(struct journal *j, int err)
+{
+        if (atomic_load(j->cfg->stop))
+                return; /* stopping anyway: the wait was cut short */
+        struct rlimit rl;
+        char limit[64] = "";
+        if (err == EMFILE && !getrlimit(RLIMIT_NOFILE, &rl))
+                snprintf(limit, sizeof(limit), "; the limit is %llu",
+                         (unsigned long long)rl.rlim_cur);
+        set_error(j, FERRY_EINTERNAL,
+                  "no file descriptor came free (%s%s): stopped; close files "
+                  "elsewhere or raise the limit (ulimit -n), then run the "
+                  "same command to resume",
+                  strerror(err), limit);
+}
+
 static int record_copy(struct journal *j, const struct ferry_batch *b,
                        const struct ferry_item *it, bool durable,
                        int64_t *last_dir)
@@ -404,6 +428,7 @@ static int record_copy(struct journal *j, const struct ferry_batch *b,
                 emit_item(j, FERRY_EV_VANISHED, b, it, "vanished");
                 break;
         case R_NOSPACE: stop_full(j); return 0;
+        case R_NOFDS: stop_no_fds(j, it->err); return 0;
         case R_NONE: return 0;
         }
         j->prog.files_done++;
@@ -425,7 +450,9 @@ static void on_barrier(struct journal *j, struct barrier_job *job)
         bool durable = job->msg.err == 0;
         if (dst_full(job->msg.err))
                 stop_full(j);
-        if (!durable && !j->barrier_failed) {
+        if (ferry_fsio_out_of_fds(job->msg.err))
+                stop_no_fds(j, job->msg.err); /* not the barrier's fault */
+        else if (!durable && !j->barrier_failed) {
                 j->barrier_failed = true;
                 if (j->opt->event)
                         j->opt->event(
@@ -500,6 +527,7 @@ static void record_verify(struct journal *j, const struct ferry_batch *b,
         j->prog.bytes_done += it->st.size;
         switch (it->result) {
         case R_DONE: j->sum->verified++; return;
+        case R_NOFDS: stop_no_fds(j, it->err); return;
         case R_MISMATCH:
         case R_MISSING:
                 snprintf(why, sizeof(why), "verify: %s %s", it->what,
@@ -732,7 +760,11 @@ static void on_listing(struct journal *j, struct ferry_listing *l)
                 if (!rc)
                         count_entry(j, l, e, res);
         }
-        if (!rc && l->open_err)
+        if (!rc && ferry_fsio_out_of_fds(l->open_err)) {
+                stop_no_fds(j, l->open_err); /* not the directory's fault */
+                rc = ferry_manifest_keep_subtree(j->m, l->path, l->path_len,
+                                                 j->gen);
+        } else if (!rc && l->open_err)
                 rc = scan_error(j, l, dir);
         else if (!rc && l->first)
                 rc = ferry_manifest_dir_set_error(j->m, dir, NULL);

@@ -12,7 +12,9 @@
  * reading a directory, SRC's own included, are retried as the copy retries
  * them: ferry_copy_transient() says which, --retries how often,
  * ferry_copy_backoff() how long to wait. What still fails is sent as the
- * listing's open_err.
+ * listing's open_err. No descriptor (EMFILE, ENFILE) is back-pressure:
+ * waited out with ferry_fsio_fd_wait, never an attempt; a thread holds
+ * at most FERRY_SCAN_FDS descriptors.
  */
 #define _GNU_SOURCE
 #include "ferry/scan.h"
@@ -219,13 +221,23 @@ static int read_entry(struct reader *r, int dfd, const char *name)
         return rc;
 }
 
+/* No descriptor (EMFILE, ENFILE) is waited out, not counted as an attempt
+ * and not reported as the directory's error unless the wait runs out. */
+static bool wait_for_fds(const struct ferry_scan_cfg *cfg, int err,
+                         int64_t *since)
+{
+        return !atomic_load(cfg->stop) && ferry_fsio_fd_wait(since, err);
+}
+
 static int open_dir(struct reader *r, DIR **out)
 {
         unsigned attempt = 0;
+        int64_t since = 0;
         int fd = -1, err;
         do
                 err = ferry_fsio_open_dir(r->sc->cfg.srcfd, r->dir->path, &fd);
-        while (err && retry(&r->sc->cfg, err, &attempt));
+        while (err && (retry(&r->sc->cfg, err, &attempt) ||
+                       wait_for_fds(&r->sc->cfg, err, &since)));
         if (err)
                 return err;
         *out = fdopendir(fd);

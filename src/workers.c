@@ -1,8 +1,12 @@
 /*
  * workers.c - the copy/verify thread pool (include/ferry/workers.h).
  * A worker owns its copier; the only shared things are the two queues.
+ * Descriptors: each holds at most FERRY_COPIER_FDS (fdlimit.h fits -j to
+ * the limit), and none while idle once descriptors ran short.
  */
 #include "ferry/workers.h"
+
+#include "ferry/fsio.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -36,12 +40,26 @@ static void run_batch(struct worker *w, struct ferry_batch *b)
         }
 }
 
+/* The next batch; NULL when the queue closed. A worker about to wait for
+ * work closes its cached directories once descriptors ran short in this
+ * run: an idle worker must not hold what a busy one needs. */
+static struct ferry_batch *next_batch(struct worker *w)
+{
+        void *item;
+        if (ferry_queue_try_pop(w->pool->work, &item) == FERRY_QUEUE_OK)
+                return item;
+        if (ferry_fsio_fd_waits())
+                ferry_copier_rest(w->copier);
+        return ferry_queue_pop(w->pool->work, &item, -1) == FERRY_QUEUE_OK
+                       ? item
+                       : NULL;
+}
+
 static void *worker_main(void *arg)
 {
         struct worker *w = arg;
-        void *item;
-        while (ferry_queue_pop(w->pool->work, &item, -1) == FERRY_QUEUE_OK) {
-                struct ferry_batch *b = item;
+        struct ferry_batch *b;
+        while ((b = next_batch(w))) {
                 run_batch(w, b);
                 /* the journal drains the inbox until every batch is back */
                 if (ferry_queue_push(w->pool->inbox, b) != FERRY_QUEUE_OK)

@@ -70,6 +70,7 @@ enum ferry_result {
         R_VANISHED, /* source is gone */
         R_CHANGED,  /* source kept changing while copied */
         R_NOSPACE,  /* destination full */
+        R_NOFDS,    /* no descriptor came free (fsio gave up waiting) */
         R_MISMATCH, /* verify: content or size differs */
         R_MISSING,  /* verify: destination file missing */
         R_IN_WAY,   /* a DST entry of another type is in the way (a

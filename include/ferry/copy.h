@@ -26,6 +26,12 @@
 
 #include <stdatomic.h>
 
+/* Descriptors one copier holds at most at once: the cached source and
+ * destination directories, and the file being read and its temp file; a
+ * hard link's leader directory, or the one-at-a-time walk of make_dirs
+ * and of the name checks, takes the place of those files. */
+#define FERRY_COPIER_FDS 4
+
 struct ferry_copy_cfg {
         int srcfd; /* borrowed */
         int dstfd; /* borrowed */
@@ -53,6 +59,14 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
 /* Re-reads the destination and/or source (b->work flags) and compares. */
 void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,
                          struct ferry_item *it);
+/* In both, running out of descriptors (EMFILE, ENFILE) is waited out
+ * with ferry_fsio_fd_wait, the cached directories closed meanwhile, and
+ * the item starts over, no attempt counted; only when that wait runs out
+ * is the result R_NOFDS (the run stops; R_NONE when a stop was asked). */
+
+/* Closes the cached directories (an idle worker under descriptor
+ * pressure holds none); the next item opens them again. */
+void ferry_copier_rest(struct ferry_copier *c);
 
 /*
  * Rule 9 (DESIGN.md): ferry replaces or removes a DST entry only when it is

@@ -12,6 +12,8 @@
  *       each injected fault appends a line "op call errno" to FILE
  *   FERRY_CRASH="point:nth"
  *       _exit(86) the nth time the named crash point is passed
+ *   FERRY_FD_WAIT_MS=N
+ *       give up waiting for a free descriptor after N ms (default 60 s)
  *
  * ops: open read write fsync syncfs rename mkdir utimens chmod chown link
  * symlink stat unlink, readdir (the scanner's, one call per entry), and for
@@ -98,6 +100,29 @@ struct ferry_stat {
         uint32_t uid;
         uint32_t gid;
 };
+
+/*
+ * Out of descriptors: EMFILE and ENFILE are back-pressure, never a file's
+ * fault. Every wrapper below that makes a descriptor (openat, open_dir,
+ * make_dirs, remove_tree) holds on a moment (100 ms) for one to come
+ * free, then returns the errno. Its caller lets go of what descriptors it
+ * holds (another thread may need them to finish) and calls
+ * ferry_fsio_fd_wait before it tries again, without counting an attempt.
+ * That wait is bounded: after a minute (FERRY_FD_WAIT_MS in test builds)
+ * without a descriptor it says no, and from then on says no at once to
+ * every caller, so the run stops (nothing would free one) rather than
+ * fail file after file.
+ */
+/* Whether err is EMFILE or ENFILE: callers decide by this, not the text. */
+bool ferry_fsio_out_of_fds(int err);
+/* After err: when it is EMFILE or ENFILE and the wait that began at *since
+ * (0 before the first call; caller-owned, one per operation) has not run
+ * out, sleeps a little and returns true: try again. */
+bool ferry_fsio_fd_wait(int64_t *since, int err);
+/* Forgets an earlier give-up and the count below (a new job starts). */
+void ferry_fsio_fd_reset(void);
+/* How many calls had to wait for a descriptor since the reset. */
+unsigned long ferry_fsio_fd_waits(void);
 
 /* Opens name relative to dirfd; *fd gets the descriptor. A path longer than
  * PATH_MAX is opened one component at a time. */

@@ -23,6 +23,14 @@
 
 #include <stdatomic.h>
 
+/* Descriptors a run holds besides its workers and scanners, and besides
+ * what is open when the job starts (the manifest, its -wal and -shm, the
+ * lock, SRC and DST): the journal thread's own directory opens (DST
+ * directories made with ferry_copy_make_dst_dir, up to 3 at once), the
+ * barrier thread's one directory at a time (sync_dirs), and the temp files
+ * SQLite opens for statement journals and sorts (temp_store = FILE). */
+#define FERRY_JOURNAL_FDS 8
+
 struct ferry_journal_cfg {
         struct ferry_manifest *m;        /* borrowed, writable */
         int srcfd, dstfd;                /* borrowed; dstfd -1 in dry run */

@@ -27,6 +27,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+/* Descriptors one scan thread holds at most at once: the directory it
+ * reads, and while it opens one deeper than PATH_MAX, two of the walk. */
+#define FERRY_SCAN_FDS 2
+
 struct ferry_scan_cfg {
         int srcfd;                             /* borrowed, open on SRC */
         const struct ferry_patterns *excludes; /* borrowed, may be NULL */
