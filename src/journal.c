@@ -101,7 +101,8 @@ struct journal {
         bool scan_done;
         int stop_code;
         mode_t umask;          /* the process umask, for --no-perms */
-        int64_t written_since; /* ferry_manifest_interrupted_since */
+        int64_t written_since; /* see written_since() */
+        int64_t run_started;   /* time(NULL) when this run began */
         bool dirty;            /* scan rows not committed yet */
         bool fresh;            /* among them, rows that may be handed out */
         struct dir_slot dcache[DIR_CACHE];
@@ -444,6 +445,40 @@ static void free_list(struct ferry_batch *list)
         }
 }
 
+#define UNCERTAIN_KEY "dst_uncertain_since"
+
+/* A barrier failed: files of this run are in place in DST without their
+ * done marks (and a power cut may have emptied them). Until a run ends
+ * with exit 0, what appeared in DST since this run began is taken for
+ * ferry's own leftovers (ferry_copy_is_ours). */
+static void note_uncertain(struct journal *j)
+{
+        char buf[32];
+        if (ferry_manifest_note(j->m, UNCERTAIN_KEY, buf, sizeof(buf)))
+                return;
+        if (buf[0])
+                return; /* an earlier run's start is earlier still */
+        snprintf(buf, sizeof(buf), "%lld", (long long)j->run_started);
+        if (ferry_manifest_set_note(j->m, UNCERTAIN_KEY, buf))
+                manifest_error(j);
+}
+
+/* The earliest start of a run that may have left copies without done
+ * marks: one that did not end well (manifest.h), or whose barrier
+ * failed. */
+static int written_since(struct journal *j)
+{
+        char buf[32];
+        if (ferry_manifest_interrupted_since(j->m, j->run_id,
+                                             &j->written_since) ||
+            ferry_manifest_note(j->m, UNCERTAIN_KEY, buf, sizeof(buf)))
+                return -1;
+        long long t = buf[0] ? atoll(buf) : 0;
+        if (t > 0 && (!j->written_since || t < j->written_since))
+                j->written_since = t;
+        return 0;
+}
+
 static void on_barrier(struct journal *j, struct barrier_job *job)
 {
         j->barrier = NULL;
@@ -454,6 +489,7 @@ static void on_barrier(struct journal *j, struct barrier_job *job)
                 stop_no_fds(j, job->msg.err); /* not the barrier's fault */
         else if (!durable && !j->barrier_failed) {
                 j->barrier_failed = true;
+                note_uncertain(j);
                 if (j->opt->event)
                         j->opt->event(
                                 FERRY_EV_WARNING, "", 0,
@@ -1437,11 +1473,11 @@ static int check_destination(struct journal *j)
 /* Prepares the manifest for a run: new generation, failed rows retried. */
 static int begin_run(struct journal *j)
 {
+        j->run_started = (int64_t)time(NULL);
         if (ferry_manifest_begin(j->m) ||
             ferry_manifest_run_start(j->m, j->cfg->command, &j->run_id) ||
-            ferry_manifest_interrupted_since(j->m, j->run_id,
-                                             &j->written_since) ||
-            check_destination(j) || ferry_manifest_next_gen(j->m, &j->gen) ||
+            written_since(j) || check_destination(j) ||
+            ferry_manifest_next_gen(j->m, &j->gen) ||
             ferry_manifest_retry_failed(j->m) ||
             ferry_manifest_pending(j->m, 0, &j->prog.files_total,
                                    &j->prog.bytes_total)) {
@@ -1903,6 +1939,8 @@ static void end_run(struct journal *j, int code)
                 return;
         }
         if (ferry_manifest_run_finish(j->m, j->run_id, code) ||
+            (code == FERRY_OK && !j->barrier_failed &&
+             ferry_manifest_set_note(j->m, UNCERTAIN_KEY, "")) ||
             ferry_manifest_commit(j->m))
                 manifest_error(j);
 }
