@@ -242,8 +242,8 @@ static void put_failure(FILE *f, const char *prefix, const char *path,
 
 /* A line of the listing on stdout, shown at once; the first that cannot
  * be written stops the run (struct sink). */
-static void put_listed_why(struct out *o, const char *prefix,
-                           const char *path, size_t len, const char *why)
+static void put_listed_why(struct out *o, const char *prefix, const char *path,
+                           size_t len, const char *why)
 {
         if (!sink_ready(o->so))
                 return;
