@@ -38,6 +38,40 @@ struct ferry_copier {
 
 static const char zeros[64 * 1024];
 
+/* The tree a step works on. Decisions (a full or failed DST, a vanished
+ * source file) go by side and errno, never by the words of a message. */
+enum side { SIDE_SRC = 1, SIDE_DST };
+
+/* A step of a copy or verify that can fail: the words its failure gives
+ * (it->what), and its side. */
+struct step {
+        const char *what;
+        enum side side;
+};
+
+static const struct step S_COPY = {"copy", SIDE_DST};
+static const struct step S_OPEN_SRC = {"open source", SIDE_SRC};
+static const struct step S_OPEN_SRC_DIR = {"open source directory", SIDE_SRC};
+static const struct step S_READ_SRC = {"read source", SIDE_SRC};
+static const struct step S_READ_SRC_LINK = {"read source link", SIDE_SRC};
+static const struct step S_STAT_SRC = {"stat source", SIDE_SRC};
+static const struct step S_MAKE_DIR = {"create destination directory",
+                                       SIDE_DST};
+static const struct step S_CREATE = {"create destination", SIDE_DST};
+static const struct step S_CREATE_LINK = {"create destination link", SIDE_DST};
+static const struct step S_WRITE = {"write destination", SIDE_DST};
+static const struct step S_FSYNC = {"fsync destination", SIDE_DST};
+static const struct step S_CLOSE = {"close destination", SIDE_DST};
+static const struct step S_OWNER = {"set owner", SIDE_DST};
+static const struct step S_MODE = {"set mode", SIDE_DST};
+static const struct step S_TIMES = {"set times", SIDE_DST};
+static const struct step S_LINK_OWNER = {"set link owner", SIDE_DST};
+static const struct step S_LINK_TIMES = {"set link times", SIDE_DST};
+static const struct step S_LINK = {"link to first name", SIDE_DST};
+static const struct step S_RENAME = {"rename into place", SIDE_DST};
+static const struct step S_VERIFY_DST = {"destination", SIDE_DST};
+static const struct step S_VERIFY_SRC = {"source", SIDE_SRC};
+
 int ferry_copier_new(const struct ferry_copy_cfg *cfg,
                      struct ferry_copier **out)
 {
@@ -168,20 +202,13 @@ static void enter_dir(struct ferry_copier *c, const struct ferry_batch *b,
         c->dir_id = it->dir_id;
 }
 
-/* Whether what (an item's failed step) was done on SRC: every such step
- * says "source" ("open source", "read source", "stat source", ...). */
-static bool on_source(const char *what)
-{
-        return what && strstr(what, "source");
-}
-
 /* A full destination stops the run (R_NOSPACE); ENOSPC or EDQUOT from a
  * step on SRC says nothing about DST and fails only this file. */
-static void set_result(struct ferry_item *it, int err, const char *what)
+static void set_result(struct ferry_item *it, int err, const struct step *s)
 {
         it->err = err;
-        it->what = what;
-        if ((err == ENOSPC || err == EDQUOT) && !on_source(what))
+        it->what = s->what;
+        if ((err == ENOSPC || err == EDQUOT) && s->side == SIDE_DST)
                 it->result = R_NOSPACE;
         else
                 it->result = R_FAILED;
@@ -205,27 +232,27 @@ static void hash_final(XXH3_state_t *xxh, uint8_t out[16])
 
 /* Reads fd to EOF, hashing; writes to out unless out < 0. */
 static int stream(struct ferry_copier *c, int in, int out, uint64_t *total,
-                  const char **what)
+                  const struct step **step)
 {
         for (;;) {
                 size_t got;
                 int rc = ferry_fsio_read(in, c->buf, BUF_SIZE, &got);
                 if (rc) {
-                        *what = "read source";
+                        *step = &S_READ_SRC;
                         return rc;
                 }
                 if (!got)
                         return 0;
                 XXH3_128bits_update(c->xxh, c->buf, got);
                 if (out >= 0 && (rc = ferry_fsio_write(out, c->buf, got))) {
-                        *what = "write destination";
+                        *step = &S_WRITE;
                         return rc;
                 }
                 *total += got;
                 if (got < BUF_SIZE)
                         return 0;
                 if (atomic_load(c->cfg.stop)) {
-                        *what = "copy";
+                        *step = &S_COPY;
                         return ECANCELED;
                 }
         }
@@ -233,10 +260,10 @@ static int stream(struct ferry_copier *c, int in, int out, uint64_t *total,
 
 /* Copies the data ranges of a sparse file; holes stay holes. */
 static int stream_sparse(struct ferry_copier *c, int in, int out, uint64_t size,
-                         uint64_t *total, const char **what)
+                         uint64_t *total, const struct step **step)
 {
         off_t off = 0, end = (off_t)size;
-        *what = "read source";
+        *step = &S_READ_SRC;
         while (off < end) {
                 off_t data = lseek(in, off, SEEK_DATA);
                 if (data < 0 && errno != ENXIO)
@@ -264,14 +291,14 @@ static int stream_sparse(struct ferry_copier *c, int in, int out, uint64_t size,
                                 return 0; /* shrank: the fstat after sees it */
                         XXH3_128bits_update(c->xxh, c->buf, got);
                         if ((rc = ferry_fsio_pwrite(out, c->buf, got, off))) {
-                                *what = "write destination";
+                                *step = &S_WRITE;
                                 return rc;
                         }
                         off += (off_t)got;
                 }
         }
         *total = size;
-        *what = "write destination";
+        *step = &S_WRITE;
         return ferry_fsio_ftruncate(out, end);
 }
 
@@ -314,23 +341,24 @@ static bool same_file(const struct ferry_stat *a, const struct ferry_stat *b)
 }
 
 static int apply_file_meta(struct ferry_copier *c, int fd,
-                           const struct ferry_stat *st, const char **what)
+                           const struct ferry_stat *st,
+                           const struct step **step)
 {
         int rc = 0;
         if (c->cfg.owner && c->root &&
             (rc = ferry_fsio_fchown(fd, st->uid, st->gid))) {
-                *what = "set owner";
+                *step = &S_OWNER;
                 return rc;
         }
         mode_t mode =
                 c->cfg.perms ? (st->mode & 07777) : (0666 & ~c->cfg.umask);
         if ((rc = ferry_fsio_fchmod(fd, mode))) {
-                *what = "set mode";
+                *step = &S_MODE;
                 return rc;
         }
         if (c->cfg.times &&
             (rc = ferry_fsio_futimens(fd, st->atime_ns, st->mtime_ns))) {
-                *what = "set times";
+                *step = &S_TIMES;
                 return rc;
         }
         return 0;
@@ -379,7 +407,7 @@ static int open_source(struct ferry_copier *c, const char *name, int *fd)
  * source moved under us. */
 static int copy_data(struct ferry_copier *c, int in, int out,
                      const struct ferry_stat *before, struct ferry_item *it,
-                     bool *changed, const char **what)
+                     bool *changed, const struct step **step)
 {
         uint64_t total = 0;
         XXH3_128bits_reset(c->xxh);
@@ -389,13 +417,13 @@ static int copy_data(struct ferry_copier *c, int in, int out,
         if (before->size > BUF_SIZE)
                 posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
-        int rc = sparse ? stream_sparse(c, in, out, before->size, &total, what)
-                        : stream(c, in, out, &total, what);
+        int rc = sparse ? stream_sparse(c, in, out, before->size, &total, step)
+                        : stream(c, in, out, &total, step);
         if (rc)
                 return rc;
         struct ferry_stat after;
         if ((rc = ferry_fsio_fstat(in, &after))) {
-                *what = "stat source";
+                *step = &S_STAT_SRC;
                 return rc;
         }
         *changed = !same_file(before, &after) || total != after.size;
@@ -404,16 +432,17 @@ static int copy_data(struct ferry_copier *c, int in, int out,
         hash_final(c->xxh, it->hash);
         it->st = after;
         it->bytes = total;
-        return apply_file_meta(c, out, before, what);
+        return apply_file_meta(c, out, before, step);
 }
 
 static int copy_once(struct ferry_copier *c, const char *name,
-                     struct ferry_item *it, bool *changed, const char **what)
+                     struct ferry_item *it, bool *changed,
+                     const struct step **step)
 {
         int in = -1, out = -1, rc;
         char tmp[NAME_MAX + 1];
         *changed = false;
-        *what = "open source";
+        *step = &S_OPEN_SRC;
         if ((rc = open_source(c, name, &in)))
                 return rc == ELOOP ? (*changed = true, 0) : rc;
         struct ferry_stat before;
@@ -424,21 +453,21 @@ static int copy_once(struct ferry_copier *c, const char *name,
                 goto out;
         }
         ferry_copy_temp_name(name, it->id, tmp);
-        *what = "create destination";
+        *step = &S_CREATE;
         if ((rc = create_temp(c, tmp, &out)))
                 goto out;
-        rc = copy_data(c, in, out, &before, it, changed, what);
+        rc = copy_data(c, in, out, &before, it, changed, step);
         if (!rc && !*changed && c->cfg.fsync_each &&
             (rc = ferry_fsio_fsync(out)))
-                *what = "fsync destination";
+                *step = &S_FSYNC;
         int crc = ferry_fsio_close(&out);
         if (!rc && crc) {
                 rc = crc;
-                *what = "close destination";
+                *step = &S_CLOSE;
         }
         if (!rc && !*changed) {
                 ferry_fsio_crashpoint("after_write");
-                *what = "rename into place";
+                *step = &S_RENAME;
                 rc = install(c, it, &before, tmp, name);
         }
         if (rc || *changed)
@@ -451,14 +480,14 @@ out:
 
 static int copy_symlink_once(struct ferry_copier *c, const char *name,
                              struct ferry_item *it, bool *changed,
-                             const char **what)
+                             const struct step **step)
 {
         char *target = NULL;
         size_t len = 0;
         char tmp[NAME_MAX + 1];
         struct ferry_stat st;
         *changed = false;
-        *what = "read source link";
+        *step = &S_READ_SRC_LINK;
         int rc = ferry_fsio_statat(c->src_dir, name, &st);
         if (!rc && !S_ISLNK(st.mode)) {
                 *changed = true;
@@ -469,7 +498,7 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
         if (rc)
                 return rc == EINVAL ? (*changed = true, 0) : rc;
         ferry_copy_temp_name(name, it->id, tmp);
-        *what = "create destination link";
+        *step = &S_CREATE_LINK;
         rc = ferry_fsio_symlinkat(target, c->dst_dir, tmp);
         if (rc == EEXIST) {
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
@@ -477,13 +506,13 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
         }
         if (!rc && c->cfg.owner && c->root &&
             (rc = ferry_fsio_lchownat(c->dst_dir, tmp, st.uid, st.gid)))
-                *what = "set link owner";
+                *step = &S_LINK_OWNER;
         if (!rc && c->cfg.times &&
             (rc = ferry_fsio_utimensat(c->dst_dir, tmp, st.atime_ns,
                                        st.mtime_ns, AT_SYMLINK_NOFOLLOW)))
-                *what = "set link times";
+                *step = &S_LINK_TIMES;
         if (!rc) {
-                *what = "rename into place";
+                *step = &S_RENAME;
                 rc = install(c, it, &st, tmp, name);
         }
         if (rc)
@@ -519,16 +548,17 @@ static int link_leader(struct ferry_copier *c, const char *leader,
 
 /* A hardlink follower: link to the leader's copy. ENOENT: copy instead. */
 static int link_once(struct ferry_copier *c, const struct ferry_batch *b,
-                     const char *name, struct ferry_item *it, const char **what)
+                     const char *name, struct ferry_item *it,
+                     const struct step **step)
 {
         char tmp[NAME_MAX + 1];
         struct ferry_stat st;
-        *what = "stat source";
+        *step = &S_STAT_SRC;
         int rc = ferry_fsio_statat(c->src_dir, name, &st);
         if (rc)
                 return rc;
         ferry_copy_temp_name(name, it->id, tmp);
-        *what = "link to first name";
+        *step = &S_LINK;
         rc = link_leader(c, ferry_batch_at(b, it->link_off), tmp);
         if (rc == EEXIST) {
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
@@ -536,7 +566,7 @@ static int link_once(struct ferry_copier *c, const struct ferry_batch *b,
         }
         if (rc)
                 return rc;
-        *what = "rename into place";
+        *step = &S_RENAME;
         rc = install(c, it, &st, tmp, name);
         /* rename() does nothing when name already is a link to the same
          * inode (a re-run after a crash): the temp name must still go */
@@ -554,19 +584,19 @@ void ferry_copy_backoff(unsigned attempt)
 
 static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
                         const char *name, struct ferry_item *it, bool *changed,
-                        const char **what)
+                        const struct step **step)
 {
         if (it->type == FT_LINK)
-                return copy_symlink_once(c, name, it, changed, what);
+                return copy_symlink_once(c, name, it, changed, step);
         *changed = false;
         if (it->link_off) {
-                int rc = link_once(c, b, name, it, what);
+                int rc = link_once(c, b, name, it, step);
                 if (rc != ENOENT && rc != EXDEV && rc != EMLINK &&
                     rc != ENAMETOOLONG)
                         return rc;
                 it->link_off = 0; /* leader's copy unusable: copy data */
         }
-        return copy_once(c, name, it, changed, what);
+        return copy_once(c, name, it, changed, step);
 }
 
 /* Enters the item's directories, retrying transient errors (an EIO from mkdir
@@ -611,7 +641,7 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
         if (c->src_err) {
                 it->result = c->src_err == ENOENT ? R_VANISHED : R_FAILED;
                 it->err = c->src_err;
-                it->what = "open source directory";
+                it->what = S_OPEN_SRC_DIR.what;
                 return;
         }
         if (c->dst_err) {
@@ -619,15 +649,14 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                         memcpy(c->why, c->dir_why, sizeof(c->why));
                         fail_why(c, b, it);
                 } else
-                        set_result(it, c->dst_err,
-                                   "create destination directory");
+                        set_result(it, c->dst_err, &S_MAKE_DIR);
                 return;
         }
         const char *name = ferry_batch_at(b, it->name_off);
         for (unsigned attempt = 0;; attempt++) {
                 bool changed = false;
-                const char *what = "copy";
-                int rc = copy_attempt(c, b, name, it, &changed, &what);
+                const struct step *step = &S_COPY;
+                int rc = copy_attempt(c, b, name, it, &changed, &step);
                 if (!rc && !changed) {
                         it->result = R_DONE;
                         return;
@@ -646,7 +675,7 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                         ferry_copy_backoff(attempt);
                         continue;
                 }
-                if (rc == ENOENT && on_source(what)) {
+                if (rc == ENOENT && step->side == SIDE_SRC) {
                         it->result = R_VANISHED;
                         return;
                 }
@@ -656,7 +685,7 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                         it->err = 0;
                         return;
                 }
-                set_result(it, rc, what);
+                set_result(it, rc, step);
                 return;
         }
 }
@@ -684,12 +713,12 @@ static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
         if (rc)
                 return rc;
         XXH3_128bits_reset(c->xxh);
-        const char *what;
+        const struct step *step;
         *size = 0;
 #ifdef HAVE_POSIX_FADVISE
         posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
-        rc = stream(c, fd, -1, size, &what);
+        rc = stream(c, fd, -1, size, &step);
         ferry_fsio_close(&fd);
         if (!rc)
                 hash_final(c->xxh, out);
@@ -698,7 +727,7 @@ static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
 
 static void verify_side(struct ferry_copier *c, int dirfd, int dir_err,
                         const char *name, struct ferry_item *it,
-                        const char *side)
+                        const struct step *side)
 {
         uint8_t got[16];
         uint64_t size = 0;
@@ -706,7 +735,7 @@ static void verify_side(struct ferry_copier *c, int dirfd, int dir_err,
                          : hash_side(c, dirfd, name, it->type, got, &size);
         if (rc == ENOENT || rc == ENOTDIR || rc == ELOOP) {
                 it->result = R_MISSING;
-                it->what = side;
+                it->what = side->what;
                 return;
         }
         if (rc) {
@@ -716,7 +745,7 @@ static void verify_side(struct ferry_copier *c, int dirfd, int dir_err,
         bool size_ok = it->type == FT_LINK || size == it->st.size;
         if (!size_ok || memcmp(got, it->hash, 16) != 0) {
                 it->result = R_MISMATCH;
-                it->what = side;
+                it->what = side->what;
         }
 }
 
@@ -727,7 +756,7 @@ void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,
         const char *name = ferry_batch_at(b, it->name_off);
         it->result = R_DONE;
         if (b->work & WORK_VERIFY_DST)
-                verify_side(c, c->dst_dir, c->dst_err, name, it, "destination");
+                verify_side(c, c->dst_dir, c->dst_err, name, it, &S_VERIFY_DST);
         if (it->result == R_DONE && (b->work & WORK_VERIFY_SRC))
-                verify_side(c, c->src_dir, c->src_err, name, it, "source");
+                verify_side(c, c->src_dir, c->src_err, name, it, &S_VERIFY_SRC);
 }
