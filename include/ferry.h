@@ -43,6 +43,8 @@ enum ferry_code {
         FERRY_EVERIFY = 5,   /* verify found missing or mismatched files */
         FERRY_EINTERNAL = 6, /* out of memory, thread creation failed */
         FERRY_ENOSPC = 11,   /* destination full; stopped */
+        FERRY_EDSTFAIL = 12, /* destination failed mid-run (gone, I/O errors,
+                                read-only); stopped, rows pending */
         FERRY_EINTR = 20,    /* interrupted by a signal; resumable */
         FERRY_EPARTIAL = 23, /* some files failed */
         FERRY_EVANISHED = 24, /* only failure: source files vanished */

@@ -104,8 +104,9 @@ void ferry_cli_help(FILE *out)
         }
         fputs("\nexit codes: 0 ok, 1 usage, 2 bad SRC/DST, 3 manifest error,\n"
               "4 job locked, 5 verify differences, 6 internal error,\n"
-              "11 destination full, 20 interrupted, 23 some files failed,\n"
-              "24 some source files vanished. See ferry(1).\n",
+              "11 destination full, 12 destination failed, 20 interrupted,\n"
+              "23 some files failed, 24 some source files vanished.\n"
+              "See ferry(1).\n",
               out);
 }
 

@@ -127,6 +127,36 @@ bool ferry_copy_transient(int err)
         }
 }
 
+bool ferry_copy_dst_suspect(int err)
+{
+        switch (err) {
+        case EIO:
+        case ENODEV:
+        case ENXIO:
+        case ESHUTDOWN:
+        case EROFS:
+        case ENOTCONN:
+        case ESTALE:
+        case ENOENT: /* DST's root removed: nothing can be made in it */
+        case ETIMEDOUT:
+        case EHOSTDOWN:
+        case EHOSTUNREACH:
+        case ECONNRESET:
+        case ECONNABORTED: return true;
+        default: return false;
+        }
+}
+
+int ferry_copy_dst_failed(int dstfd)
+{
+        if (dstfd < 0)
+                return 0;
+        /* what the probe may also meet on a live DST (no O_TMPFILE, no
+         * room, no permission) tells nothing */
+        int err = ferry_fsio_probe_dir(dstfd);
+        return ferry_copy_dst_suspect(err) ? err : 0;
+}
+
 void ferry_copy_temp_name(const char *name, int64_t id, char *out)
 {
         char suffix[40];
@@ -212,6 +242,23 @@ static void set_result(struct ferry_item *it, int err, const struct step *s)
                 it->result = R_NOSPACE;
         else
                 it->result = R_FAILED;
+}
+
+/* Step s failed with err: when that may be DST's own failure and DST's
+ * root no longer answers, it is R_DSTFAIL (err: why DST failed) and true:
+ * nothing is retried, the run stops. */
+static bool dst_gone(struct ferry_copier *c, struct ferry_item *it, int err,
+                     const struct step *s)
+{
+        if (s->side != SIDE_DST || !ferry_copy_dst_suspect(err))
+                return false;
+        int why = ferry_copy_dst_failed(c->cfg.dstfd);
+        if (!why)
+                return false;
+        it->result = R_DSTFAIL;
+        it->err = why;
+        it->what = s->what;
+        return true;
 }
 
 static void hash_zeros(XXH3_state_t *xxh, uint64_t n)
@@ -599,16 +646,28 @@ static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
         return copy_once(c, name, it, changed, step);
 }
 
-/* Enters the item's directories, retrying transient errors (an EIO from mkdir
- * on a flaky share) like those of the copy itself. */
+/* Whether a failed enter_dir is worth another try: a transient error (an
+ * EIO from mkdir on a flaky share) or ENOENT on DST (someone removes what
+ * ferry made there, perhaps DST's root: rm -rf), unless DST's root no
+ * longer answers. */
+static bool retry_dir(struct ferry_copier *c)
+{
+        if (ferry_copy_transient(c->src_err))
+                return true;
+        if (!ferry_copy_transient(c->dst_err) && c->dst_err != ENOENT)
+                return false;
+        return !(ferry_copy_dst_suspect(c->dst_err) &&
+                 ferry_copy_dst_failed(c->cfg.dstfd));
+}
+
+/* Enters the item's directories, retrying transient errors like those of
+ * the copy itself. */
 static void enter_dir_retrying(struct ferry_copier *c, struct ferry_batch *b,
                                struct ferry_item *it)
 {
         enter_dir(c, b, it);
-        for (unsigned attempt = 0;
-             attempt < c->cfg.retries && !atomic_load(c->cfg.stop) &&
-             (ferry_copy_transient(c->src_err) ||
-              ferry_copy_transient(c->dst_err));
+        for (unsigned attempt = 0; attempt < c->cfg.retries &&
+                                   !atomic_load(c->cfg.stop) && retry_dir(c);
              attempt++) {
                 leave_dir(c);
                 ferry_copy_backoff(attempt);
@@ -638,6 +697,13 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                 return;
         }
         enter_dir_retrying(c, b, it);
+        /* the run stops (a signal, a full or failed DST): an error that
+         * would have been retried fails nobody; the row stays pending */
+        if ((c->src_err || c->dst_err) && atomic_load(c->cfg.stop) &&
+            retry_dir(c)) {
+                it->result = R_NONE;
+                return;
+        }
         if (c->src_err) {
                 it->result = c->src_err == ENOENT ? R_VANISHED : R_FAILED;
                 it->err = c->src_err;
@@ -648,7 +714,7 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                 if (c->dir_why[0]) { /* a refused or colliding directory */
                         memcpy(c->why, c->dir_why, sizeof(c->why));
                         fail_why(c, b, it);
-                } else
+                } else if (!dst_gone(c, it, c->dst_err, &S_MAKE_DIR))
                         set_result(it, c->dst_err, &S_MAKE_DIR);
                 return;
         }
@@ -669,9 +735,17 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
                         it->result = R_NONE;
                         return;
                 }
-                bool again = changed || ferry_copy_transient(rc);
-                if (again && attempt < c->cfg.retries &&
-                    !atomic_load(c->cfg.stop)) {
+                if (rc && dst_gone(c, it, rc, step))
+                        return;
+                /* ENOENT on DST: someone removes what ferry made, perhaps
+                 * DST's root (rm -rf), which the next probe tells */
+                bool again = changed || ferry_copy_transient(rc) ||
+                             (rc == ENOENT && step->side == SIDE_DST);
+                if (again && atomic_load(c->cfg.stop)) {
+                        it->result = R_NONE; /* as for enter_dir above */
+                        return;
+                }
+                if (again && attempt < c->cfg.retries) {
                         ferry_copy_backoff(attempt);
                         continue;
                 }
@@ -739,7 +813,8 @@ static void verify_side(struct ferry_copier *c, int dirfd, int dir_err,
                 return;
         }
         if (rc) {
-                set_result(it, rc, side);
+                if (!dst_gone(c, it, rc, side))
+                        set_result(it, rc, side);
                 return;
         }
         bool size_ok = it->type == FT_LINK || size == it->st.size;

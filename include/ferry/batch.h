@@ -72,6 +72,8 @@ enum ferry_result {
         R_NOSPACE,  /* destination full */
         R_MISMATCH, /* verify: content or size differs */
         R_MISSING,  /* verify: destination file missing */
+        R_DSTFAIL,  /* DST itself failed (ferry_copy_dst_failed; err says
+                       why): the run stops, the row stays pending */
 };
 
 enum ferry_work {
