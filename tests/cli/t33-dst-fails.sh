@@ -29,6 +29,8 @@
 #     the same command completes.
 #  C. [root, loop device, XFS, strace] the same file system remounted
 #     read-only mid-run (EROFS); `mount -o remount,rw` brings it back.
+#  E. [root, loop device, ext4, strace] an ext4 file system shut down the
+#     same way: its root's stat still answers, only a write tells.
 #  D. [strace] DST's root directory removed mid-run (rm -rf, then made
 #     again empty): the probe sees the removed root (link count 0). The
 #     next run finds DST replaced and copies everything again. A DST root
@@ -288,6 +290,52 @@ if [[ -z $XFS_WHY ]]; then
 else
 	say "SKIP B and C: $XFS_WHY"
 	ok "# SKIP B, C: $XFS_WHY"
+fi
+
+# ---- E: ext4 shut down: its root's stat still answers -----------------------
+
+EXT4_WHY=
+if [[ $(id -u) != 0 ]]; then
+	EXT4_WHY="needs root (mounts an ext4 loop device)"
+elif ! command -v losetup >/dev/null || ! command -v mkfs.ext4 >/dev/null ||
+	! command -v xfs_io >/dev/null; then
+	EXT4_WHY="needs losetup, mkfs.ext4 and xfs_io"
+elif ! grep -qw ext4 /proc/filesystems; then
+	EXT4_WHY="the kernel has no ext4"
+elif ((!STRACE)); then
+	EXT4_WHY="needs strace, allowed to trace (to slow the copy down)"
+fi
+if [[ -z $EXT4_WHY ]]; then
+	truncate -s 128M ext4.img || die "cannot create the ext4 image"
+	mkfs.ext4 -q -F ext4.img 2>"$LOG/mkfs.err" || die "mkfs.ext4 failed: $(head -c 200 "$LOG/mkfs.err")"
+	LOOP4=$(losetup --find --show ext4.img 2>"$LOG/losetup.err") || EXT4_WHY="no loop device: $(head -c 200 "$LOG/losetup.err")"
+fi
+if [[ -z $EXT4_WHY ]]; then
+	T2_LOOPS+=("$LOOP4")
+	mkdir mnt4
+	if mount -t ext4 "$LOOP4" mnt4 2>"$LOG/mount.err"; then
+		track_mount "$T/mnt4"
+	else
+		EXT4_WHY="cannot mount ext4 from $LOOP4: $(head -c 200 "$LOG/mount.err")"
+	fi
+fi
+if [[ -z $EXT4_WHY ]]; then
+	# the same ioctl as XFS's shutdown (EXT4_IOC_SHUTDOWN); afterwards a
+	# stat of DST's root still succeeds, only a write tells (the probe's
+	# O_TMPFILE)
+	say "--- E: ext4 shut down mid-run"
+	if fail_mid_run E mnt4/dst "$T/e.db" xfs_io -x -c shutdown "$T/mnt4"; then
+		expect_dst_failed E mnt4/dst "$T/e.db" "Input/output error" "$DONE_BEFORE"
+		umount mnt4 || die "cannot unmount the shut down ext4"
+		mount -t ext4 "$LOOP4" mnt4 || die "cannot mount the ext4 again"
+		manifest_invariant "$T/e.db" mnt4/dst "E: after mounting again"
+		final_state src mnt4/dst --manifest "$T/e.db"
+		manifest_invariant "$T/e.db" mnt4/dst "E: final run"
+	fi
+	rm -rf mnt4/dst
+else
+	say "SKIP E: $EXT4_WHY"
+	ok "# SKIP E: $EXT4_WHY"
 fi
 
 # ---- D: DST's root directory removed mid-run ------------------------------
