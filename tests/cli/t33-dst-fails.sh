@@ -92,17 +92,17 @@ expect_dst_failed() {
 		say "wanted: $want"
 		show "$LOG/err" 3
 	fi
-	local done pending failed total
-	done=$(rows "$m" 1)
+	local ndone pending failed total
+	ndone=$(rows "$m" 1)
 	pending=$(rows "$m" 0)
 	failed=$(rows "$m" 2)
 	total=$(sqlite3 -readonly "$m" 'SELECT count(*) FROM files;' 2>/dev/null)
-	say "$label: manifest: $done done, $pending pending, $failed failed of $total"
+	say "$label: manifest: $ndone done, $pending pending, $failed failed of $total"
 	check "$label: no row is failed" test "$failed" = 0
-	check "$label: every row is done or pending" test "$((done + pending))" = "$total"
+	check "$label: every row is done or pending" test "$((ndone + pending))" = "$total"
 	check "$label: the run was cut: rows are pending" test "$pending" -gt 0
 	check "$label: the rows committed before the failure stay done ($before)" \
-		test "$done" -ge "$before"
+		test "$ndone" -ge "$before"
 }
 
 # a JSON-free status: the last result recorded for the run
@@ -201,9 +201,9 @@ copied_some() {
 # kill_traced: kill the ferry that strace ($BG_PID) runs, then strace (a
 # killed strace would leave ferry running, holding DST's mount).
 kill_traced() {
-	local kids
-	kids=$(ps -o pid= --ppid "$BG_PID" 2>/dev/null)
-	[[ -n $kids ]] && kill -KILL $kids 2>/dev/null
+	local kids=()
+	mapfile -t kids < <(ps -o pid= --ppid "$BG_PID" 2>/dev/null | tr -d ' ')
+	((${#kids[@]})) && kill -KILL "${kids[@]}" 2>/dev/null
 	kill -KILL "$BG_PID" 2>/dev/null
 }
 
