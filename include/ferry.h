@@ -45,6 +45,8 @@ enum ferry_code {
         FERRY_EOUTPUT = 7,   /* cannot write standard output (full, broken
                               * pipe); a run stopped, resumable */
         FERRY_ENOSPC = 11,   /* destination full; stopped */
+        FERRY_EDSTFAIL = 12, /* destination failed mid-run (gone, I/O errors,
+                                read-only); stopped, rows pending */
         FERRY_EINTR = 20,    /* interrupted by a signal; resumable */
         FERRY_EPARTIAL = 23, /* some files failed */
         FERRY_EVANISHED = 24, /* only failure: source files vanished */

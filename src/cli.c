@@ -112,7 +112,7 @@ void ferry_cli_help(FILE *out)
         fputs("\nexit codes: 0 ok, 1 usage, 2 bad SRC/DST, 3 manifest error,\n"
               "4 job locked, 5 verify differences, 6 internal error,\n"
               "7 cannot write standard output, 11 destination full,\n"
-              "20 interrupted, 23 some files failed,\n"
+              "12 destination failed, 20 interrupted, 23 some files failed,\n"
               "24 some source files vanished, 25 --delete refused or stopped\n"
               "by --max-delete. See ferry(1).\n",
               out);

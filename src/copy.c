@@ -38,6 +38,40 @@ struct ferry_copier {
 
 static const char zeros[64 * 1024];
 
+/* The tree a step works on. Decisions (a full or failed DST, a vanished
+ * source file) go by side and errno, never by the words of a message. */
+enum side { SIDE_SRC = 1, SIDE_DST };
+
+/* A step of a copy or verify that can fail: the words its failure gives
+ * (it->what), and its side. */
+struct step {
+        const char *what;
+        enum side side;
+};
+
+static const struct step S_COPY = {"copy", SIDE_DST};
+static const struct step S_OPEN_SRC = {"open source", SIDE_SRC};
+static const struct step S_OPEN_SRC_DIR = {"open source directory", SIDE_SRC};
+static const struct step S_READ_SRC = {"read source", SIDE_SRC};
+static const struct step S_READ_SRC_LINK = {"read source link", SIDE_SRC};
+static const struct step S_STAT_SRC = {"stat source", SIDE_SRC};
+static const struct step S_MAKE_DIR = {"create destination directory",
+                                       SIDE_DST};
+static const struct step S_CREATE = {"create destination", SIDE_DST};
+static const struct step S_CREATE_LINK = {"create destination link", SIDE_DST};
+static const struct step S_WRITE = {"write destination", SIDE_DST};
+static const struct step S_FSYNC = {"fsync destination", SIDE_DST};
+static const struct step S_CLOSE = {"close destination", SIDE_DST};
+static const struct step S_OWNER = {"set owner", SIDE_DST};
+static const struct step S_MODE = {"set mode", SIDE_DST};
+static const struct step S_TIMES = {"set times", SIDE_DST};
+static const struct step S_LINK_OWNER = {"set link owner", SIDE_DST};
+static const struct step S_LINK_TIMES = {"set link times", SIDE_DST};
+static const struct step S_LINK = {"link to first name", SIDE_DST};
+static const struct step S_RENAME = {"rename into place", SIDE_DST};
+static const struct step S_VERIFY_DST = {"destination", SIDE_DST};
+static const struct step S_VERIFY_SRC = {"source", SIDE_SRC};
+
 int ferry_copier_new(const struct ferry_copy_cfg *cfg,
                      struct ferry_copier **out)
 {
@@ -91,6 +125,36 @@ bool ferry_copy_transient(int err)
         case EBUSY: return true;
         default: return false;
         }
+}
+
+bool ferry_copy_dst_suspect(int err)
+{
+        switch (err) {
+        case EIO:
+        case ENODEV:
+        case ENXIO:
+        case ESHUTDOWN:
+        case EROFS:
+        case ENOTCONN:
+        case ESTALE:
+        case ENOENT: /* DST's root removed: nothing can be made in it */
+        case ETIMEDOUT:
+        case EHOSTDOWN:
+        case EHOSTUNREACH:
+        case ECONNRESET:
+        case ECONNABORTED: return true;
+        default: return false;
+        }
+}
+
+int ferry_copy_dst_failed(int dstfd)
+{
+        if (dstfd < 0)
+                return 0;
+        /* what the probe may also meet on a live DST (no O_TMPFILE, no
+         * room, no permission) tells nothing */
+        int err = ferry_fsio_probe_dir(dstfd);
+        return ferry_copy_dst_suspect(err) ? err : 0;
 }
 
 void ferry_copy_temp_name(const char *name, int64_t id, char *out)
@@ -172,27 +236,37 @@ static void enter_dir(struct ferry_copier *c, const struct ferry_batch *b,
                             : it->dir_id;
 }
 
-/* Whether what (an item's failed step) was done on SRC: every such step
- * says "source" ("open source", "read source", "stat source", ...). */
-static bool on_source(const char *what)
-{
-        return what && strstr(what, "source");
-}
-
 /* A full destination stops the run (R_NOSPACE); ENOSPC or EDQUOT from a
  * step on SRC says nothing about DST and fails only this file. No
  * descriptor after fsio's wait (EMFILE, ENFILE) is no file's fault either:
  * it stops the run too (R_NOFDS), on either side. */
-static void set_result(struct ferry_item *it, int err, const char *what)
+static void set_result(struct ferry_item *it, int err, const struct step *s)
 {
         it->err = err;
-        it->what = what;
+        it->what = s->what;
         if (ferry_fsio_out_of_fds(err))
                 it->result = R_NOFDS;
-        else if ((err == ENOSPC || err == EDQUOT) && !on_source(what))
+        else if ((err == ENOSPC || err == EDQUOT) && s->side == SIDE_DST)
                 it->result = R_NOSPACE;
         else
                 it->result = R_FAILED;
+}
+
+/* Step s failed with err: when that may be DST's own failure and DST's
+ * root no longer answers, it is R_DSTFAIL (err: why DST failed) and true:
+ * nothing is retried, the run stops. */
+static bool dst_gone(struct ferry_copier *c, struct ferry_item *it, int err,
+                     const struct step *s)
+{
+        if (s->side != SIDE_DST || !ferry_copy_dst_suspect(err))
+                return false;
+        int why = ferry_copy_dst_failed(c->cfg.dstfd);
+        if (!why)
+                return false;
+        it->result = R_DSTFAIL;
+        it->err = why;
+        it->what = s->what;
+        return true;
 }
 
 static void hash_zeros(XXH3_state_t *xxh, uint64_t n)
@@ -213,27 +287,27 @@ static void hash_final(XXH3_state_t *xxh, uint8_t out[16])
 
 /* Reads fd to EOF, hashing; writes to out unless out < 0. */
 static int stream(struct ferry_copier *c, int in, int out, uint64_t *total,
-                  const char **what)
+                  const struct step **step)
 {
         for (;;) {
                 size_t got;
                 int rc = ferry_fsio_read(in, c->buf, BUF_SIZE, &got);
                 if (rc) {
-                        *what = "read source";
+                        *step = &S_READ_SRC;
                         return rc;
                 }
                 if (!got)
                         return 0;
                 XXH3_128bits_update(c->xxh, c->buf, got);
                 if (out >= 0 && (rc = ferry_fsio_write(out, c->buf, got))) {
-                        *what = "write destination";
+                        *step = &S_WRITE;
                         return rc;
                 }
                 *total += got;
                 if (got < BUF_SIZE)
                         return 0;
                 if (atomic_load(c->cfg.stop)) {
-                        *what = "copy";
+                        *step = &S_COPY;
                         return ECANCELED;
                 }
         }
@@ -241,10 +315,10 @@ static int stream(struct ferry_copier *c, int in, int out, uint64_t *total,
 
 /* Copies the data ranges of a sparse file; holes stay holes. */
 static int stream_sparse(struct ferry_copier *c, int in, int out, uint64_t size,
-                         uint64_t *total, const char **what)
+                         uint64_t *total, const struct step **step)
 {
         off_t off = 0, end = (off_t)size;
-        *what = "read source";
+        *step = &S_READ_SRC;
         while (off < end) {
                 off_t data = lseek(in, off, SEEK_DATA);
                 if (data < 0 && errno != ENXIO)
@@ -272,14 +346,14 @@ static int stream_sparse(struct ferry_copier *c, int in, int out, uint64_t size,
                                 return 0; /* shrank: the fstat after sees it */
                         XXH3_128bits_update(c->xxh, c->buf, got);
                         if ((rc = ferry_fsio_pwrite(out, c->buf, got, off))) {
-                                *what = "write destination";
+                                *step = &S_WRITE;
                                 return rc;
                         }
                         off += (off_t)got;
                 }
         }
         *total = size;
-        *what = "write destination";
+        *step = &S_WRITE;
         return ferry_fsio_ftruncate(out, end);
 }
 
@@ -322,23 +396,24 @@ static bool same_file(const struct ferry_stat *a, const struct ferry_stat *b)
 }
 
 static int apply_file_meta(struct ferry_copier *c, int fd,
-                           const struct ferry_stat *st, const char **what)
+                           const struct ferry_stat *st,
+                           const struct step **step)
 {
         int rc = 0;
         if (c->cfg.owner && c->root &&
             (rc = ferry_fsio_fchown(fd, st->uid, st->gid))) {
-                *what = "set owner";
+                *step = &S_OWNER;
                 return rc;
         }
         mode_t mode =
                 c->cfg.perms ? (st->mode & 07777) : (0666 & ~c->cfg.umask);
         if ((rc = ferry_fsio_fchmod(fd, mode))) {
-                *what = "set mode";
+                *step = &S_MODE;
                 return rc;
         }
         if (c->cfg.times &&
             (rc = ferry_fsio_futimens(fd, st->atime, st->mtime))) {
-                *what = "set times";
+                *step = &S_TIMES;
                 return rc;
         }
         return 0;
@@ -467,7 +542,7 @@ static int open_source(struct ferry_copier *c, const char *name, int *fd)
  * source moved under us. */
 static int copy_data(struct ferry_copier *c, int in, int out,
                      const struct ferry_stat *before, struct ferry_item *it,
-                     bool *changed, const char **what)
+                     bool *changed, const struct step **step)
 {
         uint64_t total = 0;
         XXH3_128bits_reset(c->xxh);
@@ -477,13 +552,13 @@ static int copy_data(struct ferry_copier *c, int in, int out,
         if (before->size > BUF_SIZE)
                 posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
-        int rc = sparse ? stream_sparse(c, in, out, before->size, &total, what)
-                        : stream(c, in, out, &total, what);
+        int rc = sparse ? stream_sparse(c, in, out, before->size, &total, step)
+                        : stream(c, in, out, &total, step);
         if (rc)
                 return rc;
         struct ferry_stat after;
         if ((rc = ferry_fsio_fstat(in, &after))) {
-                *what = "stat source";
+                *step = &S_STAT_SRC;
                 return rc;
         }
         *changed = !same_file(before, &after) || total != after.size;
@@ -492,16 +567,17 @@ static int copy_data(struct ferry_copier *c, int in, int out,
         hash_final(c->xxh, it->hash);
         it->st = after;
         it->bytes = total;
-        return apply_file_meta(c, out, before, what);
+        return apply_file_meta(c, out, before, step);
 }
 
 static int copy_once(struct ferry_copier *c, const char *name,
-                     struct ferry_item *it, bool *changed, const char **what)
+                     struct ferry_item *it, bool *changed,
+                     const struct step **step)
 {
         int in = -1, out = -1, rc;
         char tmp[NAME_MAX + 1];
         *changed = false;
-        *what = "open source";
+        *step = &S_OPEN_SRC;
         if ((rc = open_source(c, name, &in)))
                 return rc == ELOOP ? (*changed = true, 0) : rc;
         struct ferry_stat before;
@@ -512,21 +588,21 @@ static int copy_once(struct ferry_copier *c, const char *name,
                 goto out;
         }
         ferry_copy_temp_name(name, it->id, tmp);
-        *what = "create destination";
+        *step = &S_CREATE;
         if ((rc = create_temp(c, tmp, &out)))
                 goto out;
-        rc = copy_data(c, in, out, &before, it, changed, what);
+        rc = copy_data(c, in, out, &before, it, changed, step);
         if (!rc && !*changed && c->cfg.fsync_each &&
             (rc = ferry_fsio_fsync(out)))
-                *what = "fsync destination";
+                *step = &S_FSYNC;
         int crc = ferry_fsio_close(&out);
         if (!rc && crc) {
                 rc = crc;
-                *what = "close destination";
+                *step = &S_CLOSE;
         }
         if (!rc && !*changed) {
                 ferry_fsio_crashpoint("after_write");
-                *what = "rename into place";
+                *step = &S_RENAME;
                 rc = install(c, it, &before, tmp, name);
         }
         if (rc || *changed)
@@ -539,14 +615,14 @@ out:
 
 static int copy_symlink_once(struct ferry_copier *c, const char *name,
                              struct ferry_item *it, bool *changed,
-                             const char **what)
+                             const struct step **step)
 {
         char *target = NULL;
         size_t len = 0;
         char tmp[NAME_MAX + 1];
         struct ferry_stat st;
         *changed = false;
-        *what = "read source link";
+        *step = &S_READ_SRC_LINK;
         int rc = ferry_fsio_statat(c->src_dir, name, &st);
         if (!rc && !S_ISLNK(st.mode)) {
                 *changed = true;
@@ -557,7 +633,7 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
         if (rc)
                 return rc == EINVAL ? (*changed = true, 0) : rc;
         ferry_copy_temp_name(name, it->id, tmp);
-        *what = "create destination link";
+        *step = &S_CREATE_LINK;
         rc = ferry_fsio_symlinkat(target, c->dst_dir, tmp);
         if (rc == EEXIST) {
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
@@ -565,13 +641,13 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
         }
         if (!rc && c->cfg.owner && c->root &&
             (rc = ferry_fsio_lchownat(c->dst_dir, tmp, st.uid, st.gid)))
-                *what = "set link owner";
+                *step = &S_LINK_OWNER;
         if (!rc && c->cfg.times &&
             (rc = ferry_fsio_utimensat(c->dst_dir, tmp, st.atime, st.mtime,
                                        AT_SYMLINK_NOFOLLOW)))
-                *what = "set link times";
+                *step = &S_LINK_TIMES;
         if (!rc) {
-                *what = "rename into place";
+                *step = &S_RENAME;
                 rc = install(c, it, &st, tmp, name);
         }
         if (rc)
@@ -607,16 +683,17 @@ static int link_leader(struct ferry_copier *c, const char *leader,
 
 /* A hardlink follower: link to the leader's copy. ENOENT: copy instead. */
 static int link_once(struct ferry_copier *c, const struct ferry_batch *b,
-                     const char *name, struct ferry_item *it, const char **what)
+                     const char *name, struct ferry_item *it,
+                     const struct step **step)
 {
         char tmp[NAME_MAX + 1];
         struct ferry_stat st;
-        *what = "stat source";
+        *step = &S_STAT_SRC;
         int rc = ferry_fsio_statat(c->src_dir, name, &st);
         if (rc)
                 return rc;
         ferry_copy_temp_name(name, it->id, tmp);
-        *what = "link to first name";
+        *step = &S_LINK;
         rc = link_leader(c, ferry_batch_at(b, it->link_off), tmp);
         if (rc == EEXIST) {
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
@@ -624,7 +701,7 @@ static int link_once(struct ferry_copier *c, const struct ferry_batch *b,
         }
         if (rc)
                 return rc;
-        *what = "rename into place";
+        *step = &S_RENAME;
         rc = install(c, it, &st, tmp, name);
         /* rename() does nothing when name already is a link to the same
          * inode (a re-run after a crash): the temp name must still go */
@@ -642,31 +719,43 @@ void ferry_copy_backoff(unsigned attempt)
 
 static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
                         const char *name, struct ferry_item *it, bool *changed,
-                        const char **what)
+                        const struct step **step)
 {
         if (it->type == FT_LINK)
-                return copy_symlink_once(c, name, it, changed, what);
+                return copy_symlink_once(c, name, it, changed, step);
         *changed = false;
         if (it->link_off) {
-                int rc = link_once(c, b, name, it, what);
+                int rc = link_once(c, b, name, it, step);
                 if (rc != ENOENT && rc != EXDEV && rc != EMLINK &&
                     rc != ENAMETOOLONG)
                         return rc;
                 it->link_off = 0; /* leader's copy unusable: copy data */
         }
-        return copy_once(c, name, it, changed, what);
+        return copy_once(c, name, it, changed, step);
 }
 
-/* Enters the item's directories, retrying transient errors (an EIO from mkdir
- * on a flaky share) like those of the copy itself. */
+/* Whether a failed enter_dir is worth another try: a transient error (an
+ * EIO from mkdir on a flaky share) or ENOENT on DST (someone removes what
+ * ferry made there, perhaps DST's root: rm -rf), unless DST's root no
+ * longer answers. */
+static bool retry_dir(struct ferry_copier *c)
+{
+        if (ferry_copy_transient(c->src_err))
+                return true;
+        if (!ferry_copy_transient(c->dst_err) && c->dst_err != ENOENT)
+                return false;
+        return !(ferry_copy_dst_suspect(c->dst_err) &&
+                 ferry_copy_dst_failed(c->cfg.dstfd));
+}
+
+/* Enters the item's directories, retrying transient errors like those of
+ * the copy itself. */
 static void enter_dir_retrying(struct ferry_copier *c, struct ferry_batch *b,
                                struct ferry_item *it)
 {
         enter_dir(c, b, it);
-        for (unsigned attempt = 0;
-             attempt < c->cfg.retries && !atomic_load(c->cfg.stop) &&
-             (ferry_copy_transient(c->src_err) ||
-              ferry_copy_transient(c->dst_err));
+        for (unsigned attempt = 0; attempt < c->cfg.retries &&
+                                   !atomic_load(c->cfg.stop) && retry_dir(c);
              attempt++) {
                 leave_dir(c);
                 ferry_copy_backoff(attempt);
@@ -714,13 +803,20 @@ static void copy_item(struct ferry_copier *c, struct ferry_batch *b,
         }
         enter_dir_retrying(c, b, it);
         if (ferry_fsio_out_of_fds(c->src_err)) {
-                set_result(it, c->src_err, "open source directory");
+                set_result(it, c->src_err, &S_OPEN_SRC_DIR);
+                return;
+        }
+        /* the run stops (a signal, a full or failed DST): an error that
+         * would have been retried fails nobody; the row stays pending */
+        if ((c->src_err || c->dst_err) && atomic_load(c->cfg.stop) &&
+            retry_dir(c)) {
+                it->result = R_NONE;
                 return;
         }
         if (c->src_err) {
                 it->result = c->src_err == ENOENT ? R_VANISHED : R_FAILED;
                 it->err = c->src_err;
-                it->what = "open source directory";
+                it->what = S_OPEN_SRC_DIR.what;
                 return;
         }
         if (c->dst_err == ENOTDIR) { /* a file where SRC has a directory */
@@ -732,16 +828,15 @@ static void copy_item(struct ferry_copier *c, struct ferry_batch *b,
                 if (c->dir_why[0]) { /* a refused or colliding directory */
                         memcpy(c->why, c->dir_why, sizeof(c->why));
                         fail_why(c, b, it);
-                } else
-                        set_result(it, c->dst_err,
-                                   "create destination directory");
+                } else if (!dst_gone(c, it, c->dst_err, &S_MAKE_DIR))
+                        set_result(it, c->dst_err, &S_MAKE_DIR);
                 return;
         }
         const char *name = ferry_batch_at(b, it->name_off);
         for (unsigned attempt = 0;; attempt++) {
                 bool changed = false;
-                const char *what = "copy";
-                int rc = copy_attempt(c, b, name, it, &changed, &what);
+                const struct step *step = &S_COPY;
+                int rc = copy_attempt(c, b, name, it, &changed, &step);
                 if (!rc && !changed) {
                         it->result = R_DONE;
                         record_dst(c, it, name);
@@ -765,13 +860,21 @@ static void copy_item(struct ferry_copier *c, struct ferry_batch *b,
                         it->result = R_NONE;
                         return;
                 }
-                bool again = changed || ferry_copy_transient(rc);
-                if (again && attempt < c->cfg.retries &&
-                    !atomic_load(c->cfg.stop)) {
+                if (rc && dst_gone(c, it, rc, step))
+                        return;
+                /* ENOENT on DST: someone removes what ferry made, perhaps
+                 * DST's root (rm -rf), which the next probe tells */
+                bool again = changed || ferry_copy_transient(rc) ||
+                             (rc == ENOENT && step->side == SIDE_DST);
+                if (again && atomic_load(c->cfg.stop)) {
+                        it->result = R_NONE; /* as for enter_dir above */
+                        return;
+                }
+                if (again && attempt < c->cfg.retries) {
                         ferry_copy_backoff(attempt);
                         continue;
                 }
-                if (rc == ENOENT && on_source(what)) {
+                if (rc == ENOENT && step->side == SIDE_SRC) {
                         it->result = R_VANISHED;
                         return;
                 }
@@ -781,7 +884,7 @@ static void copy_item(struct ferry_copier *c, struct ferry_batch *b,
                         it->err = 0;
                         return;
                 }
-                set_result(it, rc, what);
+                set_result(it, rc, step);
                 return;
         }
 }
@@ -840,12 +943,12 @@ static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
         if (rc)
                 return rc;
         XXH3_128bits_reset(c->xxh);
-        const char *what;
+        const struct step *step;
         *size = 0;
 #ifdef HAVE_POSIX_FADVISE
         posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
-        rc = stream(c, fd, -1, size, &what);
+        rc = stream(c, fd, -1, size, &step);
         ferry_fsio_close(&fd);
         if (!rc)
                 hash_final(c->xxh, out);
@@ -854,7 +957,7 @@ static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
 
 static void verify_side(struct ferry_copier *c, int dirfd, int dir_err,
                         const char *name, struct ferry_item *it,
-                        const char *side)
+                        const struct step *side)
 {
         uint8_t got[16];
         uint64_t size = 0;
@@ -862,17 +965,18 @@ static void verify_side(struct ferry_copier *c, int dirfd, int dir_err,
                          : hash_side(c, dirfd, name, it->type, got, &size);
         if (rc == ENOENT || rc == ENOTDIR || rc == ELOOP) {
                 it->result = R_MISSING;
-                it->what = side;
+                it->what = side->what;
                 return;
         }
         if (rc) {
-                set_result(it, rc, side);
+                if (!dst_gone(c, it, rc, side))
+                        set_result(it, rc, side);
                 return;
         }
         bool size_ok = it->type == FT_LINK || size == it->st.size;
         if (!size_ok || memcmp(got, it->hash, 16) != 0) {
                 it->result = R_MISMATCH;
-                it->what = side;
+                it->what = side->what;
         }
 }
 
@@ -883,9 +987,9 @@ static void verify_item(struct ferry_copier *c, struct ferry_batch *b,
         const char *name = ferry_batch_at(b, it->name_off);
         it->result = R_DONE;
         if (b->work & WORK_VERIFY_DST)
-                verify_side(c, c->dst_dir, c->dst_err, name, it, "destination");
+                verify_side(c, c->dst_dir, c->dst_err, name, it, &S_VERIFY_DST);
         if (it->result == R_DONE && (b->work & WORK_VERIFY_SRC))
-                verify_side(c, c->src_dir, c->src_err, name, it, "source");
+                verify_side(c, c->src_dir, c->src_err, name, it, &S_VERIFY_SRC);
 }
 
 void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,

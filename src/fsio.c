@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,7 +46,7 @@ struct fault {
 static const char *const op_names[FSIO_NOPS] = {
         "open",  "read",    "write",  "fsync", "syncfs",  "rename",
         "mkdir", "utimens", "chmod",  "chown", "link",    "symlink",
-        "stat",  "unlink",  "mwrite", "msync", "readdir",
+        "stat",  "unlink",  "mwrite", "msync", "readdir", "probe",
 };
 
 static struct fault faults[MAX_FAULTS];
@@ -583,6 +584,52 @@ int ferry_fsio_syncfs(int fd)
         sync();
         return 0;
 #endif
+}
+
+/* The directory's link count, asked of the file system itself. */
+static int probe_stat(int dirfd, uint64_t *nlink)
+{
+#ifdef HAVE_STATX
+        struct statx sx;
+        if (statx(dirfd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_NLINK,
+                  &sx) == 0) {
+                *nlink = sx.stx_nlink;
+                return 0;
+        }
+        if (errno != ENOSYS && errno != EINVAL)
+                return errno;
+#endif
+        struct stat s;
+        if (fstat(dirfd, &s))
+                return errno;
+        *nlink = (uint64_t)s.st_nlink;
+        return 0;
+}
+
+int ferry_fsio_probe_dir(int dirfd)
+{
+        FAULT(FSIO_PROBE);
+        uint64_t nlink = 1;
+        int rc = probe_stat(dirfd, &nlink);
+        if (rc)
+                return rc;
+        if (nlink == 0)
+                return ENOENT;
+        struct statvfs vfs;
+        if (fstatvfs(dirfd, &vfs))
+                return errno;
+        if (vfs.f_flag & ST_RDONLY)
+                return EROFS;
+#ifdef O_TMPFILE
+        int fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return errno;
+        rc = write(fd, "", 1) == 1 ? 0 : errno ? errno : EIO;
+        if (!rc && fsync(fd))
+                rc = errno;
+        close(fd);
+#endif
+        return rc;
 }
 
 int ferry_fsio_ftruncate(int fd, off_t len)

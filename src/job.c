@@ -87,6 +87,7 @@ const char *ferry_code_str(int code)
         case FERRY_EINTERNAL: return "internal error";
         case FERRY_EOUTPUT: return "cannot write standard output";
         case FERRY_ENOSPC: return "destination full";
+        case FERRY_EDSTFAIL: return "destination failed";
         case FERRY_EINTR: return "interrupted";
         case FERRY_EPARTIAL: return "some files failed";
         case FERRY_EVANISHED: return "some source files vanished";

@@ -334,6 +334,7 @@ static void stop_full(struct journal *j)
 }
 
 static void note_low(struct journal *j, int64_t id);
+static bool stop_for_dst(struct journal *j, int err);
 
 /*
  * An entry of another type in the way of it (R_IN_WAY): removed when it is
@@ -359,6 +360,8 @@ static bool clear_way(struct journal *j, const struct ferry_batch *b,
                 emit(j, FERRY_EV_DELETED, "", what, NULL);
         }
         free(what);
+        if (rc && rc != EEXIST && stop_for_dst(j, rc))
+                return true; /* DST failed: the row stays pending */
         if (rc)
                 return false;
         note_low(j, it->id);
@@ -382,6 +385,43 @@ static void stop_no_fds(struct journal *j, int err)
                   "elsewhere or raise the limit (ulimit -n), then run the "
                   "same command to resume",
                   strerror(err), limit);
+}
+
+/* DST itself failed (rule 10; why from ferry_copy_dst_failed): the whole
+ * run stops (exit 12) and the rows it did not finish stay pending. */
+static void stop_dst_failed(struct journal *j, int why)
+{
+        set_error(j, FERRY_EDSTFAIL,
+                  "the destination '%s' failed: %s; stopped, nothing lost: "
+                  "run the same command when it is back",
+                  j->opt->dst, strerror(why));
+}
+
+/* An operation on DST failed with err: true when that stops the run, as a
+ * full DST or as DST itself failing (its root no longer answers). */
+static bool stop_for_dst(struct journal *j, int err)
+{
+        if (dst_full(err)) {
+                stop_full(j);
+                return true;
+        }
+        int why = ferry_copy_dst_suspect(err)
+                          ? ferry_copy_dst_failed(j->cfg->dstfd)
+                          : 0;
+        if (why)
+                stop_dst_failed(j, why);
+        return why != 0;
+}
+
+/* A worker's result that stops the run: true for those, which are never
+ * recorded (the row stays pending). */
+static bool stops_run(struct journal *j, const struct ferry_item *it)
+{
+        switch (it->result) {
+        case R_NOSPACE: stop_full(j); return true;
+        case R_DSTFAIL: stop_dst_failed(j, it->err); return true;
+        default: return false;
+        }
 }
 
 static int record_copy(struct journal *j, const struct ferry_batch *b,
@@ -428,7 +468,8 @@ static int record_copy(struct journal *j, const struct ferry_batch *b,
                 j->sum->files_vanished++;
                 emit_item(j, FERRY_EV_VANISHED, b, it, "vanished");
                 break;
-        case R_NOSPACE: stop_full(j); return 0;
+        case R_NOSPACE:
+        case R_DSTFAIL: stops_run(j, it); return 0;
         case R_NOFDS: stop_no_fds(j, it->err); return 0;
         case R_NONE: return 0;
         }
@@ -483,11 +524,11 @@ static void on_barrier(struct journal *j, struct barrier_job *job)
 {
         j->barrier = NULL;
         bool durable = job->msg.err == 0;
-        if (dst_full(job->msg.err))
-                stop_full(j);
+        /* a full or failed DST says so in the run's one message */
         if (ferry_fsio_out_of_fds(job->msg.err))
                 stop_no_fds(j, job->msg.err); /* not the barrier's fault */
-        else if (!durable && !j->barrier_failed) {
+        else if (!durable && !stop_for_dst(j, job->msg.err) &&
+                 !j->barrier_failed) {
                 j->barrier_failed = true;
                 note_uncertain(j);
                 if (j->opt->event)
@@ -597,9 +638,16 @@ static void record_verify(struct journal *j, const struct ferry_batch *b,
 static void on_batch(struct journal *j, struct ferry_batch *b)
 {
         j->in_flight--;
+        /* a full or failed DST stops the hand-out now, not after the
+         * barrier; the results wait for it (record_copy) */
+        for (size_t i = 0; i < b->n; i++)
+                if (stops_run(j, &b->items[i]))
+                        break;
         if (b->work != WORK_COPY) {
                 for (size_t i = 0; i < b->n; i++)
-                        if (b->items[i].result != R_NONE)
+                        if (b->items[i].result != R_NONE &&
+                            b->items[i].result != R_DSTFAIL &&
+                            b->items[i].result != R_NOSPACE)
                                 record_verify(j, b, &b->items[i]);
                 j->outstanding -= b->n;
                 ferry_batch_free(b);
@@ -1738,6 +1786,8 @@ static void delete_file(struct journal *j, const struct ferry_batch *b,
                         emit(j, FERRY_EV_DELETED, dir, name, NULL);
                         if (ferry_manifest_dir_touch(j->m, it->dir_id))
                                 manifest_error(j);
+                } else if (rc && rc != ENOENT && stop_for_dst(j, rc)) {
+                        return; /* DST failed: keep the row */
                 } else if (rc && rc != ENOENT) {
                         char why[256];
                         snprintf(why, sizeof(why), "cannot delete: %s",
@@ -1766,6 +1816,8 @@ static void delete_dir(struct journal *j, const struct ferry_batch *b,
                         if (it->dir_id &&
                             ferry_manifest_dir_touch(j->m, it->dir_id))
                                 manifest_error(j);
+                } else if (rc != ENOENT && stop_for_dst(j, rc)) {
+                        return; /* DST failed: keep the row */
                 } else if (rc != ENOENT) {
                         char why[256];
                         snprintf(why, sizeof(why), "directory not deleted: %s",
@@ -1831,6 +1883,8 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
         if (fd >= 0 && j->opt->durability == FERRY_DURABLE_FILE)
                 sync_tree_dir(j, fd);
         ferry_fsio_close(&fd);
+        if (rc && !why[0] && stop_for_dst(j, rc))
+                return; /* nobody's failure: the row stays pending */
         if (rc) {
                 if (!why[0]) /* else a refused or colliding name */
                         snprintf(why, sizeof(why), "%s: %s", what,
@@ -1881,17 +1935,18 @@ static void finish_tree(struct journal *j)
          * directory changed above: with --durability=file it fsynced each
          * (no syncfs, which that mode is for file systems that lack). */
         enum ferry_durability dur = j->opt->durability;
-        int rc = dur == FERRY_DURABLE_NONE   ? 0
+        int rc = j->stop_code                ? 0
+                 : dur == FERRY_DURABLE_NONE ? 0
                  : dur == FERRY_DURABLE_FILE ? j->tree_sync_err
                                              : ferry_fsio_syncfs(j->cfg->dstfd);
-        if (!rc)
+        if (!rc && !j->stop_code)
                 return;
         /* Nothing above is durable: forget it (the deletions and the
          * directory marks), so that the next run does it again. Found by
-         * t23: a power cut lost empty directories marked created. */
-        if (dst_full(rc)) /* as in a barrier (t21 long) */
-                stop_full(j);
-        else
+         * t23: a power cut lost empty directories marked created. A full
+         * or failed DST stops as in a barrier (t21 long); one that
+         * failed above (apply_dir) leaves nothing to trust either. */
+        if (rc && !stop_for_dst(j, rc))
                 set_error(j, FERRY_EPARTIAL,
                           dur == FERRY_DURABLE_FILE
                                   ? "fsync of a destination directory failed"

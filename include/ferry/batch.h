@@ -77,6 +77,8 @@ enum ferry_result {
                        directory where SRC has a file, a file where SRC
                        has a directory): the journal decides (it knows
                        whether ferry put it there); err ENOTDIR or EISDIR */
+        R_DSTFAIL,  /* DST itself failed (ferry_copy_dst_failed; err says
+                       why): the run stops, the row stays pending */
 };
 
 enum ferry_work {

@@ -16,8 +16,9 @@
  *       give up waiting for a free descriptor after N ms (default 60 s)
  *
  * ops: open read write fsync syncfs rename mkdir utimens chmod chown link
- * symlink stat unlink, readdir (the scanner's, one call per entry), and for
- * the manifest (through an SQLite VFS shim, src/mvfs.c) mwrite and msync.
+ * symlink stat unlink, readdir (the scanner's, one call per entry), probe
+ * (ferry_fsio_probe_dir: "DST's root no longer answers"), and for the
+ * manifest (through an SQLite VFS shim, src/mvfs.c) mwrite and msync.
  * Crash points: see ferry_fsio_crashpoint
  * callers (after_write, after_rename, before_barrier, after_barrier,
  * before_commit, after_commit).
@@ -49,6 +50,7 @@ enum ferry_fsio_op {
         FSIO_MWRITE,  /* the manifest's writes (main file and WAL) */
         FSIO_MSYNC,   /* the manifest's fsyncs */
         FSIO_READDIR, /* the scanner's readdir of a source directory */
+        FSIO_PROBE,   /* ferry_fsio_probe_dir */
         FSIO_NOPS
 };
 
@@ -172,6 +174,19 @@ int ferry_fsio_fchown(int fd, uid_t uid, gid_t gid);
 int ferry_fsio_lchownat(int dirfd, const char *name, uid_t uid, gid_t gid);
 /* Closes fd if >= 0 and sets it to -1; close errors are returned. */
 int ferry_fsio_close(int *fd);
+
+/*
+ * Asks whether the file system of directory dirfd (DST's root) still
+ * answers: 0 when it does, else the errno of the first look that failed:
+ * the directory's own stat (forced past attribute caches: a network file
+ * system asks its server), ENOENT when the directory was removed, EROFS
+ * when the file system is read-only, then an unnamed file (O_TMPFILE,
+ * where the file system has it) with one byte written and fsynced, which
+ * leaves no name and no mtime change behind. Which errno means "gone" is
+ * the caller's policy (ferry_copy_dst_failed). Raw system calls: only the
+ * "probe" fault fakes a failure, never another op's.
+ */
+int ferry_fsio_probe_dir(int dirfd);
 
 /* Removes the tree at name under dirfd (used when a type changed). */
 int ferry_fsio_remove_tree(int dirfd, const char *name);
