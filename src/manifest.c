@@ -1980,8 +1980,9 @@ int ferry_manifest_not_done(struct ferry_manifest *m, int64_t gen,
 {
         int64_t n = 0;
         int rc = select_ints(m,
-                             "SELECT count(*) FROM files"
-                             " WHERE state IN (0, 2) AND gen = ?1",
+                             "SELECT count(*) FROM files f JOIN dirs d"
+                             " ON d.id = f.dir WHERE f.state IN (0, 2)"
+                             " AND (f.gen = ?1 OR d.listed = ?1)",
                              gen, &n, 1);
         *files = (uint64_t)n;
         return rc;

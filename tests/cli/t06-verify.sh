@@ -92,9 +92,23 @@ check_source_verify() {
 	expect_code 0 "$FERRY" --verify=both src dst
 }
 
+# a file --verify marks after a no-change re-run (its directory's rows keep
+# an older generation) still counts as not copied yet for the next verify
+check_verify_after_noop_run() {
+	expect_code 0 "$FERRY" -q src dst
+	alter_in_place dst/named/damaged.bin
+	expect_code 5 "$FERRY" --verify src dst
+	expect_code 5 "$FERRY" --verify src dst
+	check "a second verify says files are not copied yet" \
+		grep -q 'not copied yet' "$LOG/err"
+	expect_code 0 "$FERRY" -q src dst
+	expect_code 0 "$FERRY" --verify src dst
+}
+
 expect_code 0 "$FERRY" -q src dst
 check_clean_verify
 check_damaged_dest
 check_source_verify
+check_verify_after_noop_run
 tree_equal src dst
 finish
