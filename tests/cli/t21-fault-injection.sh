@@ -157,7 +157,7 @@ source_nospace() {
 	fi
 	ok "$label: ENOSPC from the source: a per-file failure, exit 23"
 	if failures_named && ! grep -qv -e 'cannot read directory: No space' \
-		-e 'source\( link\)\?: No space' "$LOG/failed"; then
+		-e 'source\( link\| directory\)\?: No space' "$LOG/failed"; then
 		ok "$label: stderr names the file and the source's ENOSPC"
 	else
 		fail "$label: stderr names the file and the source's ENOSPC"
