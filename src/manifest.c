@@ -1930,25 +1930,29 @@ int ferry_manifest_current_gen(struct ferry_manifest *m, int64_t *gen)
                           gen);
 }
 
-int ferry_manifest_count_done(struct ferry_manifest *m, uint64_t *files)
+/* The count(*) of sql, whose ?1 (if any) is gen. */
+static int count_rows(struct ferry_manifest *m, const char *sql, int64_t gen,
+                      uint64_t *files)
 {
         int64_t n = 0;
-        int rc =
-                pragma_int(m, "SELECT count(*) FROM files WHERE state = 1", &n);
+        int rc = select_ints(m, sql, gen, &n, 1);
         *files = (uint64_t)n;
         return rc;
+}
+
+int ferry_manifest_count_done(struct ferry_manifest *m, uint64_t *files)
+{
+        return count_rows(m, "SELECT count(*) FROM files WHERE state = 1", 0,
+                          files);
 }
 
 int ferry_manifest_count_removed(struct ferry_manifest *m, int64_t gen,
                                  uint64_t *files)
 {
-        int64_t n = 0;
-        int rc = select_ints(m,
-                             "SELECT count(*) FROM files WHERE state IN"
-                             " (4, 5) AND state = 5 AND gen = ?1",
-                             gen, &n, 1);
-        *files = (uint64_t)n;
-        return rc;
+        return count_rows(m,
+                          "SELECT count(*) FROM files WHERE state IN"
+                          " (4, 5) AND state = 5 AND gen = ?1",
+                          gen, files);
 }
 
 int ferry_manifest_keep_removed(struct ferry_manifest *m, int64_t gen)
@@ -1978,14 +1982,11 @@ int ferry_manifest_keep_removed(struct ferry_manifest *m, int64_t gen)
 int ferry_manifest_not_done(struct ferry_manifest *m, int64_t gen,
                             uint64_t *files)
 {
-        int64_t n = 0;
-        int rc = select_ints(m,
-                             "SELECT count(*) FROM files f JOIN dirs d"
-                             " ON d.id = f.dir WHERE f.state IN (0, 2)"
-                             " AND (f.gen = ?1 OR d.listed = ?1)",
-                             gen, &n, 1);
-        *files = (uint64_t)n;
-        return rc;
+        return count_rows(m,
+                          "SELECT count(*) FROM files f JOIN dirs d"
+                          " ON d.id = f.dir WHERE f.state IN (0, 2)"
+                          " AND (f.gen = ?1 OR d.listed = ?1)",
+                          gen, files);
 }
 
 static int status_counts(struct ferry_manifest *m,

@@ -127,6 +127,19 @@ static void quoted(char *why, size_t size, const char *prefix, const char *path,
         snprintf(why + n, size - n, "%s", rest);
 }
 
+/* The refusal of entry st at path: "not replaced: the destination has a
+ * KIND 'PATH'" and rest, in why. Returns EEXIST. */
+static int refused(char *why, size_t size, const struct ferry_stat *st,
+                   const char *path, const char *rest)
+{
+        char prefix[128];
+        snprintf(prefix, sizeof(prefix),
+                 "not replaced: the destination has a %s ",
+                 ferry_copy_kind(st));
+        quoted(why, size, prefix, path, rest);
+        return EEXIST;
+}
+
 /* A directory at dir/name where SRC has a file. */
 static int dir_in_way(struct ferry_manifest *m, int dstfd, const char *dir,
                       const char *name, bool remove, char **what, char *why,
@@ -217,17 +230,12 @@ static int file_in_way(struct ferry_manifest *m, int dstfd, const char *dir,
                         rc = EIO;
                 if (c > path)
                         c[-1] = '/';
-                if (!rc && !ferry_copy_matches(&rec, &st)) {
-                        char prefix[128];
-                        snprintf(prefix, sizeof(prefix),
-                                 "not replaced: the destination has a %s ",
-                                 ferry_copy_kind(&st));
-                        quoted(why, size, prefix, path,
-                               " where the source has a directory, which "
-                               "ferry did not write");
-                        rc = EEXIST;
-                } else if (!rc && remove &&
-                           (rc = ferry_fsio_unlinkat(cur, c, 0))) {
+                if (!rc && !ferry_copy_matches(&rec, &st))
+                        rc = refused(why, size, &st, path,
+                                     " where the source has a directory, "
+                                     "which ferry did not write");
+                else if (!rc && remove &&
+                         (rc = ferry_fsio_unlinkat(cur, c, 0))) {
                         snprintf(why, size,
                                  "cannot remove the %s in the way: %s",
                                  ferry_copy_kind(&st), strerror(rc));
@@ -319,16 +327,10 @@ static int other_in_way(struct ferry_manifest *m, int dstfd,
                 *slash = '/';
         if (!rc && ferry_copy_matches(&rec, &st))
                 *claim = rec;
-        else if (!rc) {
-                char prefix[128];
-                snprintf(prefix, sizeof(prefix),
-                         "not replaced: the destination has a %s ",
-                         ferry_copy_kind(&st));
-                quoted(why, size, prefix, real,
-                       " here, which ferry did not write (or which was "
-                       "changed since ferry copied it)");
-                rc = EEXIST;
-        }
+        else if (!rc)
+                rc = refused(why, size, &st, real,
+                             " here, which ferry did not write (or which was "
+                             "changed since ferry copied it)");
 out:
         if (rc && rc != EEXIST && !why[0])
                 snprintf(why, size, "cannot look at the destination: %s",
