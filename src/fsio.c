@@ -652,10 +652,15 @@ int ferry_fsio_rename_noreplace(int dirfd, const char *from, const char *to)
 {
         FAULT(FSIO_RENAME);
 #ifdef HAVE_RENAMEAT2
-        if (renameat2(dirfd, from, dirfd, to, RENAME_NOREPLACE) == 0)
-                return 0;
-        if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
-                return errno;
+        /* a file system without it (some FUSE ones) says so once */
+        static atomic_bool no_flag;
+        if (!atomic_load(&no_flag)) {
+                if (renameat2(dirfd, from, dirfd, to, RENAME_NOREPLACE) == 0)
+                        return 0;
+                if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+                        return errno;
+                atomic_store(&no_flag, true);
+        }
 #endif
         struct stat st;
         if (fstatat(dirfd, to, &st, AT_SYMLINK_NOFOLLOW) == 0)
