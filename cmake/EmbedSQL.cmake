@@ -3,7 +3,7 @@
 file(GLOB sql_files "${SQL_DIR}/[0-9][0-9][0-9]_*.sql")
 list(SORT sql_files)
 set(body "/* generated from sql/ by cmake/EmbedSQL.cmake; do not edit */\n")
-string(APPEND body "#include \"ferry/manifest.h\"\n\n")
+string(APPEND body "#include \"manifest.h\"\n\n")
 set(table "")
 set(i 0)
 foreach(f ${sql_files})

@@ -1,9 +1,9 @@
 /*
- * batch.c - constructors of the inter-thread messages (include/ferry/batch.h).
+ * batch.c - constructors of the inter-thread messages (batch.h).
  * Strings live in a growable arena addressed by offsets, so a message stays
  * one owner and a batch can grow without invalidating its items.
  */
-#include "ferry/batch.h"
+#include "batch.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * copy.c - one row at a time: copy, link or verify (include/ferry/copy.h).
+ * copy.c - one row at a time: copy, link or verify (copy.h).
  *
  * Owns the per-worker buffer, the XXH3 state and the cached descriptors of
  * the current source and destination directories. The hash always covers
@@ -8,9 +8,9 @@
  */
 #define _GNU_SOURCE
 #include "config.h"
-#include "ferry/copy.h"
+#include "copy.h"
 
-#include "ferry/fsio.h"
+#include "fsio.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /*
- * fdlimit.c - the descriptor budget of a run (include/ferry/fdlimit.h).
+ * fdlimit.c - the descriptor budget of a run (fdlimit.h).
  *
  * Owns nothing but the process's soft RLIMIT_NOFILE, which it raises once
  * per job: a default soft limit of 1024 (or 128 in some containers) is
@@ -8,11 +8,11 @@
  * so tests/unit/test_fdlimit.c checks it without changing any limit.
  */
 #define _GNU_SOURCE
-#include "ferry/fdlimit.h"
+#include "fdlimit.h"
 
-#include "ferry/copy.h"
-#include "ferry/journal.h"
-#include "ferry/scan.h"
+#include "copy.h"
+#include "journal.h"
+#include "scan.h"
 
 #include <dirent.h>
 #include <fcntl.h>

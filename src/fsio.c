@@ -5,13 +5,13 @@
  * component-wise opening of paths longer than PATH_MAX, waiting for a
  * descriptor when the process or the system has none left (EMFILE, ENFILE:
  * back-pressure, see below), and (in test builds) the fault table
- * described in include/ferry/fsio.h. Every function returns 0 or a positive
+ * described in src/fsio.h. Every function returns 0 or a positive
  * errno.
  */
 #define _GNU_SOURCE
 #include "config.h"
 #include "ferry.h"
-#include "ferry/fsio.h"
+#include "fsio.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -20,13 +20,13 @@
 #define _GNU_SOURCE
 #include "ferry.h"
 
-#include "ferry/fdlimit.h"
-#include "ferry/fsio.h"
-#include "ferry/journal.h"
-#include "ferry/manifest.h"
-#include "ferry/names.h"
-#include "ferry/overlap.h"
-#include "ferry/pattern.h"
+#include "fdlimit.h"
+#include "fsio.h"
+#include "journal.h"
+#include "manifest.h"
+#include "names.h"
+#include "overlap.h"
+#include "pattern.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -309,7 +309,7 @@ static int check_options(const struct ferry_options *opt,
         return 0;
 }
 
-/* DST inside SRC or SRC inside DST, under any name (ferry/overlap.h). */
+/* DST inside SRC or SRC inside DST, under any name (overlap.h). */
 static int check_overlap(struct ferry_job *job, struct ferry_error *err)
 {
         char *parent = NULL;

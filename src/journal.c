@@ -1,5 +1,5 @@
 /*
- * journal.c - the journal thread (include/ferry/journal.h).
+ * journal.c - the journal thread (journal.h).
  *
  * Owns the manifest's write transaction, the inbox (listings from the
  * scanners, finished batches from the workers, finished barriers), the work
@@ -15,14 +15,14 @@
  */
 #define _GNU_SOURCE
 #include "config.h"
-#include "ferry/journal.h"
+#include "journal.h"
 
-#include "ferry/copy.h"
-#include "ferry/fsio.h"
-#include "ferry/owner.h"
-#include "ferry/queue.h"
-#include "ferry/scan.h"
-#include "ferry/workers.h"
+#include "copy.h"
+#include "fsio.h"
+#include "owner.h"
+#include "queue.h"
+#include "scan.h"
+#include "workers.h"
 
 #include <dirent.h>
 #include <errno.h>

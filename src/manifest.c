@@ -1,5 +1,5 @@
 /*
- * manifest.c - the SQLite manifest (include/ferry/manifest.h).
+ * manifest.c - the SQLite manifest (manifest.h).
  *
  * Owns the database connection, the schema and its forward-only migrations
  * (sql/NNN_*.sql, embedded at build time), and one prepared statement per
@@ -13,9 +13,9 @@
  * met later makes every call fail with a message that says so (db_fail).
  */
 #define _GNU_SOURCE
-#include "ferry/manifest.h"
+#include "manifest.h"
 
-#include "ferry/mvfs.h"
+#include "mvfs.h"
 
 #include "config.h"
 

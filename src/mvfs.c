@@ -1,5 +1,5 @@
 /*
- * mvfs.c - fault injection for the manifest (include/ferry/mvfs.h).
+ * mvfs.c - fault injection for the manifest (mvfs.h).
  *
  * A pass-through SQLite VFS over the default one. Each write and each sync
  * of any file SQLite opens through it (the manifest and its WAL) first asks
@@ -9,9 +9,9 @@
  * talks to SQLite's own VFS.
  */
 #include "config.h"
-#include "ferry/mvfs.h"
+#include "mvfs.h"
 
-#include "ferry/fsio.h"
+#include "fsio.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,6 +1,6 @@
 /*
  * names.c - names the destination cannot hold, and names that collide
- * there only by case (include/ferry/names.h).
+ * there only by case (names.h).
  *
  * Owns the probed rules and the striped locks that the workers share.
  *
@@ -42,7 +42,7 @@
  * this run made it.
  */
 #define _GNU_SOURCE
-#include "ferry/names.h"
+#include "names.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
  * overlap.c - where SRC, DST and ferry's own files meet
- * (include/ferry/overlap.h).
+ * (overlap.h).
  *
  * ferry_overlap_trees looks twice before a run writes anything:
  *  1. identity: from each tree's root up through ".." to "/", is the other
@@ -21,7 +21,7 @@
  * per job and must not move the fault counts of the copy path.
  */
 #define _GNU_SOURCE
-#include "ferry/overlap.h"
+#include "overlap.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /*
- * owner.c - what in DST is ferry's (include/ferry/owner.h).
+ * owner.c - what in DST is ferry's (owner.h).
  *
  * Owns the walk that tells whether a DST directory in the way of a file is
  * ferry's whole, and the removal of what is in the way when it is. Reads
@@ -7,11 +7,11 @@
  */
 #define _GNU_SOURCE
 #include "config.h"
-#include "ferry/owner.h"
+#include "owner.h"
 
-#include "ferry/copy.h"
-#include "ferry/fsio.h"
-#include "ferry/names.h"
+#include "copy.h"
+#include "fsio.h"
+#include "names.h"
 
 #include <dirent.h>
 #include <errno.h>

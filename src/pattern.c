@@ -1,9 +1,9 @@
 /*
- * pattern.c - exclude patterns (include/ferry/pattern.h). fnmatch does the
+ * pattern.c - exclude patterns (pattern.h). fnmatch does the
  * matching; this module only decides what each pattern is matched against.
  */
 #define _GNU_SOURCE
-#include "ferry/pattern.h"
+#include "pattern.h"
 
 #include <errno.h>
 #include <fnmatch.h>

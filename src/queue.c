@@ -1,9 +1,9 @@
 /*
- * queue.c - bounded blocking MPMC queue (see include/ferry/queue.h).
+ * queue.c - bounded blocking MPMC queue (see queue.h).
  * A ring buffer under one mutex: the items are batches, so contention is low.
  */
 #define _GNU_SOURCE
-#include "ferry/queue.h"
+#include "queue.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * scan.c - parallel directory walk (include/ferry/scan.h).
+ * scan.c - parallel directory walk (scan.h).
  *
  * Owns a stack of directories still to read and a pool of threads. Each
  * thread pops a directory, opens it relative to SRC's descriptor, reads it
@@ -17,11 +17,11 @@
  * at most FERRY_SCAN_FDS descriptors.
  */
 #define _GNU_SOURCE
-#include "ferry/scan.h"
+#include "scan.h"
 
-#include "ferry/batch.h"
-#include "ferry/copy.h"
-#include "ferry/fsio.h"
+#include "batch.h"
+#include "copy.h"
+#include "fsio.h"
 
 #include <dirent.h>
 #include <errno.h>

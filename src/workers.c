@@ -1,12 +1,12 @@
 /*
- * workers.c - the copy/verify thread pool (include/ferry/workers.h).
+ * workers.c - the copy/verify thread pool (workers.h).
  * A worker owns its copier; the only shared things are the two queues.
  * Descriptors: each holds at most FERRY_COPIER_FDS (fdlimit.h fits -j to
  * the limit), and none while idle once descriptors ran short.
  */
-#include "ferry/workers.h"
+#include "workers.h"
 
-#include "ferry/fsio.h"
+#include "fsio.h"
 
 #include <errno.h>
 #include <pthread.h>

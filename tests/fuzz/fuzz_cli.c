@@ -6,7 +6,7 @@
  * bytes). A crash, a sanitizer report or a broken invariant is a finding.
  */
 #define _GNU_SOURCE
-#include "ferry/cli.h"
+#include "cli.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * must never crash or leak, whatever the bytes.
  */
 #define _GNU_SOURCE
-#include "ferry/pattern.h"
+#include "pattern.h"
 
 #include <stdint.h>
 #include <stdlib.h>

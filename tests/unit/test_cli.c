@@ -1,5 +1,5 @@
 /*
- * test_cli.c - the command line (include/ferry/cli.h, src/cli.c compiled
+ * test_cli.c - the command line (src/cli/cli.h, src/cli/cli.c compiled
  * into this test): option parsing and its usage errors, --help, and the
  * escaping of paths in messages and JSON. The escaping is checked against
  * decoders written here: what ferry prints must decode back to the bytes
@@ -8,7 +8,7 @@
 #define _GNU_SOURCE
 #include "unit.h"
 
-#include "ferry/cli.h"
+#include "cli.h"
 
 #include <getopt.h>
 

@@ -1,5 +1,5 @@
 /*
- * test_copy.c - one row at a time (include/ferry/copy.h): temp names, a
+ * test_copy.c - one row at a time (src/copy.h): temp names, a
  * regular file, a sparse file, a symlink, hardlink followers, type changes
  * in DST, vanished and changing sources, verify, stop requests, transient
  * errors, and faults injected through fsio (in child processes, since the
@@ -9,7 +9,7 @@
 #define _GNU_SOURCE
 #include "unit.h"
 
-#include "ferry/copy.h"
+#include "copy.h"
 
 #include <signal.h>
 #include <xxhash.h>

@@ -1,5 +1,5 @@
 /*
- * test_fdlimit.c - the descriptor budget (include/ferry/fdlimit.h): the
+ * test_fdlimit.c - the descriptor budget (src/fdlimit.h): the
  * fit of workers and scan threads under a limit, raising the soft limit
  * (in a child: a process's limits are its own), counting what is open,
  * and fsio's bounded wait for a descriptor.
@@ -7,11 +7,11 @@
 #define _GNU_SOURCE
 #include "unit.h"
 
-#include "ferry/copy.h"
-#include "ferry/fdlimit.h"
-#include "ferry/fsio.h"
-#include "ferry/journal.h"
-#include "ferry/scan.h"
+#include "copy.h"
+#include "fdlimit.h"
+#include "fsio.h"
+#include "journal.h"
+#include "scan.h"
 
 #include <sys/resource.h>
 

@@ -1,5 +1,5 @@
 /*
- * test_fsio.c - the system call wrappers (include/ferry/fsio.h): short
+ * test_fsio.c - the system call wrappers (src/fsio.h): short
  * reads and writes, EINTR, paths longer than PATH_MAX, make_dirs,
  * remove_tree, readlinkat, stat translation, and the fault table read from
  * FERRY_FAULT / FERRY_CRASH, which runs in child processes because the
@@ -8,7 +8,7 @@
 #define _GNU_SOURCE
 #include "unit.h"
 
-#include "ferry/fsio.h"
+#include "fsio.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 /*
- * test_manifest.c - the SQLite manifest (include/ferry/manifest.h): schema
+ * test_manifest.c - the SQLite manifest (src/manifest.h): schema
  * identity, refusal of files that are not ferry manifests (left byte for
  * byte untouched), job binding, upsert results, names as BLOBs, hardlink
  * leaders and followers, fill()'s limits, and status counts. SQLite itself
@@ -8,7 +8,7 @@
 #define _GNU_SOURCE
 #include "unit.h"
 
-#include "ferry/manifest.h"
+#include "manifest.h"
 
 #include <sqlite3.h>
 

@@ -8,7 +8,7 @@
 #define _GNU_SOURCE
 #include "unit.h"
 
-#include "ferry/names.h"
+#include "names.h"
 
 static bool same(const char *a, const char *b)
 {

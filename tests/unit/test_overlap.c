@@ -3,7 +3,7 @@
  * and which files are ferry's own. (Bind mounts: tests/cli/t38, as root.)
  */
 #define _GNU_SOURCE
-#include "ferry/overlap.h"
+#include "overlap.h"
 #include "unit.h"
 
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /*
- * test_pattern.c - --exclude semantics as include/ferry/pattern.h and
+ * test_pattern.c - --exclude semantics as src/pattern.h and
  * ferry(1) document them: a name at any depth without '/', the relative
  * path with '/', anchoring by a leading '/', directories only with a
  * trailing '/', '*' never crossing '/', empty patterns refused.
@@ -7,7 +7,7 @@
 #define _GNU_SOURCE
 #include "unit.h"
 
-#include "ferry/pattern.h"
+#include "pattern.h"
 
 /* Compiles one pattern (NULL when refused). */
 static struct ferry_patterns *one(const char *pat)

@@ -1,12 +1,12 @@
 /*
- * test_queue.c - the bounded MPMC queue (include/ferry/queue.h): FIFO order,
+ * test_queue.c - the bounded MPMC queue (src/queue.h): FIFO order,
  * blocking when full, close semantics, timeouts, and a many-thread stress
  * whose counts must add up (also run under ThreadSanitizer).
  */
 #define _GNU_SOURCE
 #include "unit.h"
 
-#include "ferry/queue.h"
+#include "queue.h"
 
 #include <pthread.h>
 

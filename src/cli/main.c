@@ -9,7 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "ferry.h"
-#include "ferry/cli.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <math.h>

@@ -20,9 +20,9 @@
 #ifndef FERRY_SCAN_H
 #define FERRY_SCAN_H
 
-#include "ferry/overlap.h"
-#include "ferry/pattern.h"
-#include "ferry/queue.h"
+#include "overlap.h"
+#include "pattern.h"
+#include "queue.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>

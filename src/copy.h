@@ -24,8 +24,8 @@
 #define FERRY_COPY_H
 
 #include "ferry.h"
-#include "ferry/batch.h"
-#include "ferry/names.h"
+#include "batch.h"
+#include "names.h"
 
 #include <stdatomic.h>
 

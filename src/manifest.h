@@ -18,7 +18,7 @@
 #define FERRY_MANIFEST_H
 
 #include "ferry.h"
-#include "ferry/batch.h"
+#include "batch.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -26,7 +26,7 @@
 #ifndef FERRY_NAMES_H
 #define FERRY_NAMES_H
 
-#include "ferry/fsio.h"
+#include "fsio.h"
 
 #include <stdbool.h>
 #include <stddef.h>

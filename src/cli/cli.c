@@ -1,9 +1,9 @@
 /*
  * cli.c - option table, parser, --help and path escaping for messages
- * (include/ferry/cli.h). Nothing here touches a file tree.
+ * (cli.h). Nothing here touches a file tree.
  */
 #define _GNU_SOURCE
-#include "ferry/cli.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <getopt.h>

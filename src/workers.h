@@ -11,8 +11,8 @@
 #ifndef FERRY_WORKERS_H
 #define FERRY_WORKERS_H
 
-#include "ferry/copy.h"
-#include "ferry/queue.h"
+#include "copy.h"
+#include "queue.h"
 
 struct ferry_workers;
 

@@ -19,8 +19,8 @@
 #ifndef FERRY_OWNER_H
 #define FERRY_OWNER_H
 
-#include "ferry/manifest.h"
-#include "ferry/names.h"
+#include "manifest.h"
+#include "names.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -16,10 +16,10 @@
 #define FERRY_JOURNAL_H
 
 #include "ferry.h"
-#include "ferry/manifest.h"
-#include "ferry/names.h"
-#include "ferry/overlap.h"
-#include "ferry/pattern.h"
+#include "manifest.h"
+#include "names.h"
+#include "overlap.h"
+#include "pattern.h"
 
 #include <stdatomic.h>
 

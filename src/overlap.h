@@ -20,7 +20,7 @@
 #ifndef FERRY_OVERLAP_H
 #define FERRY_OVERLAP_H
 
-#include "ferry/fsio.h"
+#include "fsio.h"
 
 #include <stdbool.h>
 

@@ -9,7 +9,7 @@
 #ifndef FERRY_BATCH_H
 #define FERRY_BATCH_H
 
-#include "ferry/fsio.h"
+#include "fsio.h"
 
 #include <stdbool.h>
 #include <stddef.h>
