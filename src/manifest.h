@@ -19,6 +19,7 @@
 
 #include "ferry.h"
 #include "batch.h"
+#include "manifest_types.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -37,7 +38,7 @@ extern const int ferry_n_migrations;
 enum ferry_manifest_flags {
         MF_READONLY = 1, /* status: never writes, fails if missing, removes
                           * the -wal and -shm it made when it can; works
-                          * without write access (manifest.c, "Reading
+                          * without write access (manifest/reader.c, "Reading
                           * without write access") */
         MF_CREATE = 2,   /* create the file and schema when missing */
         MF_MEMORY = 4,   /* an in-memory manifest (dry run of a new job) */
