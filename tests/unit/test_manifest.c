@@ -9,6 +9,7 @@
 #include "unit.h"
 
 #include "manifest.h"
+#include "manifest/internal.h" /* MF_HL_LEADER */
 
 #include <sqlite3.h>
 
@@ -1666,6 +1667,148 @@ static void test_far_times(void)
         fx_close(&fx);
 }
 
+/* ---- row values: sql/ against manifest_types.h ---- */
+
+/* a value of manifest_types.h as SQL writes it */
+#define N_(x) MF_SQL_INT(x)
+
+/* One text from the manifest, read through a connection of our own, into
+ * buf ("" when the query has no row or fails). */
+static void sql_text(const char *db, const char *sql, char *buf, size_t size)
+{
+        sqlite3 *h = NULL;
+        sqlite3_stmt *s = NULL;
+        buf[0] = '\0';
+        if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+            sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK &&
+            sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+                snprintf(buf, size, "%s", sqlite3_column_text(s, 0));
+        sqlite3_finalize(s);
+        sqlite3_close(h);
+}
+
+static bool is_file_state(long v)
+{
+        static const enum ferry_state all[] = {ST_PENDING,  ST_DONE,
+                                               ST_FAILED,   ST_SKIPPED,
+                                               ST_VANISHED, ST_REMOVED};
+        for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+                if (v == (long)all[i])
+                        return true;
+        return false;
+}
+
+/* Every "state = N", "state != N" and "state IN (N, ...)" of a migration
+ * names a value of enum ferry_state; returns how many numbers it saw. */
+static int check_state_literals(const char *name, const char *sql)
+{
+        int seen = 0;
+        for (const char *p = sql; (p = strstr(p, "state")); p += 5) {
+                const char *q = p + 5;
+                while (*q == ' ')
+                        q++;
+                bool list = !strncmp(q, "IN", 2);
+                if (list)
+                        q += 2;
+                else if (*q == '=')
+                        q++;
+                else if (!strncmp(q, "!=", 2))
+                        q += 2;
+                else
+                        continue;
+                while (*q == ' ' || (list && *q == '('))
+                        q++;
+                do {
+                        while (*q == ' ' || *q == ',')
+                                q++;
+                        char *end;
+                        long v = strtol(q, &end, 10);
+                        if (end == q)
+                                break;
+                        if (!is_file_state(v))
+                                unit_fail(__FILE__, __LINE__,
+                                          "%s: state %ld is no ferry_state",
+                                          name, v);
+                        seen++;
+                        q = end;
+                } while (list && *q == ',');
+        }
+        return seen;
+}
+
+/* The numbers that the migrations in sql/ write for states, types and
+ * sentinels, in its statements, indexes, defaults and comments, are the ones of
+ * manifest_types.h, which the statements of src/manifest/ are built from.
+ * The schema is read back from sqlite_master of a new manifest. */
+static void test_sql_agrees_with_enums(void)
+{
+        int literals = 0;
+        for (int i = 0; i < ferry_n_migrations; i++)
+                literals += check_state_literals(ferry_migrations[i].name,
+                                                 ferry_migrations[i].sql);
+        CHECK(literals >= 4); /* the scanner found the ones known today */
+        static const char *const said[] = {
+                /* 001: the comments that name the values */
+                "File states: " N_(MF_ST_PENDING) " pending, " N_(MF_ST_DONE) " done, " N_(
+                        MF_ST_FAILED) " failed, " N_(MF_ST_SKIPPED) " skipped "
+                                                                    "(special "
+                                                                    "file),\n--"
+                                                                    " " N_(MF_ST_VANISHED) " vanished",
+                "Types: " N_(MF_FT_REG) " regular, " N_(
+                        MF_FT_LINK) " symlink,\n-- " N_(MF_FT_SPECIAL) " specia"
+                                                                       "l",
+                "state " N_(MF_DS_TO_APPLY) " means its mode and times still "
+                                            "have to be applied",
+                "hl: NULL (not hardlinked), " N_(MF_HL_LEADER) " (first",
+                /* 002 */
+                "File state " N_(MF_ST_REMOVED) " (removed)",
+                "its state is not " N_(MF_ST_REMOVED) ".",
+                "listed: the generation",
+                N_(MF_LISTED_MARKING) "\n-- while a scan marks its rows",
+                "Existing directories start at " N_(MF_LISTED_MARKING) ":",
+                /* 003 */
+                "WHERE state = " N_(MF_ST_DONE) ";",
+        };
+        for (size_t k = 0; k < sizeof(said) / sizeof(said[0]); k++) {
+                bool found = false;
+                for (int i = 0; i < ferry_n_migrations && !found; i++)
+                        found = strstr(ferry_migrations[i].sql, said[k]);
+                if (!found)
+                        unit_fail(__FILE__, __LINE__,
+                                  "sql/ does not say \"%s\"", said[k]);
+        }
+        struct fixture fx;
+        fx_open(&fx);
+        char sql[512];
+        sql_text(fx.db,
+                 "SELECT sql FROM sqlite_master WHERE name = 'files_pending'",
+                 sql, sizeof(sql));
+        CHECK_STR(sql, "CREATE INDEX files_pending ON files (state) WHERE "
+                       "state = " N_(MF_ST_PENDING));
+        sql_text(fx.db,
+                 "SELECT sql FROM sqlite_master WHERE name = 'files_removed'",
+                 sql, sizeof(sql));
+        CHECK_STR(sql,
+                  "CREATE INDEX files_removed ON files (state) WHERE "
+                  "state IN (" N_(MF_ST_VANISHED) ", " N_(MF_ST_REMOVED) ")");
+        sql_text(fx.db,
+                 "SELECT dflt_value FROM pragma_table_info('files')"
+                 " WHERE name = 'state'",
+                 sql, sizeof(sql));
+        CHECK_STR(sql, N_(MF_ST_PENDING));
+        sql_text(fx.db,
+                 "SELECT dflt_value FROM pragma_table_info('dirs')"
+                 " WHERE name = 'state'",
+                 sql, sizeof(sql));
+        CHECK_STR(sql, N_(MF_DS_TO_APPLY));
+        sql_text(fx.db,
+                 "SELECT dflt_value FROM pragma_table_info('dirs')"
+                 " WHERE name = 'listed'",
+                 sql, sizeof(sql));
+        CHECK_STR(sql, N_(MF_LISTED_MARKING));
+        fx_close(&fx);
+}
+
 int main(int argc, char **argv)
 {
         unit_init(argc, argv);
@@ -1685,5 +1828,6 @@ int main(int argc, char **argv)
         RUN(test_listed_marking);
         RUN(test_upgrade_from_1);
         RUN(test_far_times);
+        RUN(test_sql_agrees_with_enums);
         return unit_done();
 }
