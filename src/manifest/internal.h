@@ -57,6 +57,15 @@ enum mf_table {
 };
 #define MF_TABLE_MAX 32 /* statements in one table, at most */
 
+/* The directories of the listings being recorded (record_listing). */
+#define MF_DIR_CACHE 8
+struct mf_dir_slot {
+        char *path;
+        size_t len;
+        int64_t id;
+        bool is_new, marking;
+};
+
 struct ferry_manifest {
         sqlite3 *db;
         sqlite3_stmt *stmt[MF_NTABLES][MF_TABLE_MAX];
@@ -65,6 +74,8 @@ struct ferry_manifest {
         bool immutable;   /* read as a file nobody writes: reader.c */
         bool moved;       /* ... and it changed meanwhile: read it again */
         struct stat st;   /* the file before an immutable read began */
+        struct mf_dir_slot dcache[MF_DIR_CACHE];
+        unsigned dcache_next;
         char errmsg[1024];
 };
 

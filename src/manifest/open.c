@@ -480,6 +480,8 @@ void ferry_manifest_close(struct ferry_manifest *m)
         if (!m)
                 return;
         mf_finalize_all(m);
+        for (unsigned i = 0; i < MF_DIR_CACHE; i++)
+                free(m->dcache[i].path);
         sqlite3_close(m->db);
         free(m->path);
         free(m);

@@ -301,3 +301,56 @@ int ferry_manifest_not_done(struct ferry_manifest *m, int64_t gen,
 {
         return count_rows(m, S_NOT_DONE, gen, files);
 }
+
+/* ---- operation-level calls (manifest.h) ---- */
+
+static const enum ferry_query pass_query[] = {
+        [PASS_COPY_FIRST] = Q_FIRST_PASS, [PASS_COPY_NEXT] = Q_NEXT_PASS,
+        [PASS_VERIFY] = Q_VERIFY,         [PASS_DRY_RUN] = Q_PENDING,
+        [PASS_REMOVED] = Q_REMOVED_FILES, [PASS_STALE_TEMPS] = Q_STALE_TEMPS,
+};
+
+void ferry_manifest_handout_start(struct ferry_handout *h, enum ferry_pass pass,
+                                  int64_t gen)
+{
+        *h = (struct ferry_handout){.pass = pass, .gen = gen, .pos = 0};
+}
+
+int ferry_manifest_handout(struct ferry_manifest *m, struct ferry_handout *h,
+                           struct ferry_batch *b, size_t max,
+                           uint64_t max_bytes)
+{
+        if (h->pass < PASS_COPY_FIRST || h->pass > PASS_STALE_TEMPS)
+                return mf_fail(m, "manifest: no such pass %d", (int)h->pass);
+        return ferry_manifest_fill(m, pass_query[h->pass], h->gen, &h->pos, b,
+                                   max, max_bytes);
+}
+
+int ferry_manifest_handout_again(struct ferry_manifest *m,
+                                 const struct ferry_handout *h, int64_t id,
+                                 struct ferry_batch *b)
+{
+        return ferry_manifest_fill(m, Q_ONE_PENDING, h->gen, &id, b, 1,
+                                   UINT64_MAX);
+}
+
+bool ferry_manifest_handout_passed(const struct ferry_handout *h, int64_t id)
+{
+        return id > 0 && id <= h->pos;
+}
+
+int ferry_manifest_count(struct ferry_manifest *m, enum ferry_count what,
+                         int64_t gen, uint64_t *files, uint64_t *bytes)
+{
+        uint64_t unused;
+        if (!bytes)
+                bytes = &unused;
+        *files = *bytes = 0;
+        switch (what) {
+        case COUNT_TO_COPY: return ferry_manifest_pending(m, gen, files, bytes);
+        case COUNT_DONE: return count_rows(m, S_COUNT_DONE, 0, files);
+        case COUNT_GONE: return count_rows(m, S_COUNT_REMOVED, gen, files);
+        case COUNT_NOT_DONE: return count_rows(m, S_NOT_DONE, gen, files);
+        }
+        return mf_fail(m, "manifest: no such count %d", (int)what);
+}

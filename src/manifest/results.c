@@ -198,3 +198,72 @@ int ferry_manifest_retry_failed(struct ferry_manifest *m)
         return mf_exec_sql(m, results_sql[S_RETRY_FAILED],
                            "reset of failed rows");
 }
+
+/* ---- operation-level calls (manifest.h) ---- */
+
+static int record_outcome(struct ferry_manifest *m,
+                          const struct ferry_outcome *o, int64_t *last_dir,
+                          bool *fresh)
+{
+        int rc = o->claim ? ferry_manifest_file_set_dst(m, o->id, o->claim) : 0;
+        switch (o->kind) {
+        case FO_DONE:
+                if (!rc)
+                        rc = ferry_manifest_file_done(m, o->item);
+                /* a file made in DST changed its directory's mtime */
+                if (!rc && *last_dir != o->item->dir_id)
+                        rc = ferry_manifest_dir_touch(m, o->item->dir_id);
+                *last_dir = o->item->dir_id;
+                break;
+        case FO_FAILED:
+        case FO_VANISHED:
+                if (!rc)
+                        rc = ferry_manifest_file_set_state(
+                                m, o->id,
+                                o->kind == FO_FAILED ? ST_FAILED : ST_VANISHED,
+                                o->why);
+                if (!rc && !(rc = ferry_manifest_elect_leader(m, o->id)))
+                        *fresh = true;
+                break;
+        case FO_AGAIN:
+                if (!rc)
+                        rc = ferry_manifest_file_set_state(m, o->id, ST_PENDING,
+                                                           o->why);
+                /* a missing file's directories may be made anew */
+                if (!rc && o->dst_missing)
+                        rc = ferry_manifest_dir_chain_touch(m, o->id);
+                break;
+        case FO_CLAIM: break;
+        }
+        return rc;
+}
+
+int ferry_manifest_record_outcomes(struct ferry_manifest *m,
+                                   const struct ferry_outcome *o, size_t n,
+                                   bool *fresh)
+{
+        int64_t last_dir = -1;
+        bool any = false;
+        int rc = 0;
+        for (size_t i = 0; i < n && !rc; i++)
+                rc = record_outcome(m, &o[i], &last_dir, &any);
+        if (fresh && any)
+                *fresh = true;
+        return rc;
+}
+
+int ferry_manifest_forget_file(struct ferry_manifest *m,
+                               const struct ferry_item *it, bool deleted)
+{
+        int rc = deleted ? ferry_manifest_dir_touch(m, it->dir_id) : 0;
+        return rc ? rc : ferry_manifest_file_delete(m, it->id);
+}
+
+int ferry_manifest_delete_refused(struct ferry_manifest *m, int64_t gen)
+{
+        int64_t root = 0;
+        int rc = ferry_manifest_keep_removed(m, gen);
+        if (!rc)
+                rc = ferry_manifest_dir_find(m, "", 0, &root, NULL);
+        return rc || !root ? rc : ferry_manifest_dir_defer(m, root);
+}

@@ -340,26 +340,30 @@ static int file_update(struct ferry_manifest *m, int64_t id,
         return mf_exec_stmt(m, s, "file update");
 }
 
-int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
-                               bool dir_is_new, bool marking, const char *name,
-                               size_t len, const struct ferry_stat *st,
-                               int64_t gen, bool hard_links,
-                               enum ferry_upsert *res)
+/* Records one scanned non-directory entry in o (res, id, again). */
+static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
+                  bool marking, const char *name, size_t len,
+                  const struct ferry_stat *st, int64_t gen, bool hard_links,
+                  struct ferry_entry_rec *o)
 {
+        *o = (struct ferry_entry_rec){.res = UP_NEW};
+        int rc;
         if (dir_is_new) {
-                *res = UP_NEW;
-                return file_insert(m, dir, name, len, st, gen, hard_links);
+                rc = file_insert(m, dir, name, len, st, gen, hard_links);
+                o->id = rc ? 0 : sqlite3_last_insert_rowid(m->db);
+                return rc;
         }
         sqlite3_stmt *s = STMT(S_FILE_FIND);
         if (!s)
                 return mf_db_fail(m, "read");
         sqlite3_bind_int64(s, 1, dir);
         mf_bind_bytes(s, 2, name, len);
-        int rc = sqlite3_step(s);
+        rc = sqlite3_step(s);
         if (rc == SQLITE_DONE) {
                 sqlite3_reset(s);
-                *res = UP_NEW;
-                return file_insert(m, dir, name, len, st, gen, hard_links);
+                rc = file_insert(m, dir, name, len, st, gen, hard_links);
+                o->id = rc ? 0 : sqlite3_last_insert_rowid(m->db);
+                return rc;
         }
         if (rc != SQLITE_ROW) {
                 sqlite3_reset(s);
@@ -376,14 +380,15 @@ int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
                     state != ST_REMOVED;
         /* a name listed twice (a directory changing while it is read)
          * must not be handed out twice */
-        m->upserted = sqlite3_column_int64(s, 8) != gen ? id : 0;
+        o->id = id;
+        o->again = sqlite3_column_int64(s, 8) != gen;
         sqlite3_reset(s);
         if (!same) {
-                *res = UP_CHANGED;
+                o->res = UP_CHANGED;
                 return file_update(m, id, st, gen, hard_links);
         }
         bool unchanged = state == ST_DONE || state == ST_SKIPPED;
-        *res = unchanged ? UP_UNCHANGED : UP_RESUMED;
+        o->res = unchanged ? UP_UNCHANGED : UP_RESUMED;
         if (unchanged && !marking)
                 return 0; /* part of this scan through dirs.listed */
         s = STMT(S_FILE_SEEN);
@@ -392,6 +397,21 @@ int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
         sqlite3_bind_int64(s, 1, id);
         sqlite3_bind_int64(s, 2, gen);
         return mf_exec_stmt(m, s, "file update");
+}
+
+int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
+                               bool dir_is_new, bool marking, const char *name,
+                               size_t len, const struct ferry_stat *st,
+                               int64_t gen, bool hard_links,
+                               enum ferry_upsert *res)
+{
+        struct ferry_entry_rec o;
+        int rc = upsert(m, dir, dir_is_new, marking, name, len, st, gen,
+                        hard_links, &o);
+        *res = o.res;
+        if (o.id && o.res != UP_NEW)
+                m->upserted = o.again ? o.id : 0;
+        return rc;
 }
 
 int64_t ferry_manifest_upserted(const struct ferry_manifest *m)
@@ -405,4 +425,141 @@ int ferry_manifest_keep_removed(struct ferry_manifest *m, int64_t gen)
         int rc = mf_exec_id(m, STMT(S_KEEP_REMOVED_HL), gen, "update");
         return rc ? rc
                   : mf_exec_id(m, STMT(S_KEEP_REMOVED_STATE), gen, "update");
+}
+
+/* ---- operation-level calls (manifest.h) ---- */
+
+int ferry_manifest_scan_start(struct ferry_manifest *m, int64_t *gen,
+                              uint64_t *files, uint64_t *bytes)
+{
+        int rc = ferry_manifest_next_gen(m, gen);
+        if (!rc)
+                rc = ferry_manifest_retry_failed(m);
+        return rc ? rc : ferry_manifest_pending(m, 0, files, bytes);
+}
+
+int ferry_manifest_scan_complete(struct ferry_manifest *m, int64_t gen)
+{
+        int rc = ferry_manifest_mark_unseen(m, gen);
+        return rc ? rc : ferry_manifest_elect_leaders(m);
+}
+
+static struct mf_dir_slot *dcache_find(struct ferry_manifest *m,
+                                       const char *path, size_t len)
+{
+        for (unsigned i = 0; i < MF_DIR_CACHE; i++) {
+                struct mf_dir_slot *s = &m->dcache[i];
+                if (s->path && s->len == len && !memcmp(s->path, path, len))
+                        return s;
+        }
+        return NULL;
+}
+
+static void dcache_put(struct ferry_manifest *m, const char *path, size_t len,
+                       int64_t id, bool is_new, bool marking)
+{
+        struct mf_dir_slot *s = &m->dcache[m->dcache_next++ % MF_DIR_CACHE];
+        free(s->path);
+        s->path = malloc(len + 1);
+        if (!s->path)
+                return;
+        memcpy(s->path, path, len);
+        s->path[len] = '\0';
+        s->len = len;
+        s->id = id;
+        s->is_new = is_new;
+        s->marking = marking;
+}
+
+/* The directory of a chunk: recorded by its first chunk, remembered for
+ * the later ones (a few directories are listed at a time). */
+static int listing_dir(struct ferry_manifest *m, const struct ferry_listing *l,
+                       int64_t gen, int64_t *id, bool *is_new, bool *marking)
+{
+        if (l->first) {
+                int rc = ferry_manifest_dir_upsert(m, l->path, l->path_len,
+                                                   &l->dir_st, gen, id, is_new,
+                                                   marking);
+                if (!rc)
+                        dcache_put(m, l->path, l->path_len, *id, *is_new,
+                                   *marking);
+                return rc;
+        }
+        struct mf_dir_slot *s = dcache_find(m, l->path, l->path_len);
+        if (s) {
+                *id = s->id;
+                *is_new = s->is_new;
+                *marking = s->marking;
+                return 0;
+        }
+        *is_new = false;
+        return ferry_manifest_dir_find(m, l->path, l->path_len, id, marking);
+}
+
+/* A new or changed file in a known directory may have replaced a
+ * directory: the rows below that one are gone from SRC. */
+static int replaced_dir(struct ferry_manifest *m, const struct ferry_listing *l,
+                        const struct ferry_entry *e, int64_t gen)
+{
+        size_t n = l->path_len ? l->path_len + 1 : 0, len = n + e->name_len;
+        char *path = malloc(len + 1);
+        if (!path)
+                return mf_fail(m, "out of memory");
+        memcpy(path, l->path, l->path_len);
+        if (n)
+                path[n - 1] = '/';
+        memcpy(path + n, l->arena + e->name_off, e->name_len);
+        path[len] = '\0';
+        int rc = ferry_manifest_subtree_removed(m, path, len, gen);
+        free(path);
+        return rc;
+}
+
+/* The directory after its entries: its error, the rows below an
+ * unreadable one kept, a whole listing marked listed. */
+static int listing_end(struct ferry_manifest *m, const struct ferry_listing *l,
+                       const struct ferry_listing_rec *how, int64_t dir,
+                       bool marking)
+{
+        int rc = 0;
+        if (l->open_err) {
+                if (how->error)
+                        rc = ferry_manifest_dir_set_error(m, dir, how->error);
+                if (!rc)
+                        rc = ferry_manifest_keep_subtree(m, l->path,
+                                                         l->path_len, how->gen);
+        } else if (l->first) {
+                rc = ferry_manifest_dir_set_error(m, dir, NULL);
+        }
+        if (!rc && l->last && !l->open_err && !how->stopping)
+                rc = ferry_manifest_dir_listed(m, dir, how->gen, marking,
+                                               l->seen);
+        return rc;
+}
+
+int ferry_manifest_record_listing(struct ferry_manifest *m,
+                                  const struct ferry_listing *l,
+                                  const struct ferry_listing_rec *how,
+                                  struct ferry_entry_rec *out)
+{
+        int64_t dir = 0;
+        bool is_new = false, marking = true;
+        int rc = listing_dir(m, l, how->gen, &dir, &is_new, &marking);
+        if (!rc && !dir)
+                return mf_fail(m,
+                               "manifest: a listing of '%.*s' came before "
+                               "its directory",
+                               (int)l->path_len, l->path);
+        for (size_t i = 0; i < l->n && !rc; i++) {
+                const struct ferry_entry *e = &l->entries[i];
+                struct ferry_entry_rec *o = &out[i];
+                rc = upsert(m, dir, is_new, marking, l->arena + e->name_off,
+                            e->name_len, &e->st, how->gen, how->hard_links, o);
+                if (o->res != UP_CHANGED && o->res != UP_RESUMED)
+                        o->again = false;
+                if (!rc && (o->res == UP_NEW || o->res == UP_CHANGED) &&
+                    !is_new)
+                        rc = replaced_dir(m, l, e, how->gen);
+        }
+        return rc ? rc : listing_end(m, l, how, dir, marking);
 }
