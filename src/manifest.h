@@ -354,8 +354,8 @@ struct ferry_listing_rec {
 
 /* What one entry of a chunk became. */
 struct ferry_entry_rec {
-        enum ferry_upsert res;
-        int64_t id; /* its row */
+        enum ferry_upsert res; /* 0: not recorded */
+        int64_t id;            /* its row */
         /* an existing row this scan had not recorded yet (UP_CHANGED,
          * UP_RESUMED): to hand out once more if the pass is past it */
         bool again;
@@ -364,7 +364,8 @@ struct ferry_entry_rec {
 /*
  * Records one chunk of a directory's listing: the directory (the first
  * chunk records its metadata; a later one finds the row the first made),
- * one row per entry (out[i] for l->entries[i]; out holds l->n), the rows
+ * one row per entry (out[i] for l->entries[i]; out holds l->n; on a
+ * failure, res is 0 for the entries not recorded), the rows
  * below an entry that replaced a directory removed, the directory's
  * error, and, for the last chunk of a listing read whole, the directory
  * listed (rows not seen removed: ferry_manifest_dir_listed). A directory

@@ -550,6 +550,8 @@ int ferry_manifest_record_listing(struct ferry_manifest *m,
                                "manifest: a listing of '%.*s' came before "
                                "its directory",
                                (int)l->path_len, l->path);
+        for (size_t i = 0; i < l->n; i++)
+                out[i] = (struct ferry_entry_rec){.res = 0};
         for (size_t i = 0; i < l->n && !rc; i++) {
                 const struct ferry_entry *e = &l->entries[i];
                 struct ferry_entry_rec *o = &out[i];
@@ -560,6 +562,8 @@ int ferry_manifest_record_listing(struct ferry_manifest *m,
                 if (!rc && (o->res == UP_NEW || o->res == UP_CHANGED) &&
                     !is_new)
                         rc = replaced_dir(m, l, e, how->gen);
+                if (rc)
+                        o->res = 0; /* not recorded */
         }
         return rc ? rc : listing_end(m, l, how, dir, marking);
 }
