@@ -1747,18 +1747,17 @@ static void test_sql_agrees_with_enums(void)
                 literals += check_state_literals(ferry_migrations[i].name,
                                                  ferry_migrations[i].sql);
         CHECK(literals >= 4); /* the scanner found the ones known today */
+        // clang-format off
         static const char *const said[] = {
                 /* 001: the comments that name the values */
-                "File states: " N_(MF_ST_PENDING) " pending, " N_(MF_ST_DONE) " done, " N_(
-                        MF_ST_FAILED) " failed, " N_(MF_ST_SKIPPED) " skipped "
-                                                                    "(special "
-                                                                    "file),\n--"
-                                                                    " " N_(MF_ST_VANISHED) " vanished",
-                "Types: " N_(MF_FT_REG) " regular, " N_(
-                        MF_FT_LINK) " symlink,\n-- " N_(MF_FT_SPECIAL) " specia"
-                                                                       "l",
-                "state " N_(MF_DS_TO_APPLY) " means its mode and times still "
-                                            "have to be applied",
+                "File states: " N_(MF_ST_PENDING) " pending, "
+                N_(MF_ST_DONE) " done, " N_(MF_ST_FAILED) " failed, "
+                N_(MF_ST_SKIPPED) " skipped (special file),\n-- "
+                N_(MF_ST_VANISHED) " vanished",
+                "Types: " N_(MF_FT_REG) " regular, " N_(MF_FT_LINK)
+                " symlink,\n-- " N_(MF_FT_SPECIAL) " special",
+                "state " N_(MF_DS_TO_APPLY) " means its mode and times still"
+                " have to be applied",
                 "hl: NULL (not hardlinked), " N_(MF_HL_LEADER) " (first",
                 /* 002 */
                 "File state " N_(MF_ST_REMOVED) " (removed)",
@@ -1769,6 +1768,7 @@ static void test_sql_agrees_with_enums(void)
                 /* 003 */
                 "WHERE state = " N_(MF_ST_DONE) ";",
         };
+        // clang-format on
         for (size_t k = 0; k < sizeof(said) / sizeof(said[0]); k++) {
                 bool found = false;
                 for (int i = 0; i < ferry_n_migrations && !found; i++)
