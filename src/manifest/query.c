@@ -77,7 +77,8 @@ static const char *const query_sql[S_NSTMTS] = {
                 " WHERE state = " SQL_PENDING " AND gen < ?3 AND id > ?1"
                 " ORDER BY id LIMIT ?2) UNION ALL SELECT id FROM (SELECT id"
                 " FROM files WHERE state IN " SQL_GONE
-                " AND state = " SQL_REMOVED " AND gen = ?3 AND hash IS NULL AND id > ?1"
+                " AND state = " SQL_REMOVED " AND gen = ?3 AND hash IS NULL"
+                " AND id > ?1"
                 " ORDER BY id LIMIT ?2))"
                 " ORDER BY f.id LIMIT ?2",
         [Q_REMOVED_DIRS] =
