@@ -10,6 +10,7 @@
 #define FERRY_BATCH_H
 
 #include "fsio.h"
+#include "manifest_types.h" /* enum ferry_ftype, enum ferry_state */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,19 +26,6 @@ enum ferry_msg_kind {
 struct ferry_msg {
         enum ferry_msg_kind kind;
         int err; /* MSG_BARRIER: 0 or the errno of the barrier */
-};
-
-/* Types of file rows (dirs have a table of their own). */
-enum ferry_ftype { FT_REG = 1, FT_LINK = 2, FT_SPECIAL = 3 };
-
-/* Row states, as stored in the manifest. */
-enum ferry_state {
-        ST_PENDING = 0,
-        ST_DONE = 1,
-        ST_FAILED = 2,
-        ST_SKIPPED = 3,  /* special files */
-        ST_VANISHED = 4, /* gone between scan and copy */
-        ST_REMOVED = 5,  /* no longer in SRC (sql/002_listed.sql) */
 };
 
 struct ferry_entry {

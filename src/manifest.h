@@ -1,24 +1,100 @@
 /*
- * manifest.h - the SQLite journal of a job: schema, migrations and every
- * statement ferry runs against it.
+ * manifest.h - the journal of a job: one row per file and per directory of
+ * SRC, what became of each, and the runs. The SQLite implementation is in
+ * src/manifest/ (internal.h says how it is split); nothing else in ferry
+ * speaks SQL, and nothing here is SQLite's, so that another backend
+ * (PostgreSQL, DESIGN.md) implements this file.
  *
  * Only the journal thread holds a writable manifest; `ferry status` opens
  * one read-only. All functions return an enum ferry_code (0 = ok) and, on
  * failure, leave a message in the error passed to ferry_manifest_open (kept
  * in the manifest and readable with ferry_manifest_errmsg).
  *
- * Calling sequence of a run:
+ * Calling sequence of a run (the operation-level calls, at the end):
  *   ferry_manifest_open(path, MF_CREATE, &m, &err);
  *   ferry_manifest_bind_job(m, src, dst);
- *   ferry_manifest_begin(m);  ... upserts, fills, marks ...
+ *   ferry_manifest_begin(m); ferry_manifest_run_start(m, cmd, &run);
+ *   ferry_manifest_scan_start(m, &gen, &files, &bytes);
+ *   ferry_manifest_record_listing(m, listing, &how, out);  per chunk
+ *   ferry_manifest_scan_complete(m, gen);
+ *   ferry_manifest_handout(m, &h, batch, ...);   ...  the passes
+ *   ferry_manifest_record_outcomes(m, o, n, &fresh);   per batch
  *   ferry_manifest_commit(m); ferry_manifest_begin(m); ...   (group commit)
+ *   ferry_manifest_dir_walk(...) / ferry_manifest_dir_outcome(...)
+ *   ferry_manifest_run_finish(m, run, code); ferry_manifest_commit(m);
  *   ferry_manifest_close(m);
+ *
+ * ---- The life of a file row (files.state, enum ferry_state) ----------
+ *
+ *   scan: new entry                     scan: changed entry (any state,
+ *   (file_upsert, record_listing)       removed too) -> pending / skipped
+ *         |                                   (file_upsert, record_listing)
+ *         v
+ *   +-----------+  done and durable: barrier, then COMMIT   +--------+
+ *   |  PENDING  | ----------------------------------------> |  DONE  |
+ *   |           |  (file_done; record_outcomes FO_DONE)      |        |
+ *   |           | <---------------------------------------- |        |
+ *   +-----------+  verify found DST differing or missing,   +--------+
+ *     |  ^   ^ ^   the DST sample found it missing (file_set_state
+ *     |  |   | |   ST_PENDING + dir_chain_touch; FO_AGAIN), DST was
+ *     |  |   | |   replaced (reset_done)
+ *     |  |   | |
+ *     |  |   | +-- FAILED: at the start of every run (retry_failed,
+ *     |  |   |     scan_start)
+ *     |  |   +---- VANISHED: the scan sees the entry again, unchanged
+ *     |  |         (file_upsert, S_FILE_SEEN)
+ *     |  +-------- REMOVED: --delete refused, this scan's removals undone:
+ *     |            to done (hash, no error), skipped (special) or pending
+ *     |            (keep_removed, delete_refused)
+ *     |
+ *     +-> FAILED    the copy failed (file_set_state ST_FAILED, then
+ *     |             elect_leader; FO_FAILED)
+ *     +-> VANISHED  SRC's entry was gone when copied (file_set_state
+ *                   ST_VANISHED, then elect_leader; FO_VANISHED)
+ *
+ *   SKIPPED: a new or changed special file (fifo, device, socket) is
+ *   skipped, never copied; it leaves SKIPPED only as every state does:
+ *
+ *   any state but REMOVED --> REMOVED   the entry is no longer in SRC:
+ *       a marking scan did not see it (dir_listed), its directory was not
+ *       seen by a complete scan (mark_unseen, scan_complete), a directory
+ *       above it became a file (subtree_removed, record_listing), or it
+ *       became a directory (dir_upsert). REMOVED's gen is the scan that
+ *       removed it.
+ *   REMOVED, VANISHED --> (row deleted)   --delete deleted the DST entry
+ *       or found it not ferry's (file_delete; forget_file).
+ *
+ *   Nothing else writes files.state. Hardlink groups (files.hl) change no
+ *   state: a failed, vanished or removed first name hands the group on
+ *   (elect_leader, elect_leaders; links.c).
+ *
+ * ---- The life of a directory row (dirs) -----------------------------
+ *
+ *   state: TO_APPLY (DS_TO_APPLY: mode and times still to set in DST) or
+ *   APPLIED.
+ *     (new row) --> TO_APPLY                       dir_upsert
+ *     any --> TO_APPLY  its metadata changed in SRC (dir_upsert); a new
+ *         subdirectory, a file copied into it or deleted from it, a
+ *         subdirectory deleted (dir_touch); a file of it found missing in
+ *         DST, for it and every directory above (dir_chain_touch); DST
+ *         replaced (reset_done)
+ *     TO_APPLY --> APPLIED   set in DST (dir_applied; DIR_APPLIED), or
+ *         left to the next run, whose scan finds it changed (dir_defer;
+ *         DIR_DEFERRED)
+ *     any --> (row deleted)  not seen by a complete scan, and --delete
+ *         ran (dir_delete; DIR_DELETED)
+ *   listed: MARKING (-1) while a scan marks its file rows one by one (new
+ *   or changed: dir_upsert), else the last scan that saw all its rows
+ *   (dir_listed, or keep_subtree for an unreadable directory's subtree).
+ *   error: why the directory could not be read or set up (dir_set_error,
+ *   cleared by the next scan that reads it).
  */
 #ifndef FERRY_MANIFEST_H
 #define FERRY_MANIFEST_H
 
 #include "ferry.h"
 #include "batch.h"
+#include "manifest_types.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -37,7 +113,7 @@ extern const int ferry_n_migrations;
 enum ferry_manifest_flags {
         MF_READONLY = 1, /* status: never writes, fails if missing, removes
                           * the -wal and -shm it made when it can; works
-                          * without write access (manifest.c, "Reading
+                          * without write access (manifest/reader.c, "Reading
                           * without write access") */
         MF_CREATE = 2,   /* create the file and schema when missing */
         MF_MEMORY = 4,   /* an in-memory manifest (dry run of a new job) */
@@ -250,5 +326,172 @@ int ferry_manifest_status(struct ferry_manifest *m,
 /* True when ferry_manifest_status failed because a manifest read without
  * write access changed while it was read: a new open and read answers. */
 bool ferry_manifest_moved(const struct ferry_manifest *m);
+
+/*
+ * ---- Operation-level calls: the coordinator's interface ---------------
+ *
+ * Each call below does one step of a run whole, with the rules it depends
+ * on (which rows a listing removes, who becomes a hardlink group's first
+ * name, which directories must have their metadata applied again) kept
+ * beside the SQL. They are built from the calls above, which stay until
+ * the coordinator no longer uses them.
+ */
+
+/* Starts a scan: a new generation, the failed rows of earlier runs made
+ * pending again, and the files and bytes then still to copy. */
+int ferry_manifest_scan_start(struct ferry_manifest *m, int64_t *gen,
+                              uint64_t *files, uint64_t *bytes);
+
+/* How a listing chunk is recorded. */
+struct ferry_listing_rec {
+        int64_t gen;
+        bool hard_links; /* --hard-links: names of one inode are a group */
+        /* l->open_err set: why, kept with the directory; NULL when it is
+         * not the directory's fault (no descriptor came free) */
+        const char *error;
+        bool stopping; /* the run stops: a last chunk marks nothing listed */
+};
+
+/* What one entry of a chunk became. */
+struct ferry_entry_rec {
+        enum ferry_upsert res; /* 0: not recorded */
+        int64_t id;            /* its row */
+        /* an existing row this scan had not recorded yet (UP_CHANGED,
+         * UP_RESUMED): to hand out once more if the pass is past it */
+        bool again;
+};
+
+/*
+ * Records one chunk of a directory's listing: the directory (the first
+ * chunk records its metadata; a later one finds the row the first made),
+ * one row per entry (out[i] for l->entries[i]; out holds l->n; on a
+ * failure, res is 0 for the entries not recorded), the rows
+ * below an entry that replaced a directory removed, the directory's
+ * error, and, for the last chunk of a listing read whole, the directory
+ * listed (rows not seen removed: ferry_manifest_dir_listed). A directory
+ * read in part (l->open_err) keeps every row below it part of gen.
+ */
+int ferry_manifest_record_listing(struct ferry_manifest *m,
+                                  const struct ferry_listing *l,
+                                  const struct ferry_listing_rec *how,
+                                  struct ferry_entry_rec *out);
+
+/* After a complete scan: the rows of directories it did not see are
+ * removed, and hardlink groups whose first name is gone get another. */
+int ferry_manifest_scan_complete(struct ferry_manifest *m, int64_t gen);
+
+/* The sets of file rows the passes hand out. */
+enum ferry_pass {
+        PASS_COPY_FIRST = 1, /* to copy, not hardlink followers */
+        PASS_COPY_NEXT,      /* to copy, whose first name is settled */
+        PASS_VERIFY,         /* done files and symlinks of the scan */
+        PASS_DRY_RUN,        /* to copy, all */
+        PASS_REMOVED,        /* gone from SRC, or vanished */
+        PASS_STALE_TEMPS,    /* to copy but not seen: may have a temp */
+};
+
+/* Where a pass is; its fields are the manifest's. */
+struct ferry_handout {
+        enum ferry_pass pass;
+        int64_t gen;
+        int64_t pos;
+};
+
+void ferry_manifest_handout_start(struct ferry_handout *h, enum ferry_pass pass,
+                                  int64_t gen);
+/* Appends the pass's next rows to b (up to max, stopping once they add up
+ * to max_bytes); none at the end of the pass. */
+int ferry_manifest_handout(struct ferry_manifest *m, struct ferry_handout *h,
+                           struct ferry_batch *b, size_t max,
+                           uint64_t max_bytes);
+/* Appends row id to b if it is still to copy in the first pass (not a
+ * hardlink follower, of the pass's generation). */
+int ferry_manifest_handout_again(struct ferry_manifest *m,
+                                 const struct ferry_handout *h, int64_t id,
+                                 struct ferry_batch *b);
+/* The pass has gone past row id: it hands that row out no more. */
+bool ferry_manifest_handout_passed(const struct ferry_handout *h, int64_t id);
+
+/* What became of a handed-out file row. */
+enum ferry_outcome_kind {
+        FO_DONE = 1, /* copied and durable: item's st, hash and dst kept,
+                        its directory's metadata to apply again */
+        FO_FAILED,   /* why kept; a first name hands its group on */
+        FO_VANISHED, /* gone from SRC: why kept, group handed on */
+        FO_AGAIN,    /* a done row DST lost or changed: pending again */
+        FO_CLAIM,    /* stays as it is: only claim is recorded */
+};
+
+struct ferry_outcome {
+        enum ferry_outcome_kind kind;
+        int64_t id;                    /* the file row */
+        const struct ferry_item *item; /* FO_DONE: the copy */
+        const char *why;               /* FO_FAILED, _VANISHED, _AGAIN */
+        bool dst_missing; /* FO_AGAIN: its directories may be made anew */
+        /* what DST holds for the row is ferry's from now on (an entry it
+         * cleared out of the way, or will repair), or NULL */
+        const struct ferry_dst_rec *claim;
+};
+
+/* Records n outcomes in order. *fresh (may be NULL) becomes true when
+ * rows may have become ready to hand out (a group handed on). */
+int ferry_manifest_record_outcomes(struct ferry_manifest *m,
+                                   const struct ferry_outcome *o, size_t n,
+                                   bool *fresh);
+/* A removed or vanished row is done with (--delete): forgotten, and its
+ * directory's metadata applied again when DST's entry was deleted. */
+int ferry_manifest_forget_file(struct ferry_manifest *m,
+                               const struct ferry_item *it, bool deleted);
+/* --delete refused: this scan's removals undone (keep_removed) and SRC's
+ * root directory's metadata left to the next run. */
+int ferry_manifest_delete_refused(struct ferry_manifest *m, int64_t gen);
+
+/* A directory row. path is relative to SRC ("" for its root). */
+struct ferry_dir_row {
+        int64_t id;
+        int64_t parent; /* 0 for the root */
+        const char *path;
+        size_t path_len;
+        uint32_t mode, uid, gid;
+        struct ferry_time mtime;
+};
+
+enum ferry_dir_set {
+        DIRS_TO_APPLY = 1, /* of scan gen, metadata to apply */
+        DIRS_REMOVED,      /* not seen by scan gen */
+};
+
+struct ferry_dir_walk;
+/* Walks a set of directory rows, deepest first, a chunk at a time. */
+int ferry_manifest_dir_walk(struct ferry_manifest *m, enum ferry_dir_set set,
+                            int64_t gen, struct ferry_dir_walk **w);
+/* The next chunk: *n rows (0 at the end), valid until the next call. */
+int ferry_manifest_dir_walk_next(struct ferry_manifest *m,
+                                 struct ferry_dir_walk *w,
+                                 const struct ferry_dir_row **rows, size_t *n);
+void ferry_manifest_dir_walk_end(struct ferry_dir_walk *w);
+
+enum ferry_dir_outcome {
+        DIR_APPLIED = 1, /* metadata set in DST */
+        DIR_FAILED,      /* could not be set: why kept */
+        DIR_DEFERRED,    /* left to the next run (dir_defer) */
+        DIR_DELETED,     /* deleted from DST: its parent's metadata to
+                            apply again, the row forgotten */
+        DIR_FORGOTTEN,   /* gone, not deleted from DST: row forgotten */
+};
+int ferry_manifest_dir_outcome(struct ferry_manifest *m,
+                               const struct ferry_dir_row *d,
+                               enum ferry_dir_outcome o, const char *why);
+
+/* Row counts. */
+enum ferry_count {
+        COUNT_TO_COPY = 1, /* pending since gen; bytes of regular files */
+        COUNT_DONE,        /* done rows */
+        COUNT_GONE,        /* rows scan gen found gone from SRC */
+        COUNT_NOT_DONE,    /* rows of scan gen pending or failed */
+};
+/* bytes may be NULL; it is set for COUNT_TO_COPY only (else 0). */
+int ferry_manifest_count(struct ferry_manifest *m, enum ferry_count what,
+                         int64_t gen, uint64_t *files, uint64_t *bytes);
 
 #endif

@@ -17,7 +17,7 @@
 #
 # The bound, for each: BIG's peak <= 1.25 x SMALL's + 3 MiB. The 3 MiB are
 # what bounded structures that a run of SMALL files need not fill may add:
-# the SQLite page cache (cache_size = -2048 in src/manifest.c: 2 MiB, full
+# the SQLite page cache (cache_size = -2048 in src/manifest/open.c: 2 MiB, full
 # once the manifest outgrows it, at about 15,000 files) and the journal's
 # inbox of scanned listings (up to 128 listings of 128 entries, filled when
 # the scan of a big directory runs ahead of the journal). By heaptrack, the
@@ -38,7 +38,7 @@
 # Found by this test: the run after directories were removed from SRC took
 # about 130 bytes per file that was in them (13.4 MiB at BIG): SQLite's
 # statement journal, kept in memory, of the one UPDATE that marks those
-# rows (src/manifest.c, S_MARK_UNSEEN). Fixed with UPDATE OR ROLLBACK,
+# rows (src/manifest/scan.c, S_MARK_UNSEEN). Fixed with UPDATE OR ROLLBACK,
 # which needs none, and temp_store = FILE.
 #
 # Runs happen with MALLOC_ARENA_MAX=1. Without it glibc gives threads up to

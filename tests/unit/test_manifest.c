@@ -9,6 +9,7 @@
 #include "unit.h"
 
 #include "manifest.h"
+#include "manifest/internal.h" /* MF_HL_LEADER */
 
 #include <sqlite3.h>
 
@@ -1666,6 +1667,475 @@ static void test_far_times(void)
         fx_close(&fx);
 }
 
+/* ---- row values: sql/ against manifest_types.h ---- */
+
+/* a value of manifest_types.h as SQL writes it */
+#define N_(x) MF_SQL_INT(x)
+
+/* One text from the manifest, read through a connection of our own, into
+ * buf ("" when the query has no row or fails). */
+static void sql_text(const char *db, const char *sql, char *buf, size_t size)
+{
+        sqlite3 *h = NULL;
+        sqlite3_stmt *s = NULL;
+        buf[0] = '\0';
+        if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+            sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK &&
+            sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+                snprintf(buf, size, "%s", sqlite3_column_text(s, 0));
+        sqlite3_finalize(s);
+        sqlite3_close(h);
+}
+
+static bool is_file_state(long v)
+{
+        static const enum ferry_state all[] = {ST_PENDING,  ST_DONE,
+                                               ST_FAILED,   ST_SKIPPED,
+                                               ST_VANISHED, ST_REMOVED};
+        for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+                if (v == (long)all[i])
+                        return true;
+        return false;
+}
+
+/* Every "state = N", "state != N" and "state IN (N, ...)" of a migration
+ * names a value of enum ferry_state; returns how many numbers it saw. */
+static int check_state_literals(const char *name, const char *sql)
+{
+        int seen = 0;
+        for (const char *p = sql; (p = strstr(p, "state")); p += 5) {
+                const char *q = p + 5;
+                while (*q == ' ')
+                        q++;
+                bool list = !strncmp(q, "IN", 2);
+                if (list)
+                        q += 2;
+                else if (*q == '=')
+                        q++;
+                else if (!strncmp(q, "!=", 2))
+                        q += 2;
+                else
+                        continue;
+                while (*q == ' ' || (list && *q == '('))
+                        q++;
+                do {
+                        while (*q == ' ' || *q == ',')
+                                q++;
+                        char *end;
+                        long v = strtol(q, &end, 10);
+                        if (end == q)
+                                break;
+                        if (!is_file_state(v))
+                                unit_fail(__FILE__, __LINE__,
+                                          "%s: state %ld is no ferry_state",
+                                          name, v);
+                        seen++;
+                        q = end;
+                } while (list && *q == ',');
+        }
+        return seen;
+}
+
+/* The numbers that the migrations in sql/ write for states, types and
+ * sentinels, in its statements, indexes, defaults and comments, are the ones of
+ * manifest_types.h, which the statements of src/manifest/ are built from.
+ * The schema is read back from sqlite_master of a new manifest. */
+static void test_sql_agrees_with_enums(void)
+{
+        int literals = 0;
+        for (int i = 0; i < ferry_n_migrations; i++)
+                literals += check_state_literals(ferry_migrations[i].name,
+                                                 ferry_migrations[i].sql);
+        CHECK(literals >= 4); /* the scanner found the ones known today */
+        // clang-format off
+        static const char *const said[] = {
+                /* 001: the comments that name the values */
+                "File states: " N_(MF_ST_PENDING) " pending, "
+                N_(MF_ST_DONE) " done, " N_(MF_ST_FAILED) " failed, "
+                N_(MF_ST_SKIPPED) " skipped (special file),\n-- "
+                N_(MF_ST_VANISHED) " vanished",
+                "Types: " N_(MF_FT_REG) " regular, " N_(MF_FT_LINK)
+                " symlink,\n-- " N_(MF_FT_SPECIAL) " special",
+                "state " N_(MF_DS_TO_APPLY) " means its mode and times still"
+                " have to be applied",
+                "hl: NULL (not hardlinked), " N_(MF_HL_LEADER) " (first",
+                /* 002 */
+                "File state " N_(MF_ST_REMOVED) " (removed)",
+                "its state is not " N_(MF_ST_REMOVED) ".",
+                "listed: the generation",
+                N_(MF_LISTED_MARKING) "\n-- while a scan marks its rows",
+                "Existing directories start at " N_(MF_LISTED_MARKING) ":",
+                /* 003 */
+                "WHERE state = " N_(MF_ST_DONE) ";",
+        };
+        // clang-format on
+        for (size_t k = 0; k < sizeof(said) / sizeof(said[0]); k++) {
+                bool found = false;
+                for (int i = 0; i < ferry_n_migrations && !found; i++)
+                        found = strstr(ferry_migrations[i].sql, said[k]);
+                if (!found)
+                        unit_fail(__FILE__, __LINE__,
+                                  "sql/ does not say \"%s\"", said[k]);
+        }
+        struct fixture fx;
+        fx_open(&fx);
+        char sql[512];
+        sql_text(fx.db,
+                 "SELECT sql FROM sqlite_master WHERE name = 'files_pending'",
+                 sql, sizeof(sql));
+        CHECK_STR(sql, "CREATE INDEX files_pending ON files (state) WHERE "
+                       "state = " N_(MF_ST_PENDING));
+        sql_text(fx.db,
+                 "SELECT sql FROM sqlite_master WHERE name = 'files_removed'",
+                 sql, sizeof(sql));
+        CHECK_STR(sql,
+                  "CREATE INDEX files_removed ON files (state) WHERE "
+                  "state IN (" N_(MF_ST_VANISHED) ", " N_(MF_ST_REMOVED) ")");
+        sql_text(fx.db,
+                 "SELECT dflt_value FROM pragma_table_info('files')"
+                 " WHERE name = 'state'",
+                 sql, sizeof(sql));
+        CHECK_STR(sql, N_(MF_ST_PENDING));
+        sql_text(fx.db,
+                 "SELECT dflt_value FROM pragma_table_info('dirs')"
+                 " WHERE name = 'state'",
+                 sql, sizeof(sql));
+        CHECK_STR(sql, N_(MF_DS_TO_APPLY));
+        sql_text(fx.db,
+                 "SELECT dflt_value FROM pragma_table_info('dirs')"
+                 " WHERE name = 'listed'",
+                 sql, sizeof(sql));
+        CHECK_STR(sql, N_(MF_LISTED_MARKING));
+        fx_close(&fx);
+}
+
+/* ---- operation-level calls, on in-memory manifests ---- */
+
+static struct ferry_manifest *mem_open(void)
+{
+        struct ferry_manifest *m = NULL;
+        struct ferry_error err;
+        CHECK_EQ(ferry_manifest_open(NULL, MF_MEMORY | MF_CREATE, &m, &err), 0);
+        if (m)
+                CHECK_EQ(ferry_manifest_begin(m), 0);
+        return m;
+}
+
+/* A listing chunk of dir (mtime dmt) with the names in names (sizes 10,
+ * 20, ...; a name "=NAME" is a fifo, "%NAME" a second link of inode 900,
+ * "&NAME" of inode 901). */
+static struct ferry_listing *chunk(const char *dir, int64_t dmt, bool first,
+                                   bool last, const char *const *names,
+                                   size_t seen)
+{
+        struct ferry_listing *l = ferry_listing_new(dir, strlen(dir), 16);
+        CHECK(l != NULL);
+        l->dir_st = mkstat(S_IFDIR | 0755, 0, dmt, 1, 2);
+        l->first = first;
+        l->last = last;
+        l->seen = seen;
+        for (size_t i = 0; names[i]; i++) {
+                const char *n = names[i];
+                struct ferry_stat st =
+                        mkstat(S_IFREG | 0644, 10 * (i + 1), 1000, 100 + i, 1);
+                if (n[0] == '=')
+                        st.mode = S_IFIFO | 0644;
+                if (n[0] == '%' || n[0] == '&') {
+                        st.ino = n[0] == '%' ? 900 : 901;
+                        st.nlink = 2;
+                        st.size = 5;
+                }
+                if (n[0] == '=' || n[0] == '%' || n[0] == '&')
+                        n++;
+                CHECK_EQ(ferry_listing_add(l, n, strlen(n), &st), 0);
+        }
+        return l;
+}
+
+/* Records a chunk; out gets the entries' results. */
+static int record(struct ferry_manifest *m, struct ferry_listing *l,
+                  int64_t gen, bool hard_links, struct ferry_entry_rec *out)
+{
+        struct ferry_listing_rec how = {.gen = gen, .hard_links = hard_links};
+        int rc = ferry_manifest_record_listing(m, l, &how, out);
+        if (rc)
+                fprintf(stderr, "  record_listing: %s\n",
+                        ferry_manifest_errmsg(m));
+        ferry_listing_free(l);
+        return rc;
+}
+
+/* The names a pass hands out, "dir/name" joined by spaces, into buf. */
+static void handed(struct ferry_manifest *m, enum ferry_pass pass, int64_t gen,
+                   char *buf, size_t size)
+{
+        struct ferry_handout h;
+        ferry_manifest_handout_start(&h, pass, gen);
+        struct ferry_batch *b = ferry_batch_new(WORK_COPY, 64);
+        CHECK_EQ(ferry_manifest_handout(m, &h, b, 64, UINT64_MAX), 0);
+        size_t n = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; i < b->n; i++) {
+                const char *d = ferry_batch_at(b, b->items[i].dir_off);
+                n += (size_t)snprintf(buf + n, size - n, "%s%s%s%s",
+                                      i ? " " : "", d, *d ? "/" : "",
+                                      ferry_batch_at(b, b->items[i].name_off));
+        }
+        ferry_batch_free(b);
+}
+
+static uint64_t count(struct ferry_manifest *m, enum ferry_count what,
+                      int64_t gen)
+{
+        uint64_t files = 0;
+        CHECK_EQ(ferry_manifest_count(m, what, gen, &files, NULL), 0);
+        return files;
+}
+
+/* The paths of a directory set, deepest first, joined by spaces. */
+static void walked(struct ferry_manifest *m, enum ferry_dir_set set,
+                   int64_t gen, char *buf, size_t size)
+{
+        struct ferry_dir_walk *w = NULL;
+        const struct ferry_dir_row *rows;
+        size_t n = 0, at = 0;
+        buf[0] = '\0';
+        CHECK_EQ(ferry_manifest_dir_walk(m, set, gen, &w), 0);
+        while (w && !ferry_manifest_dir_walk_next(m, w, &rows, &n) && n)
+                for (size_t i = 0; i < n; i++)
+                        at += (size_t)snprintf(buf + at, size - at, "%s[%s]",
+                                               at ? " " : "", rows[i].path);
+        ferry_manifest_dir_walk_end(w);
+}
+
+/* Applies the metadata of every directory of gen (DIR_APPLIED). */
+static void apply_all(struct ferry_manifest *m, int64_t gen)
+{
+        struct ferry_dir_walk *w = NULL;
+        const struct ferry_dir_row *rows;
+        size_t n = 0;
+        CHECK_EQ(ferry_manifest_dir_walk(m, DIRS_TO_APPLY, gen, &w), 0);
+        while (w && !ferry_manifest_dir_walk_next(m, w, &rows, &n) && n)
+                for (size_t i = 0; i < n; i++)
+                        CHECK_EQ(ferry_manifest_dir_outcome(m, &rows[i],
+                                                            DIR_APPLIED, NULL),
+                                 0);
+        ferry_manifest_dir_walk_end(w);
+}
+
+/* A listing, its results, a later chunk of a directory, a file that
+ * replaced a directory, a complete scan, outcomes and the passes. */
+static void test_record_listing(void)
+{
+        struct ferry_manifest *m = mem_open();
+        if (!m)
+                return;
+        char buf[512];
+        int64_t gen = 0;
+        uint64_t files = 9, bytes = 9;
+        CHECK_EQ(ferry_manifest_scan_start(m, &gen, &files, &bytes), 0);
+        CHECK_EQ(gen, 1);
+        CHECK_EQ(files, 0);
+        struct ferry_entry_rec out[8];
+        const char *root[] = {"a", "b", "=f", NULL};
+        CHECK_EQ(record(m, chunk("", 50, true, true, root, 3), gen, false, out),
+                 0);
+        CHECK_EQ(out[0].res, UP_NEW);
+        CHECK_EQ(out[2].res, UP_NEW);
+        CHECK(out[0].id > 0 && out[1].id > out[0].id && out[2].id > out[1].id);
+        CHECK(!out[0].again && !out[1].again);
+        /* d in two chunks: the second finds the row the first made */
+        const char *d1[] = {"x", NULL}, *d2[] = {"y", NULL};
+        CHECK_EQ(record(m, chunk("d", 60, true, false, d1, 0), gen, false, out),
+                 0);
+        CHECK_EQ(record(m, chunk("d", 60, false, true, d2, 2), gen, false, out),
+                 0);
+        CHECK_EQ(out[0].res, UP_NEW);
+        CHECK_EQ(ferry_manifest_scan_complete(m, gen), 0);
+        handed(m, PASS_COPY_FIRST, gen, buf, sizeof(buf));
+        CHECK_STR(buf, "a b d/x d/y");
+        CHECK_EQ(count(m, COUNT_TO_COPY, 0), 4); /* the fifo is skipped */
+        walked(m, DIRS_TO_APPLY, gen, buf, sizeof(buf));
+        CHECK_STR(buf, "[d] []");
+
+        /* outcomes: a done, b failed; d/x done then found missing in DST */
+        struct ferry_handout h;
+        ferry_manifest_handout_start(&h, PASS_COPY_FIRST, gen);
+        struct ferry_batch *b = ferry_batch_new(WORK_COPY, 8);
+        CHECK_EQ(ferry_manifest_handout(m, &h, b, 8, UINT64_MAX), 0);
+        CHECK_EQ(b->n, 4);
+        CHECK(ferry_manifest_handout_passed(&h, b->items[3].id));
+        struct ferry_outcome o[] = {
+                {.kind = FO_DONE, .id = b->items[0].id, .item = &b->items[0]},
+                {.kind = FO_FAILED, .id = b->items[1].id, .why = "EIO"},
+                {.kind = FO_DONE, .id = b->items[2].id, .item = &b->items[2]},
+        };
+        bool fresh = false;
+        CHECK_EQ(ferry_manifest_record_outcomes(m, o, 3, &fresh), 0);
+        CHECK(fresh); /* a failure may hand a group on */
+        CHECK_EQ(count(m, COUNT_DONE, 0), 2);
+        CHECK_EQ(count(m, COUNT_NOT_DONE, gen), 2); /* b failed, d/y */
+        apply_all(m, gen);
+        walked(m, DIRS_TO_APPLY, gen, buf, sizeof(buf));
+        CHECK_STR(buf, "");
+        struct ferry_dst_rec claim = {FT_REG, 3, {7, 0}};
+        struct ferry_outcome again = {.kind = FO_AGAIN,
+                                      .id = b->items[2].id,
+                                      .why = "verify: destination is missing",
+                                      .dst_missing = true,
+                                      .claim = &claim};
+        CHECK_EQ(ferry_manifest_record_outcomes(m, &again, 1, NULL), 0);
+        walked(m, DIRS_TO_APPLY, gen, buf, sizeof(buf));
+        CHECK_STR(buf, "[d] []"); /* its directory and every one above */
+        struct ferry_dst_rec rec;
+        CHECK_EQ(ferry_manifest_file_dst(m, b->items[2].dir_id, "x", 1, &rec),
+                 0);
+        CHECK_EQ(rec.size, 3);
+        CHECK_EQ(count(m, COUNT_DONE, 0), 1);
+        ferry_batch_free(b);
+        apply_all(m, gen);
+
+        /* gen 2: b retried, "d" is a file now; a is unchanged */
+        CHECK_EQ(ferry_manifest_scan_start(m, &gen, &files, &bytes), 0);
+        CHECK_EQ(gen, 2);
+        CHECK_EQ(files, 3); /* b, d/x, d/y */
+        const char *root2[] = {"a", "b", "=f", "d", NULL};
+        CHECK_EQ(
+                record(m, chunk("", 70, true, true, root2, 4), gen, false, out),
+                0);
+        CHECK_EQ(out[0].res, UP_UNCHANGED);
+        CHECK_EQ(out[1].res, UP_RESUMED);
+        CHECK(out[1].again); /* a row of scan 1: hand it out again */
+        CHECK(!out[0].again);
+        CHECK_EQ(out[3].res, UP_NEW);
+        /* the rows below the directory d are gone at once */
+        CHECK_EQ(count(m, COUNT_GONE, gen), 2);
+        CHECK_EQ(ferry_manifest_scan_complete(m, gen), 0);
+        handed(m, PASS_REMOVED, gen, buf, sizeof(buf));
+        CHECK_STR(buf, "d/x d/y");
+        walked(m, DIRS_REMOVED, gen, buf, sizeof(buf));
+        CHECK_STR(buf, "[d]");
+        handed(m, PASS_COPY_FIRST, gen, buf, sizeof(buf));
+        CHECK_STR(buf, "b d");
+        /* --delete refused: d's rows back as they were (x pending, y
+         * pending), SRC's root left to the next run */
+        CHECK_EQ(ferry_manifest_delete_refused(m, gen), 0);
+        CHECK_EQ(count(m, COUNT_GONE, gen), 0);
+        walked(m, DIRS_TO_APPLY, gen, buf, sizeof(buf));
+        CHECK_STR(buf, ""); /* the root: deferred, applied */
+
+        /* a removed directory deleted from DST: its parent to apply */
+        struct ferry_dir_walk *w = NULL;
+        const struct ferry_dir_row *rows;
+        size_t n = 0;
+        CHECK_EQ(ferry_manifest_dir_walk(m, DIRS_REMOVED, gen, &w), 0);
+        CHECK_EQ(ferry_manifest_dir_walk_next(m, w, &rows, &n), 0);
+        CHECK_EQ(n, 1);
+        if (n == 1) {
+                CHECK_STR(rows[0].path, "d");
+                CHECK(rows[0].parent > 0);
+                CHECK_EQ(ferry_manifest_dir_outcome(m, &rows[0], DIR_DELETED,
+                                                    NULL),
+                         0);
+        }
+        ferry_manifest_dir_walk_end(w);
+        walked(m, DIRS_TO_APPLY, gen, buf, sizeof(buf));
+        CHECK_STR(buf, "[]");
+        walked(m, DIRS_REMOVED, gen, buf, sizeof(buf));
+        CHECK_STR(buf, "");
+        ferry_manifest_close(m);
+}
+
+/* An unreadable directory keeps its rows; a later chunk with no directory
+ * before it is refused. */
+static void test_record_listing_unread(void)
+{
+        struct ferry_manifest *m = mem_open();
+        if (!m)
+                return;
+        char buf[256];
+        int64_t gen = 0;
+        uint64_t files, bytes;
+        struct ferry_entry_rec out[4];
+        const char *root[] = {"a", NULL}, *none[] = {NULL};
+        CHECK_EQ(ferry_manifest_scan_start(m, &gen, &files, &bytes), 0);
+        CHECK_EQ(record(m, chunk("", 50, true, true, root, 1), gen, false, out),
+                 0);
+        CHECK_EQ(
+                record(m, chunk("d", 60, true, true, root, 1), gen, false, out),
+                0);
+        CHECK_EQ(ferry_manifest_scan_complete(m, gen), 0);
+        CHECK_EQ(ferry_manifest_scan_start(m, &gen, &files, &bytes), 0);
+        CHECK_EQ(record(m, chunk("", 50, true, true, root, 1), gen, false, out),
+                 0);
+        struct ferry_listing *l = chunk("d", 61, true, true, none, 0);
+        l->open_err = EACCES;
+        struct ferry_listing_rec how = {.gen = gen,
+                                        .error = "cannot read directory"};
+        CHECK_EQ(ferry_manifest_record_listing(m, l, &how, out), 0);
+        ferry_listing_free(l);
+        CHECK_EQ(ferry_manifest_scan_complete(m, gen), 0);
+        CHECK_EQ(count(m, COUNT_GONE, gen), 0);
+        /* d/a is still part of the scan, not handed out by it */
+        CHECK_EQ(count(m, COUNT_NOT_DONE, gen), 2);
+        handed(m, PASS_COPY_FIRST, gen, buf, sizeof(buf));
+        CHECK_STR(buf, "a");
+        l = chunk("nowhere", 1, false, true, root, 1);
+        CHECK(ferry_manifest_record_listing(m, l, &how, out) != 0);
+        ferry_listing_free(l);
+        ferry_manifest_close(m);
+}
+
+/* Hardlink groups: the first name is handed out alone; a failed first
+ * name hands its group on at once (record_outcomes), a removed one once
+ * the scan is complete (scan_complete). */
+static void test_outcomes_elect_leaders(void)
+{
+        struct ferry_manifest *m = mem_open();
+        if (!m)
+                return;
+        char buf[256];
+        int64_t gen = 0;
+        uint64_t files, bytes;
+        struct ferry_entry_rec out[8];
+        const char *root[] = {"%x", "%y", "&p", "&q", NULL};
+        CHECK_EQ(ferry_manifest_scan_start(m, &gen, &files, &bytes), 0);
+        CHECK_EQ(record(m, chunk("", 50, true, true, root, 4), gen, true, out),
+                 0);
+        int64_t x = out[0].id;
+        CHECK_EQ(ferry_manifest_scan_complete(m, gen), 0);
+        handed(m, PASS_COPY_FIRST, gen, buf, sizeof(buf));
+        CHECK_STR(buf, "x p");
+        struct ferry_outcome fail = {.kind = FO_FAILED, .id = x, .why = "EIO"};
+        bool fresh = false;
+        CHECK_EQ(ferry_manifest_record_outcomes(m, &fail, 1, &fresh), 0);
+        CHECK(fresh);
+        handed(m, PASS_COPY_FIRST, gen, buf, sizeof(buf));
+        CHECK_STR(buf, "y p");
+        /* gen 2: p is gone (the root changed: its rows are marked) */
+        const char *root2[] = {"%x", "%y", "&q", NULL};
+        CHECK_EQ(ferry_manifest_scan_start(m, &gen, &files, &bytes), 0);
+        CHECK_EQ(record(m, chunk("", 51, true, true, root2, 3), gen, true, out),
+                 0);
+        handed(m, PASS_COPY_FIRST, gen, buf, sizeof(buf));
+        CHECK_STR(buf, "y"); /* q still follows p, which is removed */
+        CHECK_EQ(ferry_manifest_scan_complete(m, gen), 0);
+        handed(m, PASS_COPY_FIRST, gen, buf, sizeof(buf));
+        CHECK_STR(buf, "y q");
+        /* x, retried, now follows y; again hands a row of the first pass
+         * out by itself */
+        struct ferry_handout h;
+        ferry_manifest_handout_start(&h, PASS_COPY_FIRST, gen);
+        struct ferry_batch *b = ferry_batch_new(WORK_COPY, 4);
+        CHECK_EQ(ferry_manifest_handout_again(m, &h, x, b), 0);
+        CHECK_EQ(b->n, 0); /* a follower: the next pass links it */
+        CHECK_EQ(ferry_manifest_handout_again(m, &h, out[1].id, b), 0);
+        CHECK_EQ(b->n, 1);
+        CHECK(!ferry_manifest_handout_passed(&h, out[1].id));
+        ferry_batch_free(b);
+        ferry_manifest_close(m);
+}
+
 int main(int argc, char **argv)
 {
         unit_init(argc, argv);
@@ -1685,5 +2155,9 @@ int main(int argc, char **argv)
         RUN(test_listed_marking);
         RUN(test_upgrade_from_1);
         RUN(test_far_times);
+        RUN(test_sql_agrees_with_enums);
+        RUN(test_record_listing);
+        RUN(test_record_listing_unread);
+        RUN(test_outcomes_elect_leaders);
         return unit_done();
 }

@@ -1,0 +1,228 @@
+/*
+ * manifest/dirs.c - a directory row's metadata state: to apply (its mode
+ * and times must still be set in DST) or applied, the error that says why
+ * a directory could not be read or set up, and the row's removal.
+ * Directory rows are made and marked listed by the scan (scan.c). Also
+ * the walk over the directories to set up or delete after the copy, as
+ * their own row type (struct ferry_dir_row).
+ */
+#define _GNU_SOURCE
+#include "manifest/internal.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WALK_COLS "id, coalesce(parent, 0), path, mode, uid, gid, mtime_ns"
+
+enum dirs_stmt {
+        S_DIR_TOUCH,
+        S_DIR_CHAIN_TOUCH,
+        S_DIR_APPLIED,
+        S_DIR_DEFER,
+        S_DIR_DELETE,
+        S_DIR_ERROR,
+        S_WALK_TO_APPLY,
+        S_WALK_REMOVED,
+        S_NSTMTS
+};
+
+// clang-format off
+static const char *const dirs_sql[S_NSTMTS] = {
+        [S_DIR_TOUCH] =
+                "UPDATE dirs SET state = " SQL_TO_APPLY " WHERE id = ?1"
+                " AND state != " SQL_TO_APPLY,
+        /* the directory of file row ?1 and every one above it */
+        [S_DIR_CHAIN_TOUCH] =
+                "WITH RECURSIVE up(id) AS (SELECT dir FROM files WHERE id = ?1"
+                " UNION SELECT d.parent FROM dirs d JOIN up ON d.id = up.id"
+                " WHERE d.parent IS NOT NULL)"
+                " UPDATE dirs SET state = " SQL_TO_APPLY " WHERE id IN up"
+                " AND state != " SQL_TO_APPLY,
+        [S_DIR_APPLIED] =
+                "UPDATE dirs SET state = " SQL_APPLIED " WHERE id = ?1",
+        /* an mtime no directory has: the next scan finds it changed */
+        [S_DIR_DEFER] =
+                "UPDATE dirs SET state = " SQL_APPLIED ","
+                " mtime_ns = " SQL_MTIME_NONE " WHERE id = ?1",
+        [S_DIR_DELETE] = "DELETE FROM dirs WHERE id = ?1",
+        [S_DIR_ERROR] =
+                "UPDATE dirs SET error = ?2 WHERE id = ?1"
+                " AND error IS NOT ?2",
+        /* ?1 below this id, ?2 limit, ?3 generation; deepest first (a
+         * directory's row is made after its parent's) */
+        [S_WALK_TO_APPLY] =
+                "SELECT " WALK_COLS " FROM dirs WHERE state = " SQL_TO_APPLY
+                " AND gen = ?3 AND id < ?1 ORDER BY id DESC LIMIT ?2",
+        [S_WALK_REMOVED] =
+                "SELECT " WALK_COLS " FROM dirs WHERE gen < ?3 AND id < ?1"
+                " ORDER BY id DESC LIMIT ?2",
+};
+// clang-format on
+_Static_assert(S_NSTMTS <= MF_TABLE_MAX, "dirs.c: statement table too big");
+
+#define STMT(id) mf_stmt(m, T_DIRS, id, dirs_sql[id])
+
+int ferry_manifest_dir_touch(struct ferry_manifest *m, int64_t id)
+{
+        return mf_exec_id(m, STMT(S_DIR_TOUCH), id, "directory update");
+}
+
+int ferry_manifest_dir_chain_touch(struct ferry_manifest *m, int64_t file)
+{
+        return mf_exec_id(m, STMT(S_DIR_CHAIN_TOUCH), file, "directory update");
+}
+
+int ferry_manifest_dir_applied(struct ferry_manifest *m, int64_t id)
+{
+        return mf_exec_id(m, STMT(S_DIR_APPLIED), id, "directory update");
+}
+
+int ferry_manifest_dir_defer(struct ferry_manifest *m, int64_t id)
+{
+        return mf_exec_id(m, STMT(S_DIR_DEFER), id, "update");
+}
+
+int ferry_manifest_dir_delete(struct ferry_manifest *m, int64_t id)
+{
+        return mf_exec_id(m, STMT(S_DIR_DELETE), id, "directory delete");
+}
+
+int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
+                                 const char *error)
+{
+        sqlite3_stmt *s = STMT(S_DIR_ERROR);
+        if (!s)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, id);
+        if (error)
+                sqlite3_bind_text(s, 2, error, -1, SQLITE_TRANSIENT);
+        return mf_exec_stmt(m, s, "directory update");
+}
+
+/* ---- operation-level calls (manifest.h) ---- */
+
+#define WALK_CHUNK 256 /* rows read at a time */
+
+struct ferry_dir_walk {
+        enum ferry_dir_set set;
+        int64_t gen;
+        int64_t below; /* rows below this id are still to come */
+        struct ferry_dir_row rows[WALK_CHUNK];
+        char *arena; /* the chunk's paths, NUL-terminated */
+        size_t arena_cap;
+};
+
+int ferry_manifest_dir_walk(struct ferry_manifest *m, enum ferry_dir_set set,
+                            int64_t gen, struct ferry_dir_walk **w)
+{
+        *w = NULL;
+        if (set != DIRS_TO_APPLY && set != DIRS_REMOVED)
+                return mf_fail(m, "manifest: no such set of directories");
+        struct ferry_dir_walk *n = calloc(1, sizeof(*n));
+        if (!n)
+                return mf_fail(m, "out of memory");
+        n->set = set;
+        n->gen = gen;
+        n->below = INT64_MAX;
+        *w = n;
+        return 0;
+}
+
+/* Copies the chunk's paths into w's arena, once the rows are read. */
+static int keep_paths(struct ferry_dir_walk *w, size_t n, const size_t *off)
+{
+        for (size_t i = 0; i < n; i++)
+                w->rows[i].path = w->arena + off[i];
+        return 0;
+}
+
+/* Appends the path of the row s is on to w's arena at *used. */
+static int put_path(struct ferry_dir_walk *w, sqlite3_stmt *s, size_t *used,
+                    size_t *off)
+{
+        const void *p = sqlite3_column_blob(s, 2);
+        size_t len = (size_t)sqlite3_column_bytes(s, 2);
+        if (*used + len + 1 > w->arena_cap) {
+                size_t cap = (*used + len + 1) * 2;
+                char *a = realloc(w->arena, cap);
+                if (!a)
+                        return ENOMEM;
+                w->arena = a;
+                w->arena_cap = cap;
+        }
+        if (len)
+                memcpy(w->arena + *used, p, len);
+        w->arena[*used + len] = '\0';
+        *off = *used;
+        *used += len + 1;
+        return 0;
+}
+
+int ferry_manifest_dir_walk_next(struct ferry_manifest *m,
+                                 struct ferry_dir_walk *w,
+                                 const struct ferry_dir_row **rows, size_t *n)
+{
+        *rows = w->rows;
+        *n = 0;
+        int id = w->set == DIRS_TO_APPLY ? S_WALK_TO_APPLY : S_WALK_REMOVED;
+        sqlite3_stmt *s = STMT(id);
+        if (!s)
+                return mf_db_fail(m, "query");
+        sqlite3_bind_int64(s, 1, w->below);
+        sqlite3_bind_int64(s, 2, WALK_CHUNK);
+        sqlite3_bind_int64(s, 3, w->gen);
+        size_t used = 0, off[WALK_CHUNK];
+        int rc;
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW && *n < WALK_CHUNK) {
+                struct ferry_dir_row *d = &w->rows[*n];
+                d->id = sqlite3_column_int64(s, 0);
+                d->parent = sqlite3_column_int64(s, 1);
+                d->path_len = (size_t)sqlite3_column_bytes(s, 2);
+                d->mode = (uint32_t)sqlite3_column_int64(s, 3);
+                d->uid = (uint32_t)sqlite3_column_int64(s, 4);
+                d->gid = (uint32_t)sqlite3_column_int64(s, 5);
+                d->mtime = mf_column_time(s, 6);
+                if (put_path(w, s, &used, &off[*n])) {
+                        sqlite3_reset(s);
+                        *n = 0;
+                        return mf_fail(m, "out of memory");
+                }
+                w->below = d->id;
+                (*n)++;
+        }
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+                *n = 0;
+                return mf_db_fail(m, "query");
+        }
+        return keep_paths(w, *n, off);
+}
+
+void ferry_manifest_dir_walk_end(struct ferry_dir_walk *w)
+{
+        if (!w)
+                return;
+        free(w->arena);
+        free(w);
+}
+
+int ferry_manifest_dir_outcome(struct ferry_manifest *m,
+                               const struct ferry_dir_row *d,
+                               enum ferry_dir_outcome o, const char *why)
+{
+        int rc = 0;
+        switch (o) {
+        case DIR_APPLIED: return ferry_manifest_dir_applied(m, d->id);
+        case DIR_FAILED: return ferry_manifest_dir_set_error(m, d->id, why);
+        case DIR_DEFERRED: return ferry_manifest_dir_defer(m, d->id);
+        case DIR_DELETED:
+                /* its parent's mtime changed in DST */
+                if (d->parent)
+                        rc = ferry_manifest_dir_touch(m, d->parent);
+                return rc ? rc : ferry_manifest_dir_delete(m, d->id);
+        case DIR_FORGOTTEN: return ferry_manifest_dir_delete(m, d->id);
+        }
+        return mf_fail(m, "manifest: no such directory outcome %d", (int)o);
+}

@@ -1,0 +1,150 @@
+/*
+ * manifest/links.c - hardlink groups: the first name of a group (hl = -1)
+ * is copied with data, the other names (hl = its id) are linked to it in
+ * DST. Owns the leader lookup of a new or changed row and the election of
+ * a new first name when the old one failed, vanished or left SRC.
+ */
+#define _GNU_SOURCE
+#include "manifest/internal.h"
+
+/* names of a group that can take over as first name: not failed, gone */
+#define LIVE " NOT IN (" SQL_FAILED ", " SQL_VANISHED ", " SQL_REMOVED ")"
+
+enum links_stmt {
+        S_FILE_LEADER,
+        S_FORGET_GROUP,
+        S_ELECT_FIND,
+        S_ELECT_SET,
+        S_NEXT_GONE_LEADER,
+        S_NSTMTS
+};
+
+// clang-format off
+static const char *const links_sql[S_NSTMTS] = {
+        [S_FILE_LEADER] =
+                "SELECT id FROM files WHERE ino = ?1 AND dev = ?2"
+                " AND hl = " SQL_LEADER " AND state NOT IN " SQL_GONE
+                " LIMIT 1",
+        [S_FORGET_GROUP] =
+                "UPDATE files SET hl = NULL WHERE id = ?1"
+                " AND state IN " SQL_GONE,
+        /* the group's other first name if the scan already made one, else
+         * the lowest follower; NULL when none can take over */
+        [S_ELECT_FIND] =
+                "SELECT ino, dev, coalesce((SELECT min(id)"
+                " FROM files f WHERE f.ino = o.ino AND"
+                " f.dev = o.dev AND f.hl = " SQL_LEADER " AND"
+                " f.id != o.id AND f.state" LIVE "),"
+                " (SELECT min(id) FROM files f"
+                " WHERE f.ino = o.ino AND f.dev = o.dev AND"
+                " f.hl = o.id AND f.state" LIVE "))"
+                " FROM files o WHERE o.id = ?1 AND o.hl = " SQL_LEADER,
+        [S_ELECT_SET] =
+                "UPDATE files SET hl = CASE WHEN id = ?3"
+                " THEN " SQL_LEADER " ELSE ?3 END WHERE ino = ?1"
+                " AND dev = ?2 AND (hl = ?4 OR id = ?4)",
+        /* each state through the files_removed index */
+        [S_NEXT_GONE_LEADER] =
+                "SELECT min(id) FROM (SELECT min(id) AS id"
+                " FROM files WHERE state IN " SQL_GONE " AND"
+                " state = " SQL_VANISHED " AND id > ?1 AND hl = " SQL_LEADER
+                " UNION ALL SELECT min(id) FROM files WHERE"
+                " state IN " SQL_GONE " AND state = " SQL_REMOVED
+                " AND id > ?1 AND hl = " SQL_LEADER ")",
+};
+// clang-format on
+_Static_assert(S_NSTMTS <= MF_TABLE_MAX, "links.c: statement table too big");
+
+#define STMT(id) mf_stmt(m, T_LINKS, id, links_sql[id])
+
+int mf_hardlink_of(struct ferry_manifest *m, const struct ferry_stat *st,
+                   bool hard_links, int64_t self, int64_t *hl)
+{
+        *hl = 0;
+        if (!hard_links || !S_ISREG(st->mode) || st->nlink < 2)
+                return 0;
+        sqlite3_stmt *s = STMT(S_FILE_LEADER);
+        if (!s)
+                return mf_db_fail(m, "read");
+        sqlite3_bind_int64(s, 1, (int64_t)st->ino);
+        sqlite3_bind_int64(s, 2, (int64_t)st->dev);
+        int rc = sqlite3_step(s);
+        int64_t leader = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+        sqlite3_reset(s);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+                return mf_db_fail(m, "read");
+        *hl = leader && leader != self ? leader : MF_HL_LEADER;
+        return 0;
+}
+
+/* A removed or vanished first name with no other name to take over: no
+ * longer a first name, so later scans do not elect for it again. */
+static int forget_group(struct ferry_manifest *m, int64_t old)
+{
+        return mf_exec_id(m, STMT(S_FORGET_GROUP), old, "file update");
+}
+
+/* One hardlink group: a new first name for the followers of old, the
+ * group's other first name if the scan already made one (a name seen after
+ * old was known to be gone), else the lowest follower. */
+static int elect(struct ferry_manifest *m, int64_t old)
+{
+        sqlite3_stmt *s = STMT(S_ELECT_FIND);
+        if (!s)
+                return mf_db_fail(m, "read");
+        sqlite3_bind_int64(s, 1, old);
+        int rc = sqlite3_step(s);
+        int64_t ino = 0, dev = 0, leader = 0;
+        if (rc == SQLITE_ROW) {
+                ino = sqlite3_column_int64(s, 0);
+                dev = sqlite3_column_int64(s, 1);
+                leader = sqlite3_column_int64(s, 2); /* NULL: 0, none */
+        }
+        sqlite3_reset(s);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+                return mf_db_fail(m, "read");
+        if (rc == SQLITE_ROW && !leader)
+                return forget_group(m, old);
+        if (!leader)
+                return 0;
+        /* the new first name is copied with data, the old one becomes a
+         * follower (linked to it when it is copied again), and so do the
+         * other names */
+        if (!(s = STMT(S_ELECT_SET)))
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, ino);
+        sqlite3_bind_int64(s, 2, dev);
+        sqlite3_bind_int64(s, 3, leader);
+        sqlite3_bind_int64(s, 4, old);
+        return mf_exec_stmt(m, s, "file update");
+}
+
+int ferry_manifest_elect_leader(struct ferry_manifest *m, int64_t id)
+{
+        return elect(m, id);
+}
+
+int ferry_manifest_elect_leaders(struct ferry_manifest *m)
+{
+        int64_t cursor = 0;
+        int rc = 0;
+        while (!rc) {
+                sqlite3_stmt *s = STMT(S_NEXT_GONE_LEADER);
+                if (!s)
+                        return mf_db_fail(m, "read");
+                sqlite3_bind_int64(s, 1, cursor);
+                int step = sqlite3_step(s);
+                if (step != SQLITE_ROW ||
+                    sqlite3_column_type(s, 0) == SQLITE_NULL) {
+                        sqlite3_reset(s);
+                        rc = step == SQLITE_ROW || step == SQLITE_DONE
+                                     ? 0
+                                     : mf_db_fail(m, "read");
+                        break;
+                }
+                cursor = sqlite3_column_int64(s, 0);
+                sqlite3_reset(s);
+                rc = elect(m, cursor);
+        }
+        return rc;
+}

@@ -1,0 +1,488 @@
+/*
+ * manifest/open.c - opening a manifest for a run or --verify: the checks
+ * before anything is written, the schema and its forward-only migrations
+ * (sql/NNN_*.sql, embedded at build time), the connection's settings, and
+ * closing. Read-only access for `ferry status` is reader.c's.
+ *
+ * Safety checks on open, before anything is written: the file must carry
+ * a sound SQLite header and size (check_header), ferry's application_id and
+ * a schema version this build knows (mf_check_identity), and, when it is
+ * small enough to read through, pass SQLite's own check (check_content);
+ * otherwise the user's file is left untouched and the run stops. Damage
+ * met later makes every call fail with a message that says so
+ * (mf_db_fail).
+ */
+#define _GNU_SOURCE
+#include "manifest/internal.h"
+
+#include "mvfs.h"
+
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum open_stmt {
+        O_BEGIN,
+        O_COMMIT,
+        O_ROLLBACK,
+        O_APP_ID,
+        O_USER_VERSION,
+        O_SCHEMA_COUNT,
+        O_INTEGRITY,
+        O_QUICK,
+        O_SET_APP_ID,  /* a prefix: PRAGMA takes no parameters */
+        O_SET_VERSION, /* a prefix */
+        O_WAL,
+        O_CONFIGURE, /* several statements, for sqlite3_exec */
+        O_NSTMTS
+};
+
+static const char *const open_sql[O_NSTMTS] = {
+        [O_BEGIN] = "BEGIN IMMEDIATE",
+        [O_COMMIT] = "COMMIT",
+        [O_ROLLBACK] = "ROLLBACK",
+        [O_APP_ID] = "PRAGMA application_id",
+        [O_USER_VERSION] = "PRAGMA user_version",
+        [O_SCHEMA_COUNT] = "SELECT count(*) FROM sqlite_schema",
+        [O_INTEGRITY] = "PRAGMA integrity_check(1)",
+        [O_QUICK] = "PRAGMA quick_check(1)",
+        [O_SET_APP_ID] = "PRAGMA application_id = ",
+        [O_SET_VERSION] = "PRAGMA user_version = ",
+        [O_WAL] = "PRAGMA journal_mode = WAL",
+        [O_CONFIGURE] = "PRAGMA synchronous = FULL;"
+                        "PRAGMA cache_size = -2048;"
+                        /* a statement journal (UPDATE of many rows in a
+                         * transaction) spills to a temp file past 64 KiB;
+                         * in memory it grew ~130 bytes per row (t16) */
+                        "PRAGMA temp_store = FILE;"
+                        "PRAGMA wal_autocheckpoint = 4000;",
+};
+_Static_assert(O_NSTMTS <= MF_TABLE_MAX, "open.c: statement table too big");
+
+int mf_pragma_int(struct ferry_manifest *m, int id, int64_t *v)
+{
+        return mf_select_ints(m, mf_stmt(m, T_OPEN, id, open_sql[id]), 0, v, 1);
+}
+
+/*
+ * What the file says about itself, read before SQLite opens it: SQLite
+ * trusts a short file (it reads the missing bytes as zeros) and reads only
+ * the pages a query needs, so damage must be looked for on purpose.
+ */
+struct file_facts {
+        bool exists;
+        int64_t size;    /* bytes */
+        bool wal_frames; /* a non-empty -wal: the main file may lag it */
+};
+
+static uint32_t be32(const unsigned char *p)
+{
+        return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+               (uint32_t)p[2] << 8 | p[3];
+}
+
+static int damaged(struct ferry_error *err, const char *path, const char *fmt,
+                   ...) __attribute__((format(printf, 3, 4)));
+
+static int damaged(struct ferry_error *err, const char *path, const char *fmt,
+                   ...)
+{
+        char why[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof(why), fmt, ap);
+        va_end(ap);
+        snprintf(err->msg, sizeof(err->msg),
+                 "manifest '%s' is damaged: %s (left untouched)", path, why);
+        return FERRY_EMANIFEST;
+}
+
+/* Has the -wal next to path any content? (It exists during a run, and
+ * after a crash until the next run replays it.) */
+static bool has_wal_frames(const char *path)
+{
+        char *wal = NULL;
+        struct stat st;
+        bool frames = asprintf(&wal, "%s-wal", path) < 0 || stat(wal, &st) != 0
+                              ? false
+                              : st.st_size > 0;
+        free(wal);
+        return frames;
+}
+
+/*
+ * The 100-byte file header and the file size (SQLite's file format, "The
+ * Database Header"). In WAL mode the main file lags the -wal until a
+ * checkpoint, and a checkpoint cut short by a crash writes page 1 (with the
+ * new size) before the pages after it: while the -wal holds frames, the
+ * size checks prove nothing and are skipped. The -wal is looked at after
+ * the size, so a run that checkpoints and ends meanwhile is no false alarm.
+ */
+static int check_file(int fd, const char *path, struct file_facts *f,
+                      struct ferry_error *err)
+{
+        unsigned char h[100];
+        struct stat st;
+        ssize_t n = pread(fd, h, sizeof(h), 0);
+        if (n < 16 || memcmp(h, "SQLite format 3", 16) != 0) {
+                snprintf(err->msg, sizeof(err->msg),
+                         "manifest '%s' is not an SQLite database (left "
+                         "untouched)",
+                         path);
+                return FERRY_EMANIFEST;
+        }
+        if (fstat(fd, &st)) {
+                snprintf(err->msg, sizeof(err->msg),
+                         "cannot read manifest '%s': %s", path,
+                         strerror(errno));
+                return FERRY_EMANIFEST;
+        }
+        f->size = (int64_t)st.st_size;
+        if (n < (ssize_t)sizeof(h))
+                return damaged(err, path,
+                               "cut to %lld bytes, inside SQLite's header",
+                               (long long)f->size);
+        uint32_t page = (uint32_t)h[16] << 8 | h[17];
+        if (page == 1)
+                page = 65536;
+        if (page < 512 || page > 65536 || (page & (page - 1)) || h[18] < 1 ||
+            h[18] > 2 || h[19] < 1 || h[19] > 2)
+                return damaged(err, path, "its header is not valid");
+        f->wal_frames = has_wal_frames(path);
+        if (f->wal_frames)
+                return 0;
+        if (f->size % page)
+                return damaged(err, path,
+                               "cut short: %lld bytes are not a whole number "
+                               "of %u-byte pages",
+                               (long long)f->size, page);
+        /* the in-header size is valid when nonzero and its change counter
+         * matches the version-valid-for number */
+        uint32_t pages = be32(h + 28);
+        if (pages && be32(h + 24) == be32(h + 92) &&
+            f->size < (int64_t)pages * page)
+                return damaged(err, path,
+                               "cut short: %lld of the %u pages its header "
+                               "records",
+                               (long long)(f->size / page), pages);
+        return 0;
+}
+
+/* An SQLite database with sound header and size, or nothing at all. */
+static int check_header(const char *path, struct file_facts *f,
+                        struct ferry_error *err)
+{
+        memset(f, 0, sizeof(*f));
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                snprintf(err->msg, sizeof(err->msg),
+                         "cannot open manifest '%s': %s", path,
+                         strerror(errno));
+                return FERRY_EMANIFEST;
+        }
+        f->exists = true;
+        int rc = check_file(fd, path, f, err);
+        close(fd);
+        return rc;
+}
+
+static int max_version(void)
+{
+        return ferry_n_migrations
+                       ? ferry_migrations[ferry_n_migrations - 1].version
+                       : 0;
+}
+
+static int migrate(struct ferry_manifest *m, int64_t from)
+{
+        for (int i = 0; i < ferry_n_migrations; i++) {
+                const struct ferry_migration *mg = &ferry_migrations[i];
+                if (mg->version <= from)
+                        continue;
+                char sql[128];
+                snprintf(sql, sizeof(sql), "%s%d;", open_sql[O_SET_VERSION],
+                         mg->version);
+                int rc = mf_exec_sql(m, open_sql[O_BEGIN], "migration");
+                if (!rc)
+                        rc = mf_exec_sql(m, mg->sql, mg->name);
+                if (!rc)
+                        rc = mf_exec_sql(m, sql, "migration");
+                if (!rc)
+                        rc = mf_exec_sql(m, open_sql[O_COMMIT], "migration");
+                if (rc) {
+                        sqlite3_exec(m->db, open_sql[O_ROLLBACK], NULL, NULL,
+                                     NULL);
+                        return rc;
+                }
+        }
+        return 0;
+}
+
+/* Why an existing manifest could not be read while it was checked. */
+static int refuse_unreadable(struct ferry_manifest *m)
+{
+        if (mf_is_damage(sqlite3_errcode(m->db)))
+                return mf_fail(m,
+                               "manifest '%s' is damaged: %s (left untouched)",
+                               m->path, sqlite3_errmsg(m->db));
+        return mf_fail(m, "manifest '%s' is unreadable: %s", m->path,
+                       sqlite3_errmsg(m->db));
+}
+
+/* Identity and version checks of an existing manifest; reads only. */
+int mf_check_identity(struct ferry_manifest *m)
+{
+        int64_t app = 0, version = 0;
+        if (mf_pragma_int(m, O_APP_ID, &app) ||
+            mf_pragma_int(m, O_USER_VERSION, &version))
+                return refuse_unreadable(m);
+        if (app != FERRY_APPLICATION_ID)
+                return mf_fail(m,
+                               "'%s' is an SQLite database but not a ferry "
+                               "manifest (left untouched)",
+                               m->path);
+        if (version > max_version())
+                return mf_fail(m,
+                               "manifest '%s' has schema version %lld, newer "
+                               "than this ferry knows (%d): upgrade ferry",
+                               m->path, (long long)version, max_version());
+        int64_t n = 0;
+        if (mf_pragma_int(m, O_SCHEMA_COUNT, &n))
+                return refuse_unreadable(m);
+        return 0;
+}
+
+/*
+ * How much of an existing manifest is read through before a run or a
+ * verify writes to it. SQLite reads only the pages a query needs, so
+ * damage deep inside goes unnoticed until some query meets it, after the
+ * run has written to the file and to DST. Measured on a manifest of one
+ * million rows (141 MB, warm cache): PRAGMA integrity_check, which also
+ * matches every index entry to its row, takes 1.6 s; PRAGMA quick_check,
+ * which reads every page but does not match indexes (it misses about one
+ * damaged page in six), 0.3 s. So: integrity_check up to FULL_CHECK_MAX
+ * (about 450,000 files, under a second), quick_check up to QUICK_CHECK_MAX
+ * (about 7 million files, a few seconds, more from a cold disk), and
+ * beyond that only check_header's checks: damage met later ends the run
+ * with FERRY_EMANIFEST (db_fail). status only reads and skips this.
+ *
+ * Those limits are for --verify (MF_THOROUGH), which reads everything
+ * anyway. A plain run pays the check on every re-run, before its scan can
+ * start: from a cold cache, integrity_check of a 100,000-file manifest
+ * (13 MB) took 0.47 s, about half of a whole no-op re-run (bench scenario
+ * d). So a run reads the manifest through only up to RUN_CHECK_MAX (about
+ * 30,000 files, 0.15 s); a bigger one gets the header checks, damage met
+ * by a query ends the run with exit 3, and --verify finds the rest.
+ */
+#define FULL_CHECK_MAX  ((int64_t)64 << 20)
+#define QUICK_CHECK_MAX ((int64_t)1 << 30)
+#define RUN_CHECK_MAX   ((int64_t)4 << 20)
+
+/* Tests set other limits in FERRY_MANIFEST_CHECK="FULL,QUICK" (bytes). */
+static void check_limits(bool thorough, int64_t *full, int64_t *quick)
+{
+        *full = thorough ? FULL_CHECK_MAX : RUN_CHECK_MAX;
+        *quick = thorough ? QUICK_CHECK_MAX : 0;
+#ifdef FERRY_TESTING
+        const char *env = getenv("FERRY_MANIFEST_CHECK");
+        if (env && strchr(env, ',')) {
+                *full = strtoll(env, NULL, 10);
+                *quick = strtoll(strchr(env, ',') + 1, NULL, 10);
+        }
+#endif
+}
+
+static int check_content(struct ferry_manifest *m, int64_t size, bool thorough)
+{
+        int64_t full, quick;
+        check_limits(thorough, &full, &quick);
+        int id = size <= full ? O_INTEGRITY : size <= quick ? O_QUICK : -1;
+        if (id < 0)
+                return 0;
+        sqlite3_stmt *s = mf_stmt(m, T_OPEN, id, open_sql[id]);
+        if (!s)
+                return refuse_unreadable(m);
+        char why[256] = "";
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+                const char *t = (const char *)sqlite3_column_text(s, 0);
+                const char *main_db = "*** in database main ***";
+                if (t && !strncmp(t, main_db, strlen(main_db)))
+                        t += strlen(main_db);
+                snprintf(why, sizeof(why), "%s", t ? t + strspn(t, " \n") : "");
+        }
+        sqlite3_reset(s);
+        if (rc != SQLITE_ROW)
+                return refuse_unreadable(m);
+        if (!strcmp(why, "ok"))
+                return 0;
+        for (char *p = why; *p; p++)
+                if ((unsigned char)*p < 0x20)
+                        *p = ' '; /* one line */
+        return mf_fail(m, "manifest '%s' is damaged: %s (left untouched)",
+                       m->path, why);
+}
+
+static int setup_new(struct ferry_manifest *m)
+{
+        char sql[96];
+        snprintf(sql, sizeof(sql), "%s%d;", open_sql[O_SET_APP_ID],
+                 FERRY_APPLICATION_ID);
+        int rc = mf_exec_sql(m, sql, "creation");
+        return rc ? rc : migrate(m, 0);
+}
+
+static int configure(struct ferry_manifest *m, bool memory)
+{
+        if (!memory && mf_exec_sql(m, open_sql[O_WAL], "setting WAL mode"))
+                return FERRY_EMANIFEST;
+        return mf_exec_sql(m, open_sql[O_CONFIGURE], "configuration");
+}
+static void remove_new(const char *path)
+{
+        static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+        for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+                char p[PATH_MAX];
+                if ((size_t)snprintf(p, sizeof(p), "%s%s", path, suffix[i]) <
+                    sizeof(p))
+                        unlink(p);
+        }
+}
+/* The URI that opens path as an immutable file; free with sqlite3_free. */
+static char *immutable_uri(const char *path)
+{
+        sqlite3_str *s = sqlite3_str_new(NULL);
+        /* "file:" and a relative path, or "file://" (no authority) and an
+         * absolute one; everything but plain characters %-escaped */
+        sqlite3_str_appendall(s, path[0] == '/' ? "file://" : "file:");
+        for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+                unsigned c = *p;
+                if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '/' || c == '.' ||
+                    c == '_' || c == '-')
+                        sqlite3_str_appendchar(s, 1, (char)c);
+                else
+                        sqlite3_str_appendf(s, "%%%02X", c);
+        }
+        sqlite3_str_appendall(s, "?immutable=1");
+        return sqlite3_str_finish(s);
+}
+
+/* Opens m->db: name with oflags, or as immutable (above). */
+int mf_open_db(struct ferry_manifest *m, const char *name, int oflags,
+               bool immutable)
+{
+        char *uri = NULL;
+        if (immutable) {
+                if (!(uri = immutable_uri(name)))
+                        return mf_fail(m, "out of memory");
+                oflags = SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+        }
+        int rc = sqlite3_open_v2(uri ? uri : name, &m->db,
+                                 oflags | SQLITE_OPEN_NOMUTEX,
+                                 ferry_mvfs_name());
+        sqlite3_free(uri);
+        if (rc != SQLITE_OK)
+                return mf_fail(m, "cannot open manifest '%s': %s", name,
+                               m->db ? sqlite3_errmsg(m->db) : "out of memory");
+        /* a run and `ferry status` meet here: wait for each other's locks
+         * instead of reporting a busy manifest as unreadable */
+        sqlite3_busy_timeout(m->db, 10000);
+        sqlite3_extended_result_codes(m->db, 1);
+        return 0;
+}
+/* Opens, checks and sets up a manifest for a run or --verify. */
+static int open_writer(struct ferry_manifest *m, int flags,
+                       const struct file_facts *f)
+{
+        bool memory = flags & MF_MEMORY;
+        int rc = mf_open_db(m, memory ? ":memory:" : m->path,
+                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, false);
+        if (!rc && !memory && sqlite3_db_readonly(m->db, "main") == 1)
+                rc = mf_fail(m,
+                             "manifest '%s' is not writable: a run%s writes to "
+                             "it (`ferry status` only reads)",
+                             m->path,
+                             flags & MF_THOROUGH
+                                     ? " and --verify, which marks the files "
+                                       "it finds missing or changed,"
+                                     : "");
+        if (!rc && f->exists) {
+                rc = mf_check_identity(m);
+                if (!rc)
+                        rc = check_content(m, f->size, flags & MF_THOROUGH);
+                /* a -wal is not replayed into a file that is refused */
+                if (rc && f->wal_frames)
+                        sqlite3_db_config(m->db,
+                                          SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
+                                          NULL);
+        }
+        if (!rc)
+                rc = configure(m, memory);
+        if (rc)
+                return rc;
+        int64_t version = 0;
+        rc = f->exists ? mf_pragma_int(m, O_USER_VERSION, &version)
+                       : setup_new(m);
+        return !rc && f->exists ? migrate(m, version) : rc;
+}
+
+int ferry_manifest_open(const char *path, int flags,
+                        struct ferry_manifest **out, struct ferry_error *err)
+{
+        *out = NULL;
+        bool memory = flags & MF_MEMORY, readonly = flags & MF_READONLY;
+        struct file_facts f = {.exists = false};
+        if (!memory) {
+                int rc = check_header(path, &f, err);
+                if (rc)
+                        return rc;
+                if (!f.exists && !(flags & MF_CREATE)) {
+                        snprintf(err->msg, sizeof(err->msg),
+                                 "no manifest at '%s'", path);
+                        return FERRY_EMANIFEST;
+                }
+        }
+        struct ferry_manifest *m = calloc(1, sizeof(*m));
+        if (!m || !(m->path = strdup(path ? path : ":memory:"))) {
+                free(m);
+                snprintf(err->msg, sizeof(err->msg), "out of memory");
+                return FERRY_EINTERNAL;
+        }
+        int rc = readonly ? mf_open_reader(m, f.wal_frames)
+                          : open_writer(m, flags, &f);
+        if (rc) {
+                snprintf(err->msg, sizeof(err->msg), "%s", m->errmsg);
+                ferry_manifest_close(m);
+                /* A manifest this call created but could not set up (a
+                 * write or fsync failed) would be refused by every later
+                 * run: remove it, it holds nothing yet. Found with the
+                 * manifest fault injection (mwrite:1, msync:1). */
+                if (!memory && !readonly && !f.exists)
+                        remove_new(path);
+                return rc;
+        }
+        *out = m;
+        return 0;
+}
+
+void ferry_manifest_close(struct ferry_manifest *m)
+{
+        if (!m)
+                return;
+        mf_finalize_all(m);
+        for (unsigned i = 0; i < MF_DIR_CACHE; i++)
+                free(m->dcache[i].path);
+        sqlite3_close(m->db);
+        free(m->path);
+        free(m);
+}

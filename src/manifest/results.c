@@ -1,0 +1,269 @@
+/*
+ * manifest/results.c - what the copy and verify passes record: a file
+ * row done (with what DST holds now), failed, vanished or pending again,
+ * deleted; what ferry last put in DST under a row's name; failed rows
+ * retried and done rows reset when DST was replaced; and the runs table
+ * (a run's start and result, and since when earlier runs were cut short).
+ */
+#define _GNU_SOURCE
+#include "manifest/internal.h"
+
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum results_stmt {
+        S_FILE_DONE,
+        S_FILE_STATE,
+        S_FILE_DELETE,
+        S_FILE_DST,
+        S_FILE_SET_DST,
+        S_RETRY_FAILED, /* for sqlite3_exec */
+        S_RESET_DONE,   /* several statements, for sqlite3_exec */
+        S_RUN_START,
+        S_RUN_FINISH,
+        S_INTERRUPTED,
+        S_NSTMTS
+};
+
+// clang-format off
+static const char *const results_sql[S_NSTMTS] = {
+        [S_FILE_DONE] =
+                "UPDATE files SET state = " SQL_DONE ", hash = ?2, size = ?3,"
+                " mtime_ns = ?4, ctime_ns = ?5, mode = ?6, uid = ?7,"
+                " gid = ?8, dev = ?9, ino = ?10, error = NULL,"
+                " attempts = attempts + 1, dst_type = ?11,"
+                " dst_size = ?12, dst_mtime_ns = ?13 WHERE id = ?1",
+        [S_FILE_STATE] =
+                "UPDATE files SET state = ?2, error = ?3,"
+                " attempts = attempts + (?3 IS NOT NULL) WHERE id = ?1",
+        [S_FILE_DELETE] = "DELETE FROM files WHERE id = ?1",
+        [S_FILE_DST] =
+                "SELECT dst_type, dst_size, dst_mtime_ns FROM files"
+                " WHERE dir = ?1 AND name = ?2",
+        [S_FILE_SET_DST] =
+                "UPDATE files SET dst_type = ?2, dst_size = ?3,"
+                " dst_mtime_ns = ?4 WHERE id = ?1",
+        [S_RETRY_FAILED] =
+                "UPDATE files SET state = " SQL_PENDING
+                " WHERE state = " SQL_FAILED,
+        /* the hash goes too: ferry_manifest_keep_removed reads a hash with
+         * no error as "copied" */
+        [S_RESET_DONE] =
+                "UPDATE files SET state = " SQL_PENDING ", hash = NULL"
+                " WHERE state = " SQL_DONE ";"
+                "UPDATE dirs SET state = " SQL_TO_APPLY ";",
+        [S_RUN_START] =
+                "INSERT INTO runs (started, pid, command) VALUES (?1, ?2, ?3)",
+        [S_RUN_FINISH] =
+                "UPDATE runs SET finished = ?2, result = ?3 WHERE id = ?1",
+        /* ?2, ?3, ?4: the results of a run that recorded every result */
+        [S_INTERRUPTED] =
+                "SELECT coalesce(min(started), 0) FROM runs"
+                " WHERE id < ?1 AND id > (SELECT coalesce("
+                "max(id), 0) FROM runs WHERE result IN (?2, ?3, ?4)"
+                " AND id < ?1)",
+};
+// clang-format on
+_Static_assert(S_NSTMTS <= MF_TABLE_MAX, "results.c: statement table too big");
+
+#define STMT(id) mf_stmt(m, T_RESULTS, id, results_sql[id])
+
+int ferry_manifest_run_start(struct ferry_manifest *m, const char *command,
+                             int64_t *run_id)
+{
+        sqlite3_stmt *s = STMT(S_RUN_START);
+        if (!s)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, (int64_t)time(NULL));
+        sqlite3_bind_int64(s, 2, (int64_t)getpid());
+        sqlite3_bind_text(s, 3, command, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE)
+                return mf_db_fail(m, "write");
+        *run_id = sqlite3_last_insert_rowid(m->db);
+        return 0;
+}
+
+int ferry_manifest_run_finish(struct ferry_manifest *m, int64_t run_id,
+                              int result)
+{
+        sqlite3_stmt *s = STMT(S_RUN_FINISH);
+        if (!s)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, run_id);
+        sqlite3_bind_int64(s, 2, (int64_t)time(NULL));
+        sqlite3_bind_int(s, 3, result);
+        int rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        return rc == SQLITE_DONE ? 0 : mf_db_fail(m, "write");
+}
+
+int ferry_manifest_reset_done(struct ferry_manifest *m)
+{
+        return mf_exec_sql(m, results_sql[S_RESET_DONE],
+                           "reset after a replaced destination");
+}
+
+int ferry_manifest_file_done(struct ferry_manifest *m,
+                             const struct ferry_item *it)
+{
+        sqlite3_stmt *s = STMT(S_FILE_DONE);
+        if (!s)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, it->id);
+        sqlite3_bind_blob(s, 2, it->hash, 16, SQLITE_STATIC);
+        mf_bind_stat(s, 3, &it->st);
+        sqlite3_bind_int(s, 11, it->dst.type);
+        sqlite3_bind_int64(s, 12, (int64_t)it->dst.size);
+        mf_bind_time(s, 13, it->dst.mtime);
+        return mf_exec_stmt(m, s, "file update");
+}
+
+int ferry_manifest_file_dst(struct ferry_manifest *m, int64_t dir,
+                            const char *name, size_t len,
+                            struct ferry_dst_rec *rec)
+{
+        sqlite3_stmt *s = STMT(S_FILE_DST);
+        if (!s)
+                return mf_db_fail(m, "read");
+        sqlite3_bind_int64(s, 1, dir);
+        mf_bind_bytes(s, 2, name, len);
+        int rc = sqlite3_step(s);
+        memset(rec, 0, sizeof(*rec));
+        if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL) {
+                rec->type = (enum ferry_ftype)sqlite3_column_int(s, 0);
+                rec->size = (uint64_t)sqlite3_column_int64(s, 1);
+                rec->mtime = mf_column_time(s, 2);
+        }
+        sqlite3_reset(s);
+        return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0
+                                                     : mf_db_fail(m, "read");
+}
+
+int ferry_manifest_file_set_dst(struct ferry_manifest *m, int64_t id,
+                                const struct ferry_dst_rec *rec)
+{
+        sqlite3_stmt *s = STMT(S_FILE_SET_DST);
+        if (!s)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_int(s, 2, rec->type);
+        sqlite3_bind_int64(s, 3, (int64_t)rec->size);
+        mf_bind_time(s, 4, rec->mtime);
+        return mf_exec_stmt(m, s, "file update");
+}
+
+int ferry_manifest_interrupted_since(struct ferry_manifest *m, int64_t run_id,
+                                     int64_t *since)
+{
+        int64_t v = 0;
+        sqlite3_stmt *s = STMT(S_INTERRUPTED);
+        if (!s)
+                return mf_db_fail(m, "read");
+        /* the results of runs that recorded every result */
+        sqlite3_bind_int(s, 2, FERRY_OK);
+        sqlite3_bind_int(s, 3, FERRY_EPARTIAL);
+        sqlite3_bind_int(s, 4, FERRY_EVANISHED);
+        sqlite3_bind_int64(s, 1, run_id);
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW)
+                v = sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+        *since = v;
+        return rc == SQLITE_ROW ? 0 : mf_db_fail(m, "read");
+}
+
+int ferry_manifest_file_set_state(struct ferry_manifest *m, int64_t id,
+                                  enum ferry_state state, const char *error)
+{
+        sqlite3_stmt *s = STMT(S_FILE_STATE);
+        if (!s)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_int(s, 2, state);
+        if (error)
+                sqlite3_bind_text(s, 3, error, -1, SQLITE_TRANSIENT);
+        return mf_exec_stmt(m, s, "file update");
+}
+
+int ferry_manifest_file_delete(struct ferry_manifest *m, int64_t id)
+{
+        return mf_exec_id(m, STMT(S_FILE_DELETE), id, "file delete");
+}
+
+int ferry_manifest_retry_failed(struct ferry_manifest *m)
+{
+        return mf_exec_sql(m, results_sql[S_RETRY_FAILED],
+                           "reset of failed rows");
+}
+
+/* ---- operation-level calls (manifest.h) ---- */
+
+static int record_outcome(struct ferry_manifest *m,
+                          const struct ferry_outcome *o, int64_t *last_dir,
+                          bool *fresh)
+{
+        int rc = o->claim ? ferry_manifest_file_set_dst(m, o->id, o->claim) : 0;
+        switch (o->kind) {
+        case FO_DONE:
+                if (!rc)
+                        rc = ferry_manifest_file_done(m, o->item);
+                /* a file made in DST changed its directory's mtime */
+                if (!rc && *last_dir != o->item->dir_id)
+                        rc = ferry_manifest_dir_touch(m, o->item->dir_id);
+                *last_dir = o->item->dir_id;
+                break;
+        case FO_FAILED:
+        case FO_VANISHED:
+                if (!rc)
+                        rc = ferry_manifest_file_set_state(
+                                m, o->id,
+                                o->kind == FO_FAILED ? ST_FAILED : ST_VANISHED,
+                                o->why);
+                if (!rc && !(rc = ferry_manifest_elect_leader(m, o->id)))
+                        *fresh = true;
+                break;
+        case FO_AGAIN:
+                if (!rc)
+                        rc = ferry_manifest_file_set_state(m, o->id, ST_PENDING,
+                                                           o->why);
+                /* a missing file's directories may be made anew */
+                if (!rc && o->dst_missing)
+                        rc = ferry_manifest_dir_chain_touch(m, o->id);
+                break;
+        case FO_CLAIM: break;
+        }
+        return rc;
+}
+
+int ferry_manifest_record_outcomes(struct ferry_manifest *m,
+                                   const struct ferry_outcome *o, size_t n,
+                                   bool *fresh)
+{
+        int64_t last_dir = -1;
+        bool any = false;
+        int rc = 0;
+        for (size_t i = 0; i < n && !rc; i++)
+                rc = record_outcome(m, &o[i], &last_dir, &any);
+        if (fresh && any)
+                *fresh = true;
+        return rc;
+}
+
+int ferry_manifest_forget_file(struct ferry_manifest *m,
+                               const struct ferry_item *it, bool deleted)
+{
+        int rc = deleted ? ferry_manifest_dir_touch(m, it->dir_id) : 0;
+        return rc ? rc : ferry_manifest_file_delete(m, it->id);
+}
+
+int ferry_manifest_delete_refused(struct ferry_manifest *m, int64_t gen)
+{
+        int64_t root = 0;
+        int rc = ferry_manifest_keep_removed(m, gen);
+        if (!rc)
+                rc = ferry_manifest_dir_find(m, "", 0, &root, NULL);
+        return rc || !root ? rc : ferry_manifest_dir_defer(m, root);
+}

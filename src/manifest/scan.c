@@ -1,0 +1,569 @@
+/*
+ * manifest/scan.c - what a scan of SRC writes: directory rows (new,
+ * changed, listed whole), file rows (the upsert and what it found), and
+ * the marks of what left SRC: the rows a marking scan did not see, those
+ * of directories it did not see, those below a directory that became a
+ * file (all ST_REMOVED); keeping rows part of a scan (a directory it could
+ * not read) and, when --delete is refused, undoing this scan's removals.
+ *
+ * A file row is part of scan gen when its gen is gen (the scan wrote it)
+ * or when its directory's listed is gen (sql/002_listed.sql).
+ */
+#define _GNU_SOURCE
+#include "manifest/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum scan_stmt {
+        S_DIR_FIND,
+        S_DIR_INSERT,
+        S_DIR_UPDATE,
+        S_DIR_LISTED,
+        S_DIR_COUNT,
+        S_DIR_UNSEEN,
+        S_FILE_FIND,
+        S_FILE_INSERT,
+        S_FILE_SEEN,
+        S_FILE_UPDATE,
+        S_FILE_REMOVE_NAME,
+        S_SUBTREE_REMOVED,
+        S_MARK_UNSEEN,
+        S_KEEP_SUBTREE,
+        S_KEEP_ALL,
+        S_KEEP_REMOVED_HL,
+        S_KEEP_REMOVED_STATE,
+        S_NSTMTS
+};
+
+// clang-format off
+static const char *const scan_sql[S_NSTMTS] = {
+        [S_DIR_FIND] =
+                "SELECT id, mode, uid, gid, mtime_ns, listed FROM dirs"
+                " WHERE path = ?1",
+        [S_DIR_INSERT] =
+                "INSERT INTO dirs (parent, path, mode, uid, gid, mtime_ns,"
+                " state, gen, listed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+                SQL_TO_APPLY ", ?7, " SQL_MARKING ")",
+        /* ?7: changed (metadata to apply again), ?8: its rows are marked */
+        [S_DIR_UPDATE] =
+                "UPDATE dirs SET mode = ?2, uid = ?3, gid = ?4,"
+                " mtime_ns = ?5, gen = ?6,"
+                " state = CASE WHEN ?7 THEN " SQL_TO_APPLY " ELSE state END,"
+                " listed = CASE WHEN ?8 THEN " SQL_MARKING " ELSE listed END"
+                " WHERE id = ?1",
+        /* ?3: a later scan must mark this directory's rows one by one */
+        [S_DIR_LISTED] =
+                "UPDATE dirs SET listed = ?2, mtime_ns = CASE WHEN"
+                " ?3 THEN " SQL_MTIME_NONE " ELSE mtime_ns END WHERE id = ?1",
+        [S_DIR_COUNT] =
+                "SELECT count(*) FROM files WHERE dir = ?1"
+                " AND state != " SQL_REMOVED,
+        [S_DIR_UNSEEN] =
+                "UPDATE files SET state = " SQL_REMOVED ", gen = ?2"
+                " WHERE dir = ?1 AND gen < ?2 AND state != " SQL_REMOVED,
+        [S_FILE_FIND] =
+                "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
+                " state, gen FROM files WHERE dir = ?1 AND name = ?2",
+        [S_FILE_INSERT] =
+                "INSERT INTO files (dir, name, type, size, mtime_ns,"
+                " ctime_ns, mode, uid, gid, dev, ino, hl, state, gen)"
+                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+                " ?11, ?12, ?13, ?14)",
+        [S_FILE_SEEN] =
+                "UPDATE files SET gen = ?2, state = CASE WHEN state = "
+                SQL_VANISHED " THEN " SQL_PENDING " ELSE state END"
+                " WHERE id = ?1",
+        [S_FILE_UPDATE] =
+                "UPDATE files SET type = ?2, size = ?3, mtime_ns = ?4,"
+                " ctime_ns = ?5, mode = ?6, uid = ?7, gid = ?8,"
+                " dev = ?9, ino = ?10, hl = ?11, state = ?12,"
+                " gen = ?13, hash = NULL WHERE id = ?1",
+        [S_FILE_REMOVE_NAME] =
+                "UPDATE files SET state = " SQL_REMOVED ", gen = ?3"
+                " WHERE dir = ?1 AND name = ?2 AND state != " SQL_REMOVED,
+        [S_SUBTREE_REMOVED] =
+                "UPDATE files SET state = " SQL_REMOVED ", gen = ?1"
+                " WHERE state != " SQL_REMOVED " AND dir IN (SELECT id"
+                " FROM dirs WHERE path = ?2 OR (path >= ?3"
+                " AND path < ?4))",
+        [S_MARK_UNSEEN] =
+                "UPDATE files SET state = " SQL_REMOVED ", gen = ?1"
+                " WHERE state != " SQL_REMOVED " AND dir IN (SELECT id"
+                " FROM dirs WHERE gen < ?1)",
+        [S_KEEP_SUBTREE] =
+                "UPDATE dirs SET gen = ?1, listed = ?1"
+                " WHERE path = ?2 OR (path >= ?3 AND path < ?4)",
+        [S_KEEP_ALL] = "UPDATE dirs SET gen = ?1, listed = ?1",
+        /* A row removed by scan ?1 held, before, what it holds now (the
+         * marks that remove a row change neither its hash nor its error):
+         * a hash with no error is a copy (file_done clears the error; a
+         * row made pending again keeps its hash but gets an error, or,
+         * after a replaced DST, loses the hash). A first name whose group
+         * was all removed lost its mark (links.c, forget_group): its other
+         * names still point to it. */
+        [S_KEEP_REMOVED_HL] =
+                "UPDATE files SET hl = " SQL_LEADER " WHERE state IN "
+                SQL_GONE " AND state = " SQL_REMOVED " AND gen = ?1"
+                " AND hl IS NULL AND EXISTS (SELECT 1 FROM files f"
+                " WHERE f.ino = files.ino AND f.dev = files.dev"
+                " AND f.hl = files.id)",
+        [S_KEEP_REMOVED_STATE] =
+                "UPDATE files SET state = CASE WHEN type = " SQL_SPECIAL
+                " THEN " SQL_SKIPPED " WHEN hash IS NOT NULL AND error IS NULL"
+                " THEN " SQL_DONE " ELSE " SQL_PENDING " END"
+                " WHERE state IN " SQL_GONE " AND state = " SQL_REMOVED
+                " AND gen = ?1",
+};
+// clang-format on
+_Static_assert(S_NSTMTS <= MF_TABLE_MAX, "scan.c: statement table too big");
+
+#define STMT(id) mf_stmt(m, T_SCAN, id, scan_sql[id])
+
+int ferry_manifest_dir_find(struct ferry_manifest *m, const char *path,
+                            size_t len, int64_t *id, bool *marking)
+{
+        sqlite3_stmt *s = STMT(S_DIR_FIND);
+        if (!s)
+                return mf_db_fail(m, "read");
+        mf_bind_bytes(s, 1, path, len);
+        int rc = sqlite3_step(s);
+        *id = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+        if (marking)
+                *marking = rc != SQLITE_ROW || sqlite3_column_int64(s, 5) < 0;
+        sqlite3_reset(s);
+        return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0
+                                                     : mf_db_fail(m, "read");
+}
+
+/* A new directory D of P: a file row named D in P (a file that became this
+ * directory) is no longer in SRC. */
+static int remove_file_named(struct ferry_manifest *m, int64_t parent,
+                             const char *path, size_t len, int64_t gen)
+{
+        size_t plen = mf_parent_len(path, len), skip = plen ? plen + 1 : 0;
+        sqlite3_stmt *s = STMT(S_FILE_REMOVE_NAME);
+        if (!s)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, parent);
+        mf_bind_bytes(s, 2, path + skip, len - skip);
+        sqlite3_bind_int64(s, 3, gen);
+        return mf_exec_stmt(m, s, "file update");
+}
+
+int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
+                              size_t len, const struct ferry_stat *st,
+                              int64_t gen, int64_t *id, bool *is_new,
+                              bool *marking)
+{
+        sqlite3_stmt *s = STMT(S_DIR_FIND);
+        if (!s)
+                return mf_db_fail(m, "read");
+        mf_bind_bytes(s, 1, path, len);
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+                *id = sqlite3_column_int64(s, 0);
+                bool changed =
+                        (uint32_t)sqlite3_column_int64(s, 1) != st->mode ||
+                        (uint32_t)sqlite3_column_int64(s, 2) != st->uid ||
+                        (uint32_t)sqlite3_column_int64(s, 3) != st->gid ||
+                        !ferry_time_eq(mf_column_time(s, 4), st->mtime);
+                /* an unchanged directory cannot have lost entries (its
+                 * mtime would have moved), so its rows are only read; the
+                 * count in ferry_manifest_dir_listed checks that anyway */
+                *marking = changed || sqlite3_column_int64(s, 5) < 0;
+                sqlite3_reset(s);
+                *is_new = false;
+                s = STMT(S_DIR_UPDATE);
+                if (!s)
+                        return mf_db_fail(m, "write");
+                sqlite3_bind_int64(s, 1, *id);
+                sqlite3_bind_int64(s, 2, st->mode);
+                sqlite3_bind_int64(s, 3, st->uid);
+                sqlite3_bind_int64(s, 4, st->gid);
+                mf_bind_time(s, 5, st->mtime);
+                sqlite3_bind_int64(s, 6, gen);
+                sqlite3_bind_int(s, 7, changed);
+                sqlite3_bind_int(s, 8, *marking);
+                return mf_exec_stmt(m, s, "directory update");
+        }
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE)
+                return mf_db_fail(m, "read");
+        int64_t parent = 0;
+        if (len) {
+                rc = ferry_manifest_dir_find(m, path, mf_parent_len(path, len),
+                                             &parent, NULL);
+                /* a new directory changes its parent's mtime in DST */
+                if (!rc && parent)
+                        rc = remove_file_named(m, parent, path, len, gen);
+                if (!rc && parent)
+                        rc = ferry_manifest_dir_touch(m, parent);
+                if (rc)
+                        return rc;
+        }
+        s = STMT(S_DIR_INSERT);
+        if (!s)
+                return mf_db_fail(m, "write");
+        if (len)
+                sqlite3_bind_int64(s, 1, parent);
+        mf_bind_bytes(s, 2, path, len);
+        sqlite3_bind_int64(s, 3, st->mode);
+        sqlite3_bind_int64(s, 4, st->uid);
+        sqlite3_bind_int64(s, 5, st->gid);
+        mf_bind_time(s, 6, st->mtime);
+        sqlite3_bind_int64(s, 7, gen);
+        rc = mf_exec_stmt(m, s, "directory insert");
+        if (rc)
+                return rc;
+        *id = sqlite3_last_insert_rowid(m->db);
+        *is_new = true;
+        *marking = true;
+        return 0;
+}
+
+int ferry_manifest_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
+                              bool marking, uint64_t seen)
+{
+        bool again = false;
+        sqlite3_stmt *s;
+        if (marking) {
+                /* the rows this scan did not write are gone from SRC */
+                if (!(s = STMT(S_DIR_UNSEEN)))
+                        return mf_db_fail(m, "write");
+                sqlite3_bind_int64(s, 1, id);
+                sqlite3_bind_int64(s, 2, gen);
+                int rc = mf_exec_stmt(m, s, "file update");
+                if (rc)
+                        return rc;
+        } else {
+                /* Only read: every row was seen iff there are as many rows
+                 * as entries (each entry has its own row). If the mtime
+                 * lied, keep them all this time and mark the next time. */
+                if (!(s = STMT(S_DIR_COUNT)))
+                        return mf_db_fail(m, "read");
+                sqlite3_bind_int64(s, 1, id);
+                int rc = sqlite3_step(s);
+                int64_t rows =
+                        rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+                sqlite3_reset(s);
+                if (rc != SQLITE_ROW)
+                        return mf_db_fail(m, "read");
+                again = (uint64_t)rows != seen;
+        }
+        if (!(s = STMT(S_DIR_LISTED)))
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_int64(s, 2, gen);
+        sqlite3_bind_int(s, 3, again);
+        return mf_exec_stmt(m, s, "directory update");
+}
+
+int ferry_manifest_subtree_removed(struct ferry_manifest *m, const char *path,
+                                   size_t len, int64_t gen)
+{
+        sqlite3_stmt *s = STMT(S_SUBTREE_REMOVED);
+        if (!s)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, gen);
+        if (mf_bind_subtree(s, 2, path, len))
+                return mf_fail(m, "out of memory");
+        return mf_exec_stmt(m, s, "file update");
+}
+
+int ferry_manifest_mark_unseen(struct ferry_manifest *m, int64_t gen)
+{
+        return mf_exec_id(m, STMT(S_MARK_UNSEEN), gen, "file update");
+}
+
+int ferry_manifest_keep_subtree(struct ferry_manifest *m, const char *path,
+                                size_t len, int64_t gen)
+{
+        /* its directories count as listed: their rows stay part of SRC */
+        sqlite3_stmt *d = len ? STMT(S_KEEP_SUBTREE) : STMT(S_KEEP_ALL);
+        if (!d)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(d, 1, gen);
+        return len && mf_bind_subtree(d, 2, path, len)
+                       ? mf_fail(m, "out of memory")
+                       : mf_exec_stmt(m, d, "directory update");
+}
+
+static void bind_hl(sqlite3_stmt *s, int i, int64_t hl)
+{
+        if (hl)
+                sqlite3_bind_int64(s, i, hl);
+        else
+                sqlite3_bind_null(s, i);
+}
+
+static int file_insert(struct ferry_manifest *m, int64_t dir, const char *name,
+                       size_t len, const struct ferry_stat *st, int64_t gen,
+                       bool hard_links)
+{
+        int64_t hl;
+        int rc = mf_hardlink_of(m, st, hard_links, 0, &hl);
+        if (rc)
+                return rc;
+        sqlite3_stmt *s = STMT(S_FILE_INSERT);
+        if (!s)
+                return mf_db_fail(m, "write");
+        enum ferry_ftype t = mf_ftype_of(st->mode);
+        sqlite3_bind_int64(s, 1, dir);
+        mf_bind_bytes(s, 2, name, len);
+        sqlite3_bind_int(s, 3, t);
+        mf_bind_stat(s, 4, st);
+        bind_hl(s, 12, hl);
+        sqlite3_bind_int(s, 13, t == FT_SPECIAL ? ST_SKIPPED : ST_PENDING);
+        sqlite3_bind_int64(s, 14, gen);
+        return mf_exec_stmt(m, s, "file insert");
+}
+
+static int file_update(struct ferry_manifest *m, int64_t id,
+                       const struct ferry_stat *st, int64_t gen,
+                       bool hard_links)
+{
+        int64_t hl;
+        int rc = mf_hardlink_of(m, st, hard_links, id, &hl);
+        if (rc)
+                return rc;
+        sqlite3_stmt *s = STMT(S_FILE_UPDATE);
+        if (!s)
+                return mf_db_fail(m, "write");
+        enum ferry_ftype t = mf_ftype_of(st->mode);
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_int(s, 2, t);
+        mf_bind_stat(s, 3, st);
+        bind_hl(s, 11, hl);
+        sqlite3_bind_int(s, 12, t == FT_SPECIAL ? ST_SKIPPED : ST_PENDING);
+        sqlite3_bind_int64(s, 13, gen);
+        return mf_exec_stmt(m, s, "file update");
+}
+
+/* Records one scanned non-directory entry in o (res, id, again). */
+static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
+                  bool marking, const char *name, size_t len,
+                  const struct ferry_stat *st, int64_t gen, bool hard_links,
+                  struct ferry_entry_rec *o)
+{
+        *o = (struct ferry_entry_rec){.res = UP_NEW};
+        int rc;
+        if (dir_is_new) {
+                rc = file_insert(m, dir, name, len, st, gen, hard_links);
+                o->id = rc ? 0 : sqlite3_last_insert_rowid(m->db);
+                return rc;
+        }
+        sqlite3_stmt *s = STMT(S_FILE_FIND);
+        if (!s)
+                return mf_db_fail(m, "read");
+        sqlite3_bind_int64(s, 1, dir);
+        mf_bind_bytes(s, 2, name, len);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE) {
+                sqlite3_reset(s);
+                rc = file_insert(m, dir, name, len, st, gen, hard_links);
+                o->id = rc ? 0 : sqlite3_last_insert_rowid(m->db);
+                return rc;
+        }
+        if (rc != SQLITE_ROW) {
+                sqlite3_reset(s);
+                return mf_db_fail(m, "read");
+        }
+        int64_t id = sqlite3_column_int64(s, 0);
+        int state = sqlite3_column_int(s, 7);
+        bool same = sqlite3_column_int(s, 1) == (int)mf_ftype_of(st->mode) &&
+                    (uint64_t)sqlite3_column_int64(s, 2) == st->size &&
+                    ferry_time_eq(mf_column_time(s, 3), st->mtime) &&
+                    ferry_time_eq(mf_column_time(s, 4), st->ctime) &&
+                    (uint32_t)sqlite3_column_int64(s, 5) == st->mode &&
+                    (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
+                    state != ST_REMOVED;
+        /* a name listed twice (a directory changing while it is read)
+         * must not be handed out twice */
+        o->id = id;
+        o->again = sqlite3_column_int64(s, 8) != gen;
+        sqlite3_reset(s);
+        if (!same) {
+                o->res = UP_CHANGED;
+                return file_update(m, id, st, gen, hard_links);
+        }
+        bool unchanged = state == ST_DONE || state == ST_SKIPPED;
+        o->res = unchanged ? UP_UNCHANGED : UP_RESUMED;
+        if (unchanged && !marking)
+                return 0; /* part of this scan through dirs.listed */
+        s = STMT(S_FILE_SEEN);
+        if (!s)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_int64(s, 2, gen);
+        return mf_exec_stmt(m, s, "file update");
+}
+
+int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
+                               bool dir_is_new, bool marking, const char *name,
+                               size_t len, const struct ferry_stat *st,
+                               int64_t gen, bool hard_links,
+                               enum ferry_upsert *res)
+{
+        struct ferry_entry_rec o;
+        int rc = upsert(m, dir, dir_is_new, marking, name, len, st, gen,
+                        hard_links, &o);
+        *res = o.res;
+        if (o.id && o.res != UP_NEW)
+                m->upserted = o.again ? o.id : 0;
+        return rc;
+}
+
+int64_t ferry_manifest_upserted(const struct ferry_manifest *m)
+{
+        return m->upserted;
+}
+
+int ferry_manifest_keep_removed(struct ferry_manifest *m, int64_t gen)
+{
+        /* why this is right: scan_sql[S_KEEP_REMOVED_HL] */
+        int rc = mf_exec_id(m, STMT(S_KEEP_REMOVED_HL), gen, "update");
+        return rc ? rc
+                  : mf_exec_id(m, STMT(S_KEEP_REMOVED_STATE), gen, "update");
+}
+
+/* ---- operation-level calls (manifest.h) ---- */
+
+int ferry_manifest_scan_start(struct ferry_manifest *m, int64_t *gen,
+                              uint64_t *files, uint64_t *bytes)
+{
+        int rc = ferry_manifest_next_gen(m, gen);
+        if (!rc)
+                rc = ferry_manifest_retry_failed(m);
+        return rc ? rc : ferry_manifest_pending(m, 0, files, bytes);
+}
+
+int ferry_manifest_scan_complete(struct ferry_manifest *m, int64_t gen)
+{
+        int rc = ferry_manifest_mark_unseen(m, gen);
+        return rc ? rc : ferry_manifest_elect_leaders(m);
+}
+
+static struct mf_dir_slot *dcache_find(struct ferry_manifest *m,
+                                       const char *path, size_t len)
+{
+        for (unsigned i = 0; i < MF_DIR_CACHE; i++) {
+                struct mf_dir_slot *s = &m->dcache[i];
+                if (s->path && s->len == len && !memcmp(s->path, path, len))
+                        return s;
+        }
+        return NULL;
+}
+
+static void dcache_put(struct ferry_manifest *m, const char *path, size_t len,
+                       int64_t id, bool is_new, bool marking)
+{
+        struct mf_dir_slot *s = &m->dcache[m->dcache_next++ % MF_DIR_CACHE];
+        free(s->path);
+        s->path = malloc(len + 1);
+        if (!s->path)
+                return;
+        memcpy(s->path, path, len);
+        s->path[len] = '\0';
+        s->len = len;
+        s->id = id;
+        s->is_new = is_new;
+        s->marking = marking;
+}
+
+/* The directory of a chunk: recorded by its first chunk, remembered for
+ * the later ones (a few directories are listed at a time). */
+static int listing_dir(struct ferry_manifest *m, const struct ferry_listing *l,
+                       int64_t gen, int64_t *id, bool *is_new, bool *marking)
+{
+        if (l->first) {
+                int rc = ferry_manifest_dir_upsert(m, l->path, l->path_len,
+                                                   &l->dir_st, gen, id, is_new,
+                                                   marking);
+                if (!rc)
+                        dcache_put(m, l->path, l->path_len, *id, *is_new,
+                                   *marking);
+                return rc;
+        }
+        struct mf_dir_slot *s = dcache_find(m, l->path, l->path_len);
+        if (s) {
+                *id = s->id;
+                *is_new = s->is_new;
+                *marking = s->marking;
+                return 0;
+        }
+        *is_new = false;
+        return ferry_manifest_dir_find(m, l->path, l->path_len, id, marking);
+}
+
+/* A new or changed file in a known directory may have replaced a
+ * directory: the rows below that one are gone from SRC. */
+static int replaced_dir(struct ferry_manifest *m, const struct ferry_listing *l,
+                        const struct ferry_entry *e, int64_t gen)
+{
+        size_t n = l->path_len ? l->path_len + 1 : 0, len = n + e->name_len;
+        char *path = malloc(len + 1);
+        if (!path)
+                return mf_fail(m, "out of memory");
+        memcpy(path, l->path, l->path_len);
+        if (n)
+                path[n - 1] = '/';
+        memcpy(path + n, l->arena + e->name_off, e->name_len);
+        path[len] = '\0';
+        int rc = ferry_manifest_subtree_removed(m, path, len, gen);
+        free(path);
+        return rc;
+}
+
+/* The directory after its entries: its error, the rows below an
+ * unreadable one kept, a whole listing marked listed. */
+static int listing_end(struct ferry_manifest *m, const struct ferry_listing *l,
+                       const struct ferry_listing_rec *how, int64_t dir,
+                       bool marking)
+{
+        int rc = 0;
+        if (l->open_err) {
+                if (how->error)
+                        rc = ferry_manifest_dir_set_error(m, dir, how->error);
+                if (!rc)
+                        rc = ferry_manifest_keep_subtree(m, l->path,
+                                                         l->path_len, how->gen);
+        } else if (l->first) {
+                rc = ferry_manifest_dir_set_error(m, dir, NULL);
+        }
+        if (!rc && l->last && !l->open_err && !how->stopping)
+                rc = ferry_manifest_dir_listed(m, dir, how->gen, marking,
+                                               l->seen);
+        return rc;
+}
+
+int ferry_manifest_record_listing(struct ferry_manifest *m,
+                                  const struct ferry_listing *l,
+                                  const struct ferry_listing_rec *how,
+                                  struct ferry_entry_rec *out)
+{
+        int64_t dir = 0;
+        bool is_new = false, marking = true;
+        int rc = listing_dir(m, l, how->gen, &dir, &is_new, &marking);
+        if (!rc && !dir)
+                return mf_fail(m,
+                               "manifest: a listing of '%.*s' came before "
+                               "its directory",
+                               (int)l->path_len, l->path);
+        for (size_t i = 0; i < l->n; i++)
+                out[i] = (struct ferry_entry_rec){.res = 0};
+        for (size_t i = 0; i < l->n && !rc; i++) {
+                const struct ferry_entry *e = &l->entries[i];
+                struct ferry_entry_rec *o = &out[i];
+                rc = upsert(m, dir, is_new, marking, l->arena + e->name_off,
+                            e->name_len, &e->st, how->gen, how->hard_links, o);
+                if (o->res != UP_CHANGED && o->res != UP_RESUMED)
+                        o->again = false;
+                if (!rc && (o->res == UP_NEW || o->res == UP_CHANGED) &&
+                    !is_new)
+                        rc = replaced_dir(m, l, e, how->gen);
+                if (rc)
+                        o->res = 0; /* not recorded */
+        }
+        return rc ? rc : listing_end(m, l, how, dir, marking);
+}
