@@ -44,6 +44,8 @@
 #define _GNU_SOURCE
 #include "names.h"
 
+#include "buf.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -212,26 +214,6 @@ bool ferry_names_case_insensitive(const struct ferry_names *n)
         return n && n->rules.case_insensitive;
 }
 
-void ferry_names_quote(char *out, size_t size, const char *s, size_t len)
-{
-        size_t o = strlen(out);
-        if (o + 1 >= size)
-                return;
-        out[o++] = '\'';
-        for (size_t i = 0; i < len && o + 5 < size; i++) {
-                unsigned char ch = (unsigned char)s[i];
-                if (ch == '\\' || ch == '\'')
-                        o += (size_t)snprintf(out + o, size - o, "\\%c", ch);
-                else if (ch < 0x20 || ch == 0x7f)
-                        o += (size_t)snprintf(out + o, size - o, "\\x%02x", ch);
-                else
-                        out[o++] = (char)ch;
-        }
-        if (o + 1 < size)
-                out[o++] = '\'';
-        out[o] = '\0';
-}
-
 /* True when name (len bytes) is refused; why gets "contains ':'" or the like.
  */
 static bool why_refused(const struct ferry_name_rules *r, const char *name,
@@ -280,13 +262,14 @@ bool ferry_names_dir_refused(const struct ferry_names *n, const char *dir,
         while (n && *dir) {
                 size_t len = strcspn(dir, "/");
                 if (why_refused(&n->rules, dir, len, detail, sizeof(detail))) {
-                        snprintf(why, size, "directory ");
-                        ferry_names_quote(why, size, dir, len);
-                        size_t o = strlen(why);
-                        snprintf(why + o, size - o,
-                                 " not allowed on the destination file "
-                                 "system (%s)",
-                                 detail);
+                        struct ferry_buf b = FERRY_BUF_INIT;
+                        ferry_buf_adds(&b, "directory ");
+                        ferry_buf_add_quoted(&b, dir, len, FERRY_ESC_QUOTE);
+                        ferry_buf_addf(&b,
+                                       " not allowed on the destination file "
+                                       "system (%s)",
+                                       detail);
+                        ferry_buf_move_to(&b, why, size);
                         return true;
                 }
                 dir += len;
@@ -468,12 +451,12 @@ int ferry_names_clash(const struct ferry_names *n, int dstdir, int srcdir,
                         return 0; /* not a source file's copy: replace it */
                 if (rc || (st.dev == src->dev && st.ino == src->ino))
                         return rc; /* the source folds case too: same file */
-                snprintf(why, size, "name collides with ");
-                ferry_names_quote(why, size, other, strlen(other));
-                size_t o = strlen(why);
-                snprintf(why + o, size - o,
-                         " on the case-insensitive destination (the names "
-                         "differ only by case)");
+                struct ferry_buf b = FERRY_BUF_INIT;
+                ferry_buf_adds(&b, "name collides with ");
+                ferry_buf_add_quoted(&b, other, strlen(other), FERRY_ESC_QUOTE);
+                ferry_buf_adds(&b, " on the case-insensitive destination (the "
+                                   "names differ only by case)");
+                ferry_buf_move_to(&b, why, size);
         } else
                 snprintf(why, size,
                          "name collides with another name on the "
@@ -521,29 +504,23 @@ static int open_prefix(int rootfd, const char *path, size_t len, int *fd)
 static void dir_clash_why(const char *dir, size_t start, size_t end,
                           const char *other, char *why, size_t size)
 {
-        snprintf(why, size, "directory ");
-        ferry_names_quote(why, size, dir, end);
-        size_t o = strlen(why);
+        static const char tail[] = " on the case-insensitive destination "
+                                   "(the names differ only by case)";
+        struct ferry_buf b = FERRY_BUF_INIT, v = FERRY_BUF_INIT;
+        ferry_buf_adds(&b, "directory ");
+        ferry_buf_add_quoted(&b, dir, end, FERRY_ESC_QUOTE);
         if (!other[0]) {
-                snprintf(why + o, size - o,
-                         " collides with another name on the "
-                         "case-insensitive destination (the names differ "
-                         "only by case)");
+                ferry_buf_addf(&b, " collides with another name%s", tail);
+                ferry_buf_move_to(&b, why, size);
                 return;
         }
-        snprintf(why + o, size - o, " collides with ");
-        char *v = malloc(start + strlen(other) + 1);
-        if (v) {
-                memcpy(v, dir, start);
-                strcpy(v + start, other);
-                ferry_names_quote(why, size, v, strlen(v));
-                free(v);
-        } else
-                ferry_names_quote(why, size, other, strlen(other));
-        o = strlen(why);
-        snprintf(why + o, size - o,
-                 " on the case-insensitive destination (the names differ "
-                 "only by case)");
+        ferry_buf_adds(&b, " collides with ");
+        ferry_buf_add(&v, dir, start); /* other's parent is dir's */
+        ferry_buf_adds(&v, other);
+        ferry_buf_add_quoted(&b, v.buf, v.len, FERRY_ESC_QUOTE);
+        ferry_buf_release(&v);
+        ferry_buf_adds(&b, tail);
+        ferry_buf_move_to(&b, why, size);
 }
 
 /* DST's parent pfd has name under the other spelling other: whether SRC's
