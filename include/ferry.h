@@ -154,7 +154,8 @@ struct ferry_status_info {
         char manifest[4096];
         char src[4096];
         char dst[4096];
-        long running_pid;   /* 0 when no run holds the job */
+        long running_pid;   /* 0 when no run holds the job; -1 when one
+                             * does but the lock names no live process */
         int lock_errno;     /* nonzero: the lock file could not be opened
                              * (this errno), so running is unknown */
         int64_t last_start; /* unix seconds, 0 = never */
