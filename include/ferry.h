@@ -154,7 +154,8 @@ struct ferry_status_info {
         char manifest[4096];
         char src[4096];
         char dst[4096];
-        long running_pid;   /* 0 when no run holds the job */
+        long running_pid;   /* 0 when no run holds the job; -1 when one
+                             * does but the lock names no live process */
         int lock_errno;     /* nonzero: the lock file could not be opened
                              * (this errno), so running is unknown */
         int64_t last_start; /* unix seconds, 0 = never */
@@ -212,6 +213,24 @@ void ferry_request_stop(void);
 
 /* A static English description of a result code. */
 const char *ferry_code_str(int code);
+
+/*
+ * How ferry_escape writes a name or path (bits; 0: the library's own
+ * messages, where backslash, quote and control bytes are escaped as \\,
+ * \' and \xHH and every other byte is kept):
+ *   FERRY_ESC_QUOTE     wrap in '...'; a ' inside is escaped
+ *   FERRY_ESC_TERMINAL  the command line's paths: \n and \t as such, and
+ *                       bytes that are not valid UTF-8 as \xHH too
+ *   FERRY_ESC_JSON      a JSON string with its quotes; bytes that are not
+ *                       valid UTF-8 as \u00HH (the other bits are ignored)
+ */
+enum { FERRY_ESC_QUOTE = 1, FERRY_ESC_TERMINAL = 2, FERRY_ESC_JSON = 4 };
+
+/* Escapes s (len bytes, any bytes) into out (size bytes, may be 0), NUL-
+ * terminated and cut short when it does not fit; returns the length of the
+ * whole escape, as snprintf does. Allocates nothing. */
+size_t ferry_escape(char *out, size_t size, const char *s, size_t len,
+                    unsigned flags);
 
 /* True in a build with the test hooks (cmake -DFERRY_TESTING=ON): the
  * FERRY_FAULT and FERRY_CRASH environment variables are then honoured. */

@@ -1,17 +1,18 @@
 /*
- * fsio.c - the one place where the copy path meets the kernel.
+ * fsio.c - the one place where the copy path meets the kernel: the calls
+ * on open descriptors and names.
  *
  * Owns: EINTR retries, short read/write loops, statx/fstat translation,
- * component-wise opening of paths longer than PATH_MAX, waiting for a
- * descriptor when the process or the system has none left (EMFILE, ENFILE:
- * back-pressure, see below), and (in test builds) the fault table
- * described in src/fsio.h. Every function returns 0 or a positive
- * errno.
+ * sync, rename, link, unlink and rmdir, the sparse-file seeks, times,
+ * modes and owners, and the probe of DST's root. Opening (and waiting for
+ * a descriptor) is fsio_open.c's; the fault table of the test builds is
+ * fsio_fault.c's. Every function returns 0 or a positive errno.
  */
 #define _GNU_SOURCE
 #include "config.h"
 #include "ferry.h"
 #include "fsio.h"
+#include "fsio_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -28,407 +29,6 @@
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(HAVE_LINUX_OPENAT2_H) && defined(HAVE_SYS_OPENAT2)
-#include <linux/openat2.h>
-#include <sys/syscall.h>
-#define USE_OPENAT2 1
-#endif
-
-#ifdef FERRY_TESTING
-#define MAX_FAULTS 16
-
-struct fault {
-        int op;
-        long nth; /* 0 = every call */
-        int err;
-};
-
-static const char *const op_names[FSIO_NOPS] = {
-        "open",  "read",    "write",  "fsync", "syncfs",  "rename",
-        "mkdir", "utimens", "chmod",  "chown", "link",    "symlink",
-        "stat",  "unlink",  "mwrite", "msync", "readdir", "probe",
-};
-
-static struct fault faults[MAX_FAULTS];
-static int n_faults;
-static atomic_long op_calls[FSIO_NOPS];
-static char crash_point[64];
-static long crash_nth;
-static atomic_long crash_calls;
-static pthread_once_t faults_once = PTHREAD_ONCE_INIT;
-static long fd_wait_test_ms = -1; /* FERRY_FD_WAIT_MS, -1: not set */
-
-static int op_by_name(const char *name, size_t len)
-{
-        for (int i = 0; i < FSIO_NOPS; i++)
-                if (strlen(op_names[i]) == len &&
-                    !memcmp(op_names[i], name, len))
-                        return i;
-        return -1;
-}
-
-static void parse_fault(const char *spec, size_t len)
-{
-        char buf[128];
-        if (len >= sizeof(buf) || n_faults == MAX_FAULTS)
-                return;
-        memcpy(buf, spec, len);
-        buf[len] = '\0';
-        char *c1 = strchr(buf, ':');
-        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2)
-                return;
-        int op = op_by_name(buf, (size_t)(c1 - buf));
-        if (op < 0)
-                return;
-        faults[n_faults].op = op;
-        faults[n_faults].nth = strtol(c1 + 1, NULL, 10);
-        faults[n_faults].err = (int)strtol(c2 + 1, NULL, 10);
-        n_faults++;
-}
-
-static void load_faults(void)
-{
-        const char *spec = getenv("FERRY_FAULT");
-        while (spec && *spec) {
-                size_t len = strcspn(spec, ",");
-                parse_fault(spec, len);
-                spec += len + (spec[len] == ',');
-        }
-        const char *crash = getenv("FERRY_CRASH");
-        if (crash) {
-                const char *colon = strchr(crash, ':');
-                size_t len = colon ? (size_t)(colon - crash) : strlen(crash);
-                if (len < sizeof(crash_point)) {
-                        memcpy(crash_point, crash, len);
-                        crash_point[len] = '\0';
-                        crash_nth = colon ? strtol(colon + 1, NULL, 10) : 1;
-                }
-        }
-        const char *wait = getenv("FERRY_FD_WAIT_MS"); /* t34: a short wait */
-        if (wait)
-                fd_wait_test_ms = strtol(wait, NULL, 10);
-}
-
-/* FERRY_FAULT_LOG=FILE: each injected fault appends "op call errno" to
- * FILE, so a test tells a fault that fired from one never reached; a call
- * that waits for a descriptor appends "fdwait N errno" (N: the waits so
- * far), so a test sees whether the descriptor budget held. */
-static void log_line(const char *what, long call, int err)
-{
-        const char *path = getenv("FERRY_FAULT_LOG");
-        if (!path)
-                return;
-        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd < 0)
-                return;
-        char line[64];
-        int n = snprintf(line, sizeof(line), "%s %ld %d\n", what, call, err);
-        if (n > 0 && write(fd, line, (size_t)n) < 0) {
-                /* a test that reads the log will find the line missing */
-        }
-        close(fd);
-}
-
-/* Returns the errno to inject for this call of op, or 0. */
-static int injected(enum ferry_fsio_op op)
-{
-        pthread_once(&faults_once, load_faults);
-        if (!n_faults)
-                return 0;
-        long call = atomic_fetch_add(&op_calls[op], 1) + 1;
-        for (int i = 0; i < n_faults; i++)
-                if (faults[i].op == (int)op &&
-                    (faults[i].nth == 0 || faults[i].nth == call)) {
-                        log_line(op_names[op], call, faults[i].err);
-                        return faults[i].err;
-                }
-        return 0;
-}
-
-bool ferry_fsio_faults_on(enum ferry_fsio_op op)
-{
-        pthread_once(&faults_once, load_faults);
-        for (int i = 0; i < n_faults; i++)
-                if (faults[i].op == (int)op)
-                        return true;
-        return false;
-}
-
-void ferry_fsio_crashpoint(const char *point)
-{
-        pthread_once(&faults_once, load_faults);
-        if (!crash_point[0] || strcmp(point, crash_point) != 0)
-                return;
-        if (atomic_fetch_add(&crash_calls, 1) + 1 == crash_nth)
-                _exit(86);
-}
-#else
-static int injected(enum ferry_fsio_op op)
-{
-        (void)op;
-        return 0;
-}
-
-void ferry_fsio_crashpoint(const char *point)
-{
-        (void)point;
-}
-
-bool ferry_fsio_faults_on(enum ferry_fsio_op op)
-{
-        (void)op;
-        return false;
-}
-#endif
-
-bool ferry_test_hooks_built(void)
-{
-#ifdef FERRY_TESTING
-        return true;
-#else
-        return false;
-#endif
-}
-
-int ferry_fsio_fault(enum ferry_fsio_op op)
-{
-        return injected(op);
-}
-
-#define FAULT(op)                                                              \
-        do {                                                                   \
-                int fault_ = injected(op);                                     \
-                if (fault_)                                                    \
-                        return fault_;                                         \
-        } while (0)
-
-/* ---- descriptor back-pressure ----------------------------------------- */
-
-/*
- * EMFILE (this process holds its limit of descriptors) and ENFILE (the
- * system's file table is full) say nothing about the file being opened:
- * other threads close theirs within moments. So every wrapper here that
- * makes a descriptor first waits for one, briefly (FD_HOLD_MS): it may
- * hold descriptors of its caller meanwhile, so a longer wait could leave
- * every thread holding some and waiting for more. After that it returns
- * the errno, and a caller that holds descriptors lets them go and waits
- * with ferry_fsio_fd_wait, which bounds the whole wait: FD_WAIT_MS
- * without a descriptor means none is coming back (a leak, or another
- * process holding the system's table). Then the state is latched: every
- * later wait gives up at once, so the run stops soon rather than waiting
- * once per file. Steps: 1 ms, after 20 ms 10 ms, after 2 s 100 ms.
- */
-#define FD_HOLD_MS 100
-#define FD_WAIT_MS 60000
-
-static atomic_bool fd_starved;
-static atomic_ulong fd_waits;
-
-bool ferry_fsio_out_of_fds(int err)
-{
-        return err == EMFILE || err == ENFILE;
-}
-
-void ferry_fsio_fd_reset(void)
-{
-        atomic_store(&fd_starved, false);
-        atomic_store(&fd_waits, 0);
-}
-
-unsigned long ferry_fsio_fd_waits(void)
-{
-        return atomic_load(&fd_waits);
-}
-
-static int64_t mono_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t fd_wait_limit(void)
-{
-#ifdef FERRY_TESTING
-        pthread_once(&faults_once, load_faults);
-        if (fd_wait_test_ms >= 0)
-                return fd_wait_test_ms;
-#endif
-        return FD_WAIT_MS;
-}
-
-/* One wait of at most limit ms in all (-1: the run's, latched at the end)
- * since *since (0: this is the first). */
-static bool wait_step(int64_t *since, int err, int64_t limit)
-{
-        if (!ferry_fsio_out_of_fds(err) || atomic_load(&fd_starved))
-                return false;
-        int64_t now = mono_ms();
-        if (!*since) {
-                *since = now;
-                unsigned long n = atomic_fetch_add(&fd_waits, 1) + 1;
-#ifdef FERRY_TESTING
-                log_line("fdwait", (long)n, err);
-#else
-                (void)n;
-#endif
-        }
-        int64_t waited = now - *since;
-        if (waited >= (limit < 0 ? fd_wait_limit() : limit)) {
-                if (limit < 0)
-                        atomic_store(&fd_starved, true);
-                return false;
-        }
-        long ms = waited < 20 ? 1 : waited < 2000 ? 10 : 100;
-        struct timespec ts = {0, ms * 1000000L};
-        nanosleep(&ts, NULL);
-        return true;
-}
-
-bool ferry_fsio_fd_wait(int64_t *since, int err)
-{
-        return wait_step(since, err, -1);
-}
-
-/* openat(2) with EINTR retried and EMFILE/ENFILE held out for a moment: a
- * descriptor, or -1 with errno set. */
-static int open_waiting(int dirfd, const char *name, int flags, mode_t mode)
-{
-        int64_t since = 0;
-        int fd;
-        do {
-                do
-                        fd = openat(dirfd, name, flags, mode);
-                while (fd < 0 && errno == EINTR);
-        } while (fd < 0 && wait_step(&since, errno, FD_HOLD_MS));
-        return fd;
-}
-
-/* Walks rel one component at a time from rootfd (for paths > PATH_MAX). */
-static int open_by_components(int rootfd, const char *rel, int flags,
-                              mode_t mode, bool create_dirs, int *out)
-{
-        int cur = rootfd, rc = 0;
-        const char *p = rel;
-        char name[NAME_MAX + 1];
-        while (*p) {
-                size_t len = strcspn(p, "/");
-                bool last = p[len] == '\0';
-                if (len > NAME_MAX) {
-                        rc = ENAMETOOLONG;
-                        break;
-                }
-                memcpy(name, p, len);
-                name[len] = '\0';
-                int fl = last ? flags
-                              : (O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                 O_CLOEXEC);
-                int next = open_waiting(cur, name, fl, mode);
-                /* a file or symlink where the source has a directory:
-                 * ENOTDIR; whether it may go is the journal's to say
-                 * (rule 9), it knows what ferry put there */
-                if (next < 0 && errno == ELOOP && create_dirs)
-                        errno = ENOTDIR;
-                if (next < 0 && errno == ENOENT && create_dirs) {
-                        if (mkdirat(cur, name, 0700) && errno != EEXIST) {
-                                rc = errno;
-                                break;
-                        }
-                        next = open_waiting(cur, name, fl, mode);
-                }
-                if (next < 0) {
-                        rc = errno;
-                        break;
-                }
-                if (cur != rootfd)
-                        close(cur);
-                cur = next;
-                p += len;
-                while (*p == '/')
-                        p++;
-        }
-        if (rc) {
-                if (cur != rootfd)
-                        close(cur);
-                return rc;
-        }
-        if (cur == rootfd) {
-                /* empty path: a new descriptor for rootfd itself */
-                cur = open_waiting(rootfd, ".", flags, mode);
-                if (cur < 0)
-                        return errno;
-        }
-        *out = cur;
-        return 0;
-}
-
-/*
- * ferry never follows a symlink, not even in the middle of a path: a
- * directory replaced by a symlink between scan and copy must not lead the
- * copy outside SRC or DST. openat2(RESOLVE_NO_SYMLINKS) says so for every
- * component; without it, only the last one is protected by O_NOFOLLOW.
- */
-static int open_nofollow(int dirfd, const char *name, int flags, mode_t mode)
-{
-#ifdef USE_OPENAT2
-        static atomic_bool no_openat2;
-        if (!atomic_load(&no_openat2)) {
-                struct open_how how = {
-                        .flags = (uint64_t)(flags | O_CLOEXEC),
-                        .mode = (flags & O_CREAT) ? mode : 0,
-                        .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH,
-                };
-                int r = (int)syscall(SYS_openat2, dirfd, name, &how,
-                                     sizeof(how));
-                if (r >= 0 || errno != ENOSYS)
-                        return r;
-                atomic_store(&no_openat2, true);
-        }
-#endif
-        return openat(dirfd, name, flags | O_CLOEXEC, mode);
-}
-
-int ferry_fsio_openat(int dirfd, const char *name, int flags, mode_t mode,
-                      int *fd)
-{
-        int64_t since = 0;
-        int r = -1, err;
-        do {
-                /* an injected EMFILE is waited out like a real one */
-                if ((err = injected(FSIO_OPEN)))
-                        continue;
-                do
-                        r = open_nofollow(dirfd, name, flags, mode);
-                while (r < 0 && (errno == EINTR || errno == EAGAIN));
-                err = r < 0 ? errno : 0;
-        } while (err && wait_step(&since, err, FD_HOLD_MS));
-        if (!err) {
-                *fd = r;
-                return 0;
-        }
-        if (err != ENAMETOOLONG || strlen(name) <= NAME_MAX)
-                return err;
-        return open_by_components(dirfd, name, flags | O_CLOEXEC, mode, false,
-                                  fd);
-}
-
-int ferry_fsio_open_dir(int rootfd, const char *rel, int *fd)
-{
-        return ferry_fsio_openat(rootfd, rel[0] ? rel : ".",
-                                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, fd);
-}
-
-int ferry_fsio_make_dirs(int rootfd, const char *rel, int *fd)
-{
-        int rc = ferry_fsio_open_dir(rootfd, rel, fd);
-        if (rc != ENOENT && rc != ENOTDIR && rc != ELOOP)
-                return rc;
-        FAULT(FSIO_MKDIR);
-        return open_by_components(
-                rootfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0,
-                true, fd);
-}
 
 int ferry_fsio_read(int fd, void *buf, size_t len, size_t *got)
 {
@@ -676,6 +276,33 @@ int ferry_fsio_unlinkat(int dirfd, const char *name, int flags)
         return unlinkat(dirfd, name, flags) ? errno : 0;
 }
 
+int ferry_fsio_rmdirat(int dirfd, const char *name)
+{
+        FAULT(FSIO_RMDIR);
+        return unlinkat(dirfd, name, AT_REMOVEDIR) ? errno : 0;
+}
+
+/* lseek(2) with whence SEEK_DATA or SEEK_HOLE. */
+static int seek(int fd, off_t from, int whence, off_t *at)
+{
+        FAULT(FSIO_SEEK);
+        off_t r = lseek(fd, from, whence);
+        if (r < 0)
+                return errno;
+        *at = r;
+        return 0;
+}
+
+int ferry_fsio_seek_data(int fd, off_t from, off_t *at)
+{
+        return seek(fd, from, SEEK_DATA, at);
+}
+
+int ferry_fsio_seek_hole(int fd, off_t from, off_t *at)
+{
+        return seek(fd, from, SEEK_HOLE, at);
+}
+
 int ferry_fsio_mkdirat(int dirfd, const char *name, mode_t mode)
 {
         FAULT(FSIO_MKDIR);
@@ -784,44 +411,4 @@ int ferry_fsio_close(int *fd)
         int r = close(*fd);
         *fd = -1;
         return r && errno != EINTR ? errno : 0;
-}
-
-static int remove_children(int dfd)
-{
-        DIR *d = fdopendir(dfd);
-        if (!d) {
-                int e = errno;
-                close(dfd);
-                return e;
-        }
-        int rc = 0;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                        continue;
-                int r = ferry_fsio_remove_tree(dirfd(d), de->d_name);
-                if (r && !rc)
-                        rc = r;
-        }
-        closedir(d);
-        return rc;
-}
-
-int ferry_fsio_remove_tree(int dirfd, const char *name)
-{
-        FAULT(FSIO_UNLINK);
-        if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
-                return 0;
-        if (errno != EISDIR && errno != EPERM)
-                return errno;
-        int fd = open_waiting(dirfd, name,
-                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
-                              0);
-        if (fd < 0)
-                return errno;
-        int rc = remove_children(fd);
-        if (rc)
-                return rc;
-        return unlinkat(dirfd, name, AT_REMOVEDIR) && errno != ENOENT ? errno
-                                                                      : 0;
 }

@@ -16,8 +16,8 @@
  *       give up waiting for a free descriptor after N ms (default 60 s)
  *
  * ops: open read write fsync syncfs rename mkdir utimens chmod chown link
- * symlink stat unlink, readdir (the scanner's, one call per entry), probe
- * (ferry_fsio_probe_dir: "DST's root no longer answers"), and for the
+ * symlink stat unlink rmdir seek, readdir (the scanner's, one call per entry),
+ * probe (ferry_fsio_probe_dir: "DST's root no longer answers"), and for the
  * manifest (through an SQLite VFS shim, src/mvfs.c) mwrite and msync.
  * Crash points: see ferry_fsio_crashpoint
  * callers (after_write, after_rename, before_barrier, after_barrier,
@@ -51,6 +51,8 @@ enum ferry_fsio_op {
         FSIO_MSYNC,   /* the manifest's fsyncs */
         FSIO_READDIR, /* the scanner's readdir of a source directory */
         FSIO_PROBE,   /* ferry_fsio_probe_dir */
+        FSIO_RMDIR,   /* ferry_fsio_rmdirat (and ferry_fsio_remove_tree's) */
+        FSIO_SEEK,    /* ferry_fsio_seek_data, ferry_fsio_seek_hole */
         FSIO_NOPS
 };
 
@@ -156,6 +158,14 @@ int ferry_fsio_renameat(int dirfd, const char *from, const char *to);
  * another writer could slip in between. */
 int ferry_fsio_rename_noreplace(int dirfd, const char *from, const char *to);
 int ferry_fsio_unlinkat(int dirfd, const char *name, int flags);
+/* Removes the empty directory name (unlinkat AT_REMOVEDIR); fault op
+ * "rmdir", so that a test reaches --delete's directory removal. */
+int ferry_fsio_rmdirat(int dirfd, const char *name);
+/* lseek(fd, from, SEEK_DATA) and SEEK_HOLE: *at gets the offset of the
+ * next data or hole at or after from. ENXIO when from is at or beyond the
+ * end (for SEEK_DATA also: no data after from). Fault op "seek". */
+int ferry_fsio_seek_data(int fd, off_t from, off_t *at);
+int ferry_fsio_seek_hole(int fd, off_t from, off_t *at);
 int ferry_fsio_mkdirat(int dirfd, const char *name, mode_t mode);
 int ferry_fsio_symlinkat(const char *target, int dirfd, const char *name);
 int ferry_fsio_linkat(int fromfd, const char *from, int dirfd,

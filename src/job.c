@@ -1,16 +1,11 @@
 /*
  * job.c - the public API of include/ferry.h.
  *
- * Owns what a job needs before and after the journal runs: resolving and
- * checking SRC and DST, the default manifest location, the job lock (one
- * run per manifest, rule 6), opening the manifest, and the descriptors of
- * SRC and DST that every other module works relative to.
- *
- * The lock is an open-file-description lock (F_OFD_SETLK) on
- * "<manifest>.lock", which holds the owner's pid. F_OFD_GETLK tells whether
- * someone holds it without taking it, so `ferry status` can see a run going
- * on without disturbing it; unlike classic POSIX locks, closing another
- * descriptor of the file in the same process does not drop it.
+ * Owns what a job needs before and after the journal runs: checking the
+ * options and that SRC and DST do not overlap, opening the manifest (under
+ * the job lock, job_lock.c, at the path job_paths.c finds), learning which
+ * names DST can hold, the descriptors of SRC and DST that every other
+ * module works relative to, and reading a job's status.
  *
  * Descriptors: a job raises the soft RLIMIT_NOFILE to the hard limit
  * before it opens anything, and once SRC, DST and the manifest are open it
@@ -19,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include "ferry.h"
+#include "job.h"
 
 #include "fdlimit.h"
 #include "fsio.h"
@@ -30,17 +26,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 struct ferry_job {
         struct ferry_options opt;
@@ -96,10 +88,7 @@ const char *ferry_code_str(int code)
         }
 }
 
-static int errf(struct ferry_error *err, int code, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-static int errf(struct ferry_error *err, int code, const char *fmt, ...)
+int ferry_job_errf(struct ferry_error *err, int code, const char *fmt, ...)
 {
         va_list ap;
         va_start(ap, fmt);
@@ -108,204 +97,15 @@ static int errf(struct ferry_error *err, int code, const char *fmt, ...)
         return code;
 }
 
-static char *join(const char *dir, const char *name)
-{
-        char *p = NULL;
-        if (asprintf(&p, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", name) < 0)
-                return NULL;
-        return p;
-}
-
-/* The real path of SRC, which must be a directory. */
-static int resolve_src(const char *src, char **out, struct ferry_error *err)
-{
-        struct stat st;
-        if (stat(src, &st))
-                return errf(err, FERRY_EPATH, "source '%s': %s", src,
-                            strerror(errno));
-        if (!S_ISDIR(st.st_mode))
-                return errf(err, FERRY_EPATH, "source '%s' is not a directory",
-                            src);
-        *out = realpath(src, NULL);
-        if (!*out)
-                return errf(err, FERRY_EPATH, "source '%s': %s", src,
-                            strerror(errno));
-        return 0;
-}
-
-/* The real path DST has or will have; its parent must exist. */
-static int resolve_dst(const char *dst, char **out, bool *exists,
-                       struct ferry_error *err)
-{
-        struct stat st;
-        *exists = stat(dst, &st) == 0;
-        if (*exists) {
-                if (!S_ISDIR(st.st_mode))
-                        return errf(err, FERRY_EPATH,
-                                    "destination '%s' is not a directory", dst);
-                *out = realpath(dst, NULL);
-                return *out ? 0
-                            : errf(err, FERRY_EPATH, "destination '%s': %s",
-                                   dst, strerror(errno));
-        }
-        if (errno != ENOENT)
-                return errf(err, FERRY_EPATH, "destination '%s': %s", dst,
-                            strerror(errno));
-        char *copy = strdup(dst), *slash;
-        if (!copy)
-                return errf(err, FERRY_EINTERNAL, "out of memory");
-        size_t len = strlen(copy);
-        while (len > 1 && copy[len - 1] == '/')
-                copy[--len] = '\0';
-        slash = strrchr(copy, '/');
-        const char *name = slash ? slash + 1 : copy;
-        char *parent = NULL;
-        if (slash == copy)
-                parent = realpath("/", NULL);
-        else if (slash) {
-                *slash = '\0';
-                parent = realpath(copy, NULL);
-        } else
-                parent = realpath(".", NULL);
-        int rc = 0;
-        if (!parent)
-                rc = errf(err, FERRY_EPATH,
-                          "destination '%s': parent directory: %s", dst,
-                          strerror(errno));
-        else if (!(*out = join(parent, name)))
-                rc = errf(err, FERRY_EINTERNAL, "out of memory");
-        free(parent);
-        free(copy);
-        return rc;
-}
-
-static int make_state_dir(char *path)
-{
-        for (char *p = path + 1; *p; p++) {
-                if (*p != '/')
-                        continue;
-                *p = '\0';
-                int rc = mkdir(path, 0700) && errno != EEXIST ? errno : 0;
-                *p = '/';
-                if (rc)
-                        return rc;
-        }
-        return mkdir(path, 0700) && errno != EEXIST ? errno : 0;
-}
-
-/* $XDG_STATE_HOME/ferry/<hash of the pair>.db, else ~/.local/state/...;
- * create: make the directory when missing (a run; status only reads). */
-static int default_manifest(const char *src, const char *dst, bool create,
-                            char **out, struct ferry_error *err)
-{
-        const char *xdg = getenv("XDG_STATE_HOME");
-        const char *home = getenv("HOME");
-        char *dir = NULL;
-        int n;
-        if (xdg && xdg[0] == '/')
-                n = asprintf(&dir, "%s/ferry", xdg);
-        else if (home && home[0])
-                n = asprintf(&dir, "%s/.local/state/ferry", home);
-        else
-                return errf(err, FERRY_EMANIFEST,
-                            "no HOME or XDG_STATE_HOME: use --manifest FILE");
-        if (n < 0)
-                return errf(err, FERRY_EINTERNAL, "out of memory");
-        int rc = create ? make_state_dir(dir) : 0;
-        if (rc) {
-                errf(err, FERRY_EMANIFEST, "cannot create '%s': %s", dir,
-                     strerror(rc));
-                free(dir);
-                return FERRY_EMANIFEST;
-        }
-        XXH64_state_t *h = XXH64_createState();
-        if (!h) {
-                free(dir);
-                return errf(err, FERRY_EINTERNAL, "out of memory");
-        }
-        XXH64_reset(h, 0);
-        XXH64_update(h, src, strlen(src) + 1);
-        XXH64_update(h, dst, strlen(dst) + 1);
-        unsigned long long key = XXH64_digest(h);
-        XXH64_freeState(h);
-        n = asprintf(out, "%s/%016llx.db", dir, key);
-        free(dir);
-        return n < 0 ? errf(err, FERRY_EINTERNAL, "out of memory") : 0;
-}
-
-/* The pid of the run holding the lock on fd's file, or 0. */
-static long lock_holder(int fd)
-{
-        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-        if (fcntl(fd, F_OFD_GETLK, &fl) || fl.l_type == F_UNLCK)
-                return 0;
-        /* the holder writes its pid just after taking the lock: until then
-         * the file is empty or names an earlier, dead run */
-        for (int tries = 0; tries < 50; tries++) {
-                char buf[32] = "";
-                ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-                long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
-                if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
-                        return pid;
-                struct timespec ts = {0, 10 * 1000 * 1000};
-                nanosleep(&ts, NULL);
-        }
-        return -1;
-}
-
-/*
- * Takes the job lock or names who holds it. The lock file gets the
- * manifest's permissions (as SQLite gives them to the -wal and -shm), so
- * that whoever may read the manifest sees from the lock whether a run goes
- * on; for a new manifest that is SQLite's 0644 less the umask.
- */
-static int take_lock(struct ferry_job *job, struct ferry_error *err)
-{
-        if (asprintf(&job->lock_path, "%s.lock", job->manifest_path) < 0)
-                return errf(err, FERRY_EINTERNAL, "out of memory");
-        struct stat st;
-        bool exists = stat(job->manifest_path, &st) == 0;
-        mode_t mode = exists ? st.st_mode & 0666 : 0644;
-        job->lockfd = open(job->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, mode);
-        if (job->lockfd < 0 && job->opt.verify &&
-            (errno == EACCES || errno == EPERM || errno == EROFS))
-                return errf(err, FERRY_EMANIFEST,
-                            "--verify needs write access to the manifest "
-                            "(it marks the files it finds missing or "
-                            "changed): cannot open lock '%s': %s",
-                            job->lock_path, strerror(errno));
-        if (job->lockfd < 0)
-                return errf(err, FERRY_EMANIFEST, "cannot open lock '%s': %s",
-                            job->lock_path, strerror(errno));
-        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-        if (fcntl(job->lockfd, F_OFD_SETLK, &fl)) {
-                long pid = lock_holder(job->lockfd);
-                return errf(err, FERRY_ELOCKED,
-                            "job is already running in process %ld "
-                            "(manifest '%s')",
-                            pid, job->manifest_path);
-        }
-        /* a lock made before its manifest had other permissions (or by
-         * an older ferry, 0600) is brought in line by its owner */
-        if (exists && !fstat(job->lockfd, &st) && st.st_uid == geteuid() &&
-            (st.st_mode & 07777) != mode)
-                (void)fchmod(job->lockfd, mode);
-        char buf[32];
-        int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
-        if (ftruncate(job->lockfd, 0) == 0 &&
-            pwrite(job->lockfd, buf, (size_t)n, 0) != n)
-                return errf(err, FERRY_EMANIFEST, "cannot write lock '%s'",
-                            job->lock_path);
-        return 0;
-}
-
 static int check_options(const struct ferry_options *opt,
                          struct ferry_error *err)
 {
         if (!opt->src || !opt->dst)
-                return errf(err, FERRY_EUSAGE, "SRC and DST are required");
+                return ferry_job_errf(err, FERRY_EUSAGE,
+                                      "SRC and DST are required");
         if (opt->jobs < 1 || opt->jobs > 1024)
-                return errf(err, FERRY_EUSAGE, "jobs must be 1 to 1024");
+                return ferry_job_errf(err, FERRY_EUSAGE,
+                                      "jobs must be 1 to 1024");
         return 0;
 }
 
@@ -319,7 +119,8 @@ static int check_overlap(struct ferry_job *job, struct ferry_error *err)
                                                            (slash == job->dst))
                                : NULL;
                 if (!parent)
-                        return errf(err, FERRY_EINTERNAL, "out of memory");
+                        return ferry_job_errf(err, FERRY_EINTERNAL,
+                                              "out of memory");
         }
         enum ferry_overlap how = ferry_overlap_trees(
                 job->src, parent ? parent : job->dst, job->dst_exists);
@@ -327,46 +128,51 @@ static int check_overlap(struct ferry_job *job, struct ferry_error *err)
         switch (how) {
         case OVERLAP_NONE: return 0;
         case OVERLAP_SAME:
-                return errf(err, FERRY_EPATH,
-                            "destination '%s' is the source '%s' itself "
-                            "(DST must not be inside SRC)",
-                            job->dst, job->src);
+                return ferry_job_errf(
+                        err, FERRY_EPATH,
+                        "destination '%s' is the source '%s' itself "
+                        "(DST must not be inside SRC)",
+                        job->dst, job->src);
         case OVERLAP_DST_IN_SRC:
-                return errf(err, FERRY_EPATH,
-                            "destination '%s' is inside the source '%s' "
-                            "(by path, symlink or bind mount): each run "
-                            "would copy the last copy again",
-                            job->dst, job->src);
+                return ferry_job_errf(
+                        err, FERRY_EPATH,
+                        "destination '%s' is inside the source '%s' "
+                        "(by path, symlink or bind mount): each run "
+                        "would copy the last copy again",
+                        job->dst, job->src);
         case OVERLAP_SRC_IN_DST:
-                return errf(err, FERRY_EPATH,
-                            "source '%s' is inside the destination '%s' "
-                            "(by path, symlink or bind mount): the copy "
-                            "would write into the source",
-                            job->src, job->dst);
+                return ferry_job_errf(
+                        err, FERRY_EPATH,
+                        "source '%s' is inside the destination '%s' "
+                        "(by path, symlink or bind mount): the copy "
+                        "would write into the source",
+                        job->src, job->dst);
         }
         return 0;
 }
 
 static int resolve_paths(struct ferry_job *job, struct ferry_error *err)
 {
-        int rc = resolve_src(job->opt.src, &job->src, err);
+        int rc = ferry_job_resolve_src(job->opt.src, &job->src, err);
         if (!rc)
-                rc = resolve_dst(job->opt.dst, &job->dst, &job->dst_exists,
-                                 err);
+                rc = ferry_job_resolve_dst(job->opt.dst, &job->dst,
+                                           &job->dst_exists, err);
         if (rc)
                 return rc;
         rc = check_overlap(job, err);
         if (rc)
                 return rc;
         if (job->opt.verify && !job->dst_exists)
-                return errf(err, FERRY_EPATH, "destination '%s' does not exist",
-                            job->opt.dst);
+                return ferry_job_errf(err, FERRY_EPATH,
+                                      "destination '%s' does not exist",
+                                      job->opt.dst);
         const char *probe = job->dst;
         char *parent = NULL;
         if (!job->dst_exists) {
                 parent = strdup(job->dst);
                 if (!parent)
-                        return errf(err, FERRY_EINTERNAL, "out of memory");
+                        return ferry_job_errf(err, FERRY_EINTERNAL,
+                                              "out of memory");
                 char *slash = strrchr(parent, '/');
                 if (slash)
                         slash[slash == parent] = '\0';
@@ -375,8 +181,9 @@ static int resolve_paths(struct ferry_job *job, struct ferry_error *err)
         int writable = access(probe, W_OK | X_OK);
         free(parent);
         if (writable && !job->opt.verify && !job->opt.dry_run)
-                return errf(err, FERRY_EPATH,
-                            "destination '%s' is not writable", job->opt.dst);
+                return ferry_job_errf(err, FERRY_EPATH,
+                                      "destination '%s' is not writable",
+                                      job->opt.dst);
         return 0;
 }
 
@@ -385,26 +192,28 @@ static int open_manifest(struct ferry_job *job, struct ferry_error *err)
         int rc = job->opt.manifest
                          ? ((job->manifest_path = strdup(job->opt.manifest))
                                     ? 0
-                                    : errf(err, FERRY_EINTERNAL,
-                                           "out of memory"))
-                         : default_manifest(job->src, job->dst, true,
-                                            &job->manifest_path, err);
+                                    : ferry_job_errf(err, FERRY_EINTERNAL,
+                                                     "out of memory"))
+                         : ferry_job_default_manifest(job->src, job->dst, true,
+                                                      &job->manifest_path, err);
         if (rc)
                 return rc;
         bool exists = access(job->manifest_path, F_OK) == 0;
         if (job->opt.verify && !exists)
-                return errf(err, FERRY_EMANIFEST,
-                            "no manifest at '%s': nothing was copied yet",
-                            job->manifest_path);
+                return ferry_job_errf(
+                        err, FERRY_EMANIFEST,
+                        "no manifest at '%s': nothing was copied yet",
+                        job->manifest_path);
         int flags = MF_CREATE | (job->opt.verify ? MF_THOROUGH : 0);
         if (job->opt.dry_run && !exists)
                 flags = MF_MEMORY; /* a dry run creates nothing */
-        else if ((rc = take_lock(job, err)))
+        else if ((rc = ferry_job_lock_take(job->manifest_path, job->opt.verify,
+                                           &job->lockfd, &job->lock_path, err)))
                 return rc;
         rc = ferry_manifest_open(job->manifest_path, flags, &job->m, err);
         if (!rc && ferry_manifest_bind_job(job->m, job->src, job->dst))
-                rc = errf(err, FERRY_EMANIFEST, "%s",
-                          ferry_manifest_errmsg(job->m));
+                rc = ferry_job_errf(err, FERRY_EMANIFEST, "%s",
+                                    ferry_manifest_errmsg(job->m));
         return rc;
 }
 
@@ -461,8 +270,8 @@ static int probe_names(struct ferry_job *job, struct ferry_error *err)
                          (unsigned long long)st.st_ino);
         memset(&rules, 0, sizeof(rules));
         if (ferry_manifest_note(job->m, "dst_names", text, sizeof(text)))
-                return errf(err, FERRY_EMANIFEST, "%s",
-                            ferry_manifest_errmsg(job->m));
+                return ferry_job_errf(err, FERRY_EMANIFEST, "%s",
+                                      ferry_manifest_errmsg(job->m));
         /* a dry run writes nothing, not even probes: it goes by the last
          * rules learned (exfat-fuse gives DST's root a new inode number
          * when it is mounted again) */
@@ -479,11 +288,11 @@ static int probe_names(struct ferry_job *job, struct ferry_error *err)
                 rules_text(&rules, id, text, sizeof(text));
                 if (id[0] && probed &&
                     ferry_manifest_set_note(job->m, "dst_names", text))
-                        return errf(err, FERRY_EMANIFEST, "%s",
-                                    ferry_manifest_errmsg(job->m));
+                        return ferry_job_errf(err, FERRY_EMANIFEST, "%s",
+                                              ferry_manifest_errmsg(job->m));
         }
         if (ferry_names_new(&rules, &job->names))
-                return errf(err, FERRY_EINTERNAL, "out of memory");
+                return ferry_job_errf(err, FERRY_EINTERNAL, "out of memory");
         return 0;
 }
 
@@ -491,18 +300,18 @@ static int open_trees(struct ferry_job *job, struct ferry_error *err)
 {
         job->srcfd = open(job->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (job->srcfd < 0)
-                return errf(err, FERRY_EPATH, "source '%s': %s", job->opt.src,
-                            strerror(errno));
+                return ferry_job_errf(err, FERRY_EPATH, "source '%s': %s",
+                                      job->opt.src, strerror(errno));
         if (job->opt.dry_run && !job->dst_exists)
                 return 0;
         if (!job->dst_exists && mkdir(job->dst, 0700) && errno != EEXIST)
-                return errf(err, FERRY_EPATH,
-                            "cannot create destination '%s': %s", job->opt.dst,
-                            strerror(errno));
+                return ferry_job_errf(err, FERRY_EPATH,
+                                      "cannot create destination '%s': %s",
+                                      job->opt.dst, strerror(errno));
         job->dstfd = open(job->dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (job->dstfd < 0)
-                return errf(err, FERRY_EPATH, "destination '%s': %s",
-                            job->opt.dst, strerror(errno));
+                return ferry_job_errf(err, FERRY_EPATH, "destination '%s': %s",
+                                      job->opt.dst, strerror(errno));
         return probe_names(job, err);
 }
 
@@ -511,7 +320,7 @@ static int open_trees(struct ferry_job *job, struct ferry_error *err)
 static int note_own(struct ferry_job *job, struct ferry_error *err)
 {
         if (ferry_own_new(job->manifest_path, job->dstfd, &job->own))
-                return errf(err, FERRY_EINTERNAL, "out of memory");
+                return ferry_job_errf(err, FERRY_EINTERNAL, "out of memory");
         return 0;
 }
 
@@ -547,7 +356,7 @@ int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
                 return rc;
         struct ferry_job *job = calloc(1, sizeof(*job));
         if (!job)
-                return errf(err, FERRY_EINTERNAL, "out of memory");
+                return ferry_job_errf(err, FERRY_EINTERNAL, "out of memory");
         job->opt = *opt;
         job->srcfd = job->dstfd = job->lockfd = -1;
         job->fd_limit = ferry_fdlimit_raise();
@@ -557,7 +366,8 @@ int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
                 rc = ferry_patterns_new(opt->excludes, opt->n_excludes,
                                         &job->excludes);
                 if (rc)
-                        rc = errf(err, FERRY_EUSAGE, "bad --exclude pattern");
+                        rc = ferry_job_errf(err, FERRY_EUSAGE,
+                                            "bad --exclude pattern");
         }
         if (!rc)
                 rc = open_manifest(job, err);
@@ -641,15 +451,17 @@ static int status_path(const char *manifest, const char *src, const char *dst,
 {
         if (manifest) {
                 *out = strdup(manifest);
-                return *out ? 0 : errf(err, FERRY_EINTERNAL, "out of memory");
+                return *out ? 0
+                            : ferry_job_errf(err, FERRY_EINTERNAL,
+                                             "out of memory");
         }
         char *rs = NULL, *rd = NULL;
         bool exists;
-        int rc = resolve_src(src, &rs, err);
+        int rc = ferry_job_resolve_src(src, &rs, err);
         if (!rc)
-                rc = resolve_dst(dst, &rd, &exists, err);
+                rc = ferry_job_resolve_dst(dst, &rd, &exists, err);
         if (!rc)
-                rc = default_manifest(rs, rd, false, out, err);
+                rc = ferry_job_default_manifest(rs, rd, false, out, err);
         free(rs);
         free(rd);
         return rc;
@@ -689,8 +501,8 @@ static int status_manifest(const char *path, struct ferry_status_info *info,
                 bool again = rc && ferry_manifest_moved(m) && !seen.n &&
                              tries < STATUS_TRIES;
                 if (rc && !again)
-                        errf(err, FERRY_EMANIFEST, "%s",
-                             ferry_manifest_errmsg(m));
+                        ferry_job_errf(err, FERRY_EMANIFEST, "%s",
+                                       ferry_manifest_errmsg(m));
                 ferry_manifest_close(m);
                 if (!again)
                         return rc ? FERRY_EMANIFEST : 0;
@@ -711,12 +523,12 @@ int ferry_status_read(const char *manifest, const char *src, const char *dst,
         snprintf(info->manifest, sizeof(info->manifest), "%s", path);
         if (asprintf(&lock, "%s.lock", path) < 0) {
                 free(path);
-                return errf(err, FERRY_EINTERNAL, "out of memory");
+                return ferry_job_errf(err, FERRY_EINTERNAL, "out of memory");
         }
         /* read-only: F_OFD_GETLK needs no write access */
         int fd = open(lock, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
-                info->running_pid = lock_holder(fd);
+                info->running_pid = ferry_job_lock_holder(fd);
                 close(fd);
         } else if (errno != ENOENT) {
                 info->lock_errno = errno;

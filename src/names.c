@@ -2,16 +2,9 @@
  * names.c - names the destination cannot hold, and names that collide
  * there only by case (names.h).
  *
- * Owns the probed rules and the striped locks that the workers share.
- *
- * Probing: a plain probe file is created in DST's root; looking it up in
- * upper case tells whether names are compared without case. Then a name
- * holding every candidate byte (control characters, DEL and " * : < > ? \ |)
- * is tried; when the file system refuses it, each byte is tried alone.
- * Trailing dot and space are refused when the create fails or the file
- * appears without them (Windows servers strip them). The probes go through
- * the plain system calls, not fsio, so that they do not count in the fault
- * injection of the tests.
+ * Owns the rules (probed by names_probe.c), the refusals they make, the
+ * case-insensitive comparison, and the striped locks that the workers
+ * share.
  *
  * Collisions by case (case-insensitive DST only): the rename that installs
  * a file would silently replace a file whose name differs only by case. So
@@ -44,6 +37,8 @@
 #define _GNU_SOURCE
 #include "names.h"
 
+#include "buf.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -69,119 +64,6 @@ struct ferry_names {
          * spelling (or one SRC no longer has): a bounded, lossy cache */
         _Atomic uint64_t dir_ok[DIR_OK_SLOTS];
 };
-
-static const char special[] = "\"*:<>?\\|";
-
-/* ---- probing ------------------------------------------------------------ */
-
-static int probe_create(int dirfd, const char *name)
-{
-        int fd = openat(dirfd, name,
-                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                        0600);
-        if (fd < 0)
-                return errno;
-        close(fd);
-        return 0;
-}
-
-static bool probe_exists(int dirfd, const char *name)
-{
-        struct stat st;
-        return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
-/* ".ferry-probe.<pid><middle>.ferry-part<tail>" */
-static void probe_name(char *out, size_t size, const char *middle,
-                       const char *tail)
-{
-        snprintf(out, size, ".ferry-probe.%ld%s.ferry-part%s", (long)getpid(),
-                 middle, tail);
-}
-
-/* True when a file named with middle can be created (and removes it). */
-static bool probe_holds(int dirfd, const char *middle)
-{
-        char name[NAME_MAX + 1];
-        probe_name(name, sizeof(name), middle, "");
-        if (probe_create(dirfd, name))
-                return false;
-        unlinkat(dirfd, name, 0);
-        return true;
-}
-
-/* Trailing ch: refused, or stored without it. */
-static bool probe_trailing_refused(int dirfd, char ch)
-{
-        char name[NAME_MAX + 1], bare[NAME_MAX + 1];
-        char tail[2] = {ch, '\0'};
-        probe_name(name, sizeof(name), ".t", tail);
-        probe_name(bare, sizeof(bare), ".t", "");
-        if (probe_create(dirfd, name))
-                return true;
-        bool stripped = probe_exists(dirfd, bare);
-        unlinkat(dirfd, name, 0);
-        unlinkat(dirfd, bare, 0);
-        return stripped;
-}
-
-static void probe_bytes(int dirfd, struct ferry_name_rules *r)
-{
-        char all[64];
-        size_t n = 0;
-        for (int ch = 1; ch < 0x20; ch++)
-                all[n++] = (char)ch;
-        all[n++] = 0x7f;
-        memcpy(all + n, special, sizeof(special)); /* with its NUL */
-        if (probe_holds(dirfd, all))
-                return;
-        for (size_t i = 0; all[i]; i++) {
-                char one[2] = {all[i], '\0'};
-                r->refused[(unsigned char)all[i]] = !probe_holds(dirfd, one);
-        }
-}
-
-static int probe_all(int dirfd, struct ferry_name_rules *r)
-{
-        char plain[NAME_MAX + 1], upper[NAME_MAX + 1];
-        probe_name(plain, sizeof(plain), ".c", "");
-        int rc = probe_create(dirfd, plain);
-        if (rc == EEXIST) { /* a leftover of a crashed run of this pid */
-                unlinkat(dirfd, plain, 0);
-                rc = probe_create(dirfd, plain);
-        }
-        if (rc)
-                return rc;
-        size_t i;
-        for (i = 0; plain[i]; i++)
-                upper[i] = plain[i] >= 'a' && plain[i] <= 'z'
-                                   ? (char)(plain[i] - 'a' + 'A')
-                                   : plain[i];
-        upper[i] = '\0';
-        r->case_insensitive = probe_exists(dirfd, upper);
-        unlinkat(dirfd, plain, 0);
-        probe_bytes(dirfd, r);
-        r->no_trailing_dot = probe_trailing_refused(dirfd, '.');
-        r->no_trailing_space = probe_trailing_refused(dirfd, ' ');
-        return 0;
-}
-
-int ferry_names_probe(int dirfd, struct ferry_name_rules *r)
-{
-        memset(r, 0, sizeof(*r));
-        struct stat before, after;
-        bool have = fstat(dirfd, &before) == 0;
-        int rc = probe_all(dirfd, r);
-        /* the probes touched the directory: give back its times, which a
-         * run that finds nothing to do would not set again */
-        if (have && !fstat(dirfd, &after) &&
-            (after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
-             after.st_mtim.tv_nsec != before.st_mtim.tv_nsec)) {
-                struct timespec ts[2] = {before.st_atim, before.st_mtim};
-                futimens(dirfd, ts);
-        }
-        return rc;
-}
 
 /* ---- the rules ---------------------------------------------------------- */
 
@@ -210,26 +92,6 @@ void ferry_names_free(struct ferry_names *n)
 bool ferry_names_case_insensitive(const struct ferry_names *n)
 {
         return n && n->rules.case_insensitive;
-}
-
-void ferry_names_quote(char *out, size_t size, const char *s, size_t len)
-{
-        size_t o = strlen(out);
-        if (o + 1 >= size)
-                return;
-        out[o++] = '\'';
-        for (size_t i = 0; i < len && o + 5 < size; i++) {
-                unsigned char ch = (unsigned char)s[i];
-                if (ch == '\\' || ch == '\'')
-                        o += (size_t)snprintf(out + o, size - o, "\\%c", ch);
-                else if (ch < 0x20 || ch == 0x7f)
-                        o += (size_t)snprintf(out + o, size - o, "\\x%02x", ch);
-                else
-                        out[o++] = (char)ch;
-        }
-        if (o + 1 < size)
-                out[o++] = '\'';
-        out[o] = '\0';
 }
 
 /* True when name (len bytes) is refused; why gets "contains ':'" or the like.
@@ -280,13 +142,14 @@ bool ferry_names_dir_refused(const struct ferry_names *n, const char *dir,
         while (n && *dir) {
                 size_t len = strcspn(dir, "/");
                 if (why_refused(&n->rules, dir, len, detail, sizeof(detail))) {
-                        snprintf(why, size, "directory ");
-                        ferry_names_quote(why, size, dir, len);
-                        size_t o = strlen(why);
-                        snprintf(why + o, size - o,
-                                 " not allowed on the destination file "
-                                 "system (%s)",
-                                 detail);
+                        struct ferry_buf b = FERRY_BUF_INIT;
+                        ferry_buf_adds(&b, "directory ");
+                        ferry_buf_add_quoted(&b, dir, len, FERRY_ESC_QUOTE);
+                        ferry_buf_addf(&b,
+                                       " not allowed on the destination file "
+                                       "system (%s)",
+                                       detail);
+                        ferry_buf_move_to(&b, why, size);
                         return true;
                 }
                 dir += len;
@@ -468,12 +331,12 @@ int ferry_names_clash(const struct ferry_names *n, int dstdir, int srcdir,
                         return 0; /* not a source file's copy: replace it */
                 if (rc || (st.dev == src->dev && st.ino == src->ino))
                         return rc; /* the source folds case too: same file */
-                snprintf(why, size, "name collides with ");
-                ferry_names_quote(why, size, other, strlen(other));
-                size_t o = strlen(why);
-                snprintf(why + o, size - o,
-                         " on the case-insensitive destination (the names "
-                         "differ only by case)");
+                struct ferry_buf b = FERRY_BUF_INIT;
+                ferry_buf_adds(&b, "name collides with ");
+                ferry_buf_add_quoted(&b, other, strlen(other), FERRY_ESC_QUOTE);
+                ferry_buf_adds(&b, " on the case-insensitive destination (the "
+                                   "names differ only by case)");
+                ferry_buf_move_to(&b, why, size);
         } else
                 snprintf(why, size,
                          "name collides with another name on the "
@@ -521,29 +384,23 @@ static int open_prefix(int rootfd, const char *path, size_t len, int *fd)
 static void dir_clash_why(const char *dir, size_t start, size_t end,
                           const char *other, char *why, size_t size)
 {
-        snprintf(why, size, "directory ");
-        ferry_names_quote(why, size, dir, end);
-        size_t o = strlen(why);
+        static const char tail[] = " on the case-insensitive destination "
+                                   "(the names differ only by case)";
+        struct ferry_buf b = FERRY_BUF_INIT, v = FERRY_BUF_INIT;
+        ferry_buf_adds(&b, "directory ");
+        ferry_buf_add_quoted(&b, dir, end, FERRY_ESC_QUOTE);
         if (!other[0]) {
-                snprintf(why + o, size - o,
-                         " collides with another name on the "
-                         "case-insensitive destination (the names differ "
-                         "only by case)");
+                ferry_buf_addf(&b, " collides with another name%s", tail);
+                ferry_buf_move_to(&b, why, size);
                 return;
         }
-        snprintf(why + o, size - o, " collides with ");
-        char *v = malloc(start + strlen(other) + 1);
-        if (v) {
-                memcpy(v, dir, start);
-                strcpy(v + start, other);
-                ferry_names_quote(why, size, v, strlen(v));
-                free(v);
-        } else
-                ferry_names_quote(why, size, other, strlen(other));
-        o = strlen(why);
-        snprintf(why + o, size - o,
-                 " on the case-insensitive destination (the names differ "
-                 "only by case)");
+        ferry_buf_adds(&b, " collides with ");
+        ferry_buf_add(&v, dir, start); /* other's parent is dir's */
+        ferry_buf_adds(&v, other);
+        ferry_buf_add_quoted(&b, v.buf, v.len, FERRY_ESC_QUOTE);
+        ferry_buf_release(&v);
+        ferry_buf_adds(&b, tail);
+        ferry_buf_move_to(&b, why, size);
 }
 
 /* DST's parent pfd has name under the other spelling other: whether SRC's

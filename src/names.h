@@ -113,9 +113,4 @@ int ferry_names_dir_clash(struct ferry_names *n, int dstfd, int srcfd,
 int ferry_names_other_spelling(const struct ferry_names *n, int dstdir,
                                const char *name, char *other, size_t size);
 
-/* Appends s (len bytes) to the string in out (size bytes in all), quoted
- * as the command line quotes paths: backslash, quote and control bytes
- * escaped; cut short when out is full. */
-void ferry_names_quote(char *out, size_t size, const char *s, size_t len);
-
 #endif

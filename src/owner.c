@@ -9,6 +9,7 @@
 #include "config.h"
 #include "owner.h"
 
+#include "buf.h"
 #include "copy.h"
 #include "fsio.h"
 #include "names.h"
@@ -28,21 +29,6 @@ static bool is_temp(const char *name)
 {
         size_t n = strlen(name), k = sizeof(temp_suffix) - 1;
         return name[0] == '.' && n > k && !strcmp(name + n - k, temp_suffix);
-}
-
-static char *join(const char *dir, const char *name)
-{
-        size_t dl = strlen(dir), nl = strlen(name);
-        char *p = malloc(dl + nl + 2);
-        if (!p)
-                return NULL;
-        if (dl) {
-                memcpy(p, dir, dl);
-                p[dl] = '/';
-                dl++;
-        }
-        memcpy(p + dl, name, nl + 1);
-        return p;
 }
 
 /* The manifest's id of SRC directory path, 0 when it has none. */
@@ -87,7 +73,7 @@ static int tree_is_ours(struct ferry_manifest *m, int fd, const char *path,
                         rc = rc == ENOENT ? 0 : rc;
                         continue;
                 }
-                char *sub = join(path, n);
+                char *sub = ferry_buf_join(path, n);
                 if (!sub) {
                         rc = ENOMEM;
                         break;
@@ -121,10 +107,11 @@ static int tree_is_ours(struct ferry_manifest *m, int fd, const char *path,
 static void quoted(char *why, size_t size, const char *prefix, const char *path,
                    const char *rest)
 {
-        snprintf(why, size, "%s", prefix);
-        ferry_names_quote(why, size, path, strlen(path));
-        size_t n = strlen(why);
-        snprintf(why + n, size - n, "%s", rest);
+        struct ferry_buf b = FERRY_BUF_INIT;
+        ferry_buf_adds(&b, prefix);
+        ferry_buf_add_quoted(&b, path, strlen(path), FERRY_ESC_QUOTE);
+        ferry_buf_adds(&b, rest);
+        ferry_buf_move_to(&b, why, size);
 }
 
 /* The refusal of entry st at path: "not replaced: the destination has a
@@ -147,7 +134,7 @@ static int dir_in_way(struct ferry_manifest *m, int dstfd, const char *dir,
 {
         int pfd = -1, fd = -1, rc = ferry_fsio_open_dir(dstfd, dir, &pfd);
         struct ferry_stat st = {0};
-        char *full = join(dir, name), *foreign = NULL;
+        char *full = ferry_buf_join(dir, name), *foreign = NULL;
         bool ours = false;
         if (!full)
                 rc = ENOMEM;
@@ -258,11 +245,10 @@ static int file_in_way(struct ferry_manifest *m, int dstfd, const char *dir,
 static int stored_path(const struct ferry_names *names, int dstfd,
                        const char *dir, const char *name, char **out, int *fd)
 {
-        size_t cap = strlen(dir) + strlen(name) + 2;
-        char *path = strdup(dir), *real = calloc(1, cap + NAME_MAX + 1);
+        struct ferry_buf real = FERRY_BUF_INIT;
+        char *path = strdup(dir);
         char other[NAME_MAX + 1];
-        int cur = -1,
-            rc = path && real ? ferry_fsio_open_dir(dstfd, "", &cur) : ENOMEM;
+        int cur = -1, rc = path ? ferry_fsio_open_dir(dstfd, "", &cur) : ENOMEM;
         for (char *c = path; !rc && c && *c;) {
                 char *slash = strchr(c, '/');
                 if (slash)
@@ -270,28 +256,23 @@ static int stored_path(const struct ferry_names *names, int dstfd,
                 int next = -1;
                 if (!(rc = ferry_names_other_spelling(names, cur, c, other,
                                                       sizeof(other))) &&
-                    !(rc = ferry_fsio_open_dir(cur, c, &next))) {
-                        size_t n = strlen(real);
-                        snprintf(real + n, cap + NAME_MAX + 1 - n, "%s%s",
-                                 n ? "/" : "", other[0] ? other : c);
-                }
+                    !(rc = ferry_fsio_open_dir(cur, c, &next)))
+                        ferry_buf_add_path(&real, other[0] ? other : c);
                 ferry_fsio_close(&cur);
                 cur = next;
                 c = slash ? slash + 1 : NULL;
         }
         if (!rc && !(rc = ferry_names_other_spelling(names, cur, name, other,
-                                                     sizeof(other)))) {
-                size_t n = strlen(real);
-                snprintf(real + n, cap + NAME_MAX + 1 - n, "%s%s", n ? "/" : "",
-                         other[0] ? other : name);
-        }
+                                                     sizeof(other))))
+                ferry_buf_add_path(&real, other[0] ? other : name);
         free(path);
+        if (!rc && !(*out = ferry_buf_detach(&real, NULL)))
+                rc = ENOMEM;
         if (rc) {
                 ferry_fsio_close(&cur);
-                free(real);
+                ferry_buf_release(&real);
                 return rc;
         }
-        *out = real;
         *fd = cur;
         return 0;
 }

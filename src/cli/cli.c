@@ -1,6 +1,7 @@
 /*
- * cli.c - option table, parser, --help and path escaping for messages
- * (cli.h). Nothing here touches a file tree.
+ * cli.c - option table, parser, --help, and the printing of paths for
+ * messages through the library's escaper (cli.h). Nothing here touches a
+ * file tree.
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -82,6 +83,31 @@ static const struct opt_def opts[] = {
 };
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 
+/* "exit codes: 0 success, 1 usage error, ..." from the library's own
+ * table (ferry_code_str), wrapped before 72 columns: it cannot drift from
+ * enum ferry_code. */
+static void put_exit_codes(FILE *out)
+{
+        const char *unknown = ferry_code_str(-1);
+        int col = fprintf(out, "\nexit codes:") - 1;
+        bool first = true;
+        for (int code = 0; code < 256; code++) {
+                const char *what = ferry_code_str(code);
+                if (!strcmp(what, unknown))
+                        continue;
+                char item[96];
+                int n = snprintf(item, sizeof(item), " %d %s", code, what);
+                if (col + n + 1 > 72) { /* break after the comma */
+                        fputs(first ? "\n" : ",\n", out);
+                        col = fprintf(out, "%s", item + 1);
+                } else {
+                        col += fprintf(out, "%s%s", first ? "" : ",", item);
+                }
+                first = false;
+        }
+        fputs(col + 15 > 72 ? ".\nSee ferry(1).\n" : ". See ferry(1).\n", out);
+}
+
 void ferry_cli_help(FILE *out)
 {
         fputs("usage: ferry [OPTIONS] SRC DST\n"
@@ -109,13 +135,7 @@ void ferry_cli_help(FILE *out)
                                  o->arg);
                 fprintf(out, "  %-26s %s\n", left, o->help);
         }
-        fputs("\nexit codes: 0 ok, 1 usage, 2 bad SRC/DST, 3 manifest error,\n"
-              "4 job locked, 5 verify differences, 6 internal error,\n"
-              "7 cannot write standard output, 11 destination full,\n"
-              "12 destination failed, 20 interrupted, 23 some files failed,\n"
-              "24 some source files vanished, 25 --delete refused or stopped\n"
-              "by --max-delete. See ferry(1).\n",
-              out);
+        put_exit_codes(out);
 }
 
 static int usage(struct ferry_error *err, const char *fmt, ...)
@@ -344,90 +364,28 @@ void ferry_cli_release(struct ferry_cli *cli)
         cli->excludes = NULL;
 }
 
-/* Length of the valid UTF-8 sequence at s, or 0. */
-static size_t utf8_len(const unsigned char *s, size_t left)
+/* Writes s escaped as flags say (ferry_escape, the library's one
+ * escaper): from a buffer on the stack, or the heap for a long one. */
+static void put_escaped(FILE *out, const char *s, size_t len, unsigned flags)
 {
-        /* well-formed UTF-8 only (RFC 3629): no overlong forms, no
-         * surrogates, nothing above U+10FFFF */
-        size_t n;
-        unsigned char lo = 0x80, hi = 0xbf;
-        if (s[0] >= 0xc2 && s[0] <= 0xdf)
-                n = 2;
-        else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-                n = 3;
-                if (s[0] == 0xe0)
-                        lo = 0xa0;
-                else if (s[0] == 0xed)
-                        hi = 0x9f;
-        } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-                n = 4;
-                if (s[0] == 0xf0)
-                        lo = 0x90;
-                else if (s[0] == 0xf4)
-                        hi = 0x8f;
-        } else
-                return 0;
-        if (n > left || s[1] < lo || s[1] > hi)
-                return 0;
-        for (size_t i = 2; i < n; i++)
-                if ((s[i] & 0xc0) != 0x80)
-                        return 0;
-        return n;
-}
-
-static void put_escaped(FILE *out, const char *path, size_t len, char quote)
-{
-        const unsigned char *s = (const unsigned char *)path;
-        for (size_t i = 0; i < len;) {
-                unsigned char ch = s[i];
-                size_t u = ch >= 0x80 ? utf8_len(s + i, len - i) : 0;
-                if (u) {
-                        fwrite(s + i, 1, u, out);
-                        i += u;
-                        continue;
-                }
-                if (ch == '\n')
-                        fputs("\\n", out);
-                else if (ch == '\t')
-                        fputs("\\t", out);
-                else if (ch == '\\' || (quote && ch == (unsigned char)quote))
-                        fprintf(out, "\\%c", ch);
-                else if (ch < 0x20 || ch >= 0x7f)
-                        fprintf(out, "\\x%02x", ch);
-                else
-                        fputc(ch, out);
-                i++;
-        }
+        char small[1024];
+        size_t n = ferry_escape(small, sizeof(small), s, len, flags);
+        char *big = n < sizeof(small) ? NULL : malloc(n + 1);
+        if (big)
+                ferry_escape(big, n + 1, s, len, flags);
+        else if (n >= sizeof(small))
+                n = sizeof(small) - 1; /* out of memory: cut short */
+        fwrite(big ? big : small, 1, n, out);
+        free(big);
 }
 
 void ferry_cli_put_path(FILE *out, const char *path, size_t len, bool quote)
 {
-        if (quote)
-                fputc('\'', out);
-        put_escaped(out, path, len, quote ? '\'' : 0);
-        if (quote)
-                fputc('\'', out);
+        put_escaped(out, path, len,
+                    FERRY_ESC_TERMINAL | (quote ? FERRY_ESC_QUOTE : 0));
 }
 
 void ferry_cli_put_json(FILE *out, const char *s, size_t len)
 {
-        fputc('"', out);
-        const unsigned char *p = (const unsigned char *)s;
-        for (size_t i = 0; i < len;) {
-                size_t u = p[i] >= 0x80 ? utf8_len(p + i, len - i) : 0;
-                if (u) {
-                        fwrite(p + i, 1, u, out);
-                        i += u;
-                        continue;
-                }
-                unsigned char ch = p[i++];
-                if (ch == '"' || ch == '\\')
-                        fprintf(out, "\\%c", ch);
-                else if (ch < 0x20 || ch >= 0x7f)
-                        /* invalid UTF-8 bytes become U+00XX: lossy but valid */
-                        fprintf(out, "\\u%04x", ch);
-                else
-                        fputc(ch, out);
-        }
-        fputc('"', out);
+        put_escaped(out, s, len, FERRY_ESC_JSON);
 }

@@ -506,6 +506,8 @@ static void status_text(const struct ferry_status_info *i)
         if (i->lock_errno)
                 printf("running: unknown (lock '%s.lock': %s)\n", i->manifest,
                        strerror(i->lock_errno));
+        else if (i->running_pid < 0) /* held, the holder not named */
+                printf("running: yes (pid unknown)\n");
         else if (i->running_pid)
                 printf("running: yes (pid %ld)\n", i->running_pid);
         else

@@ -8,8 +8,9 @@
 #  - every long and short option in --help is documented in man/ferry.1,
 #    and every option the man page documents is in --help; the defaults of
 #    --jobs and --retries agree, and so do their ranges;
-#  - the man page lists every exit code of enum ferry_code (include/ferry.h)
-#    and documents the manifest location, XDG_STATE_HOME and `ferry status`;
+#  - the man page and --help's "exit codes:" text list every exit code of
+#    enum ferry_code (include/ferry.h), and --help lists no other; the man
+#    page documents the manifest location, XDG_STATE_HOME and `ferry status`;
 #  - the man page renders without warnings.
 . "$(dirname "$0")/lib.sh" || exit 1
 
@@ -81,6 +82,12 @@ check_exit_codes_documented() {
 			fail "man page EXIT STATUS lists $code"
 		fi
 	done
+	# --help: "exit codes: 0 success, 1 usage error, ..." up to the end
+	sed -n '/^exit codes:/,$p' "$LOG/help" | tr '\n' ' ' |
+		sed 's/^exit codes://' | tr ',' '\n' |
+		sed -n 's/^ *\([0-9][0-9]*\) .*/\1/p' | sort -u >"$LOG/help.codes"
+	tr ' ' '\n' <<<"$codes" | sed '/^$/d' | sort -u >"$LOG/enum.codes"
+	same_set "--help's exit codes are enum ferry_code's" "$LOG/enum.codes" "$LOG/help.codes"
 }
 
 check_man_content() {

@@ -13,8 +13,9 @@
 #  - the loser says so in one "ferry: " line that contains the winner's pid;
 #  - DST == SRC afterwards.
 # Then, with a run frozen by SIGSTOP in the middle of a copy: a second run
-# exits 4 within 5 s naming it, `ferry status` says "running: yes (pid N)",
-# and once the first is killed (-9) a new run takes the job over (the lock
+# exits 4 within 5 s naming it, `ferry status` says "running: yes (pid N)";
+# with its lock file made to name no live process, a second run is refused
+# saying so (never "process -1") and status says "pid unknown"; and once the first is killed (-9) a new run takes the job over (the lock
 # of a killed run is free) and completes.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/t2-lib.sh" || exit 1
@@ -89,6 +90,31 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	fi
 done
 
+# unknown_holder: with the job held by the frozen run, its lock file is
+# made to name no live process (999999999 is above any pid_max), then to
+# be empty, as a holder in another PID namespace would look: a second run
+# is still refused (exit 4) and says the holder cannot be named, never
+# "process -1"; status says "running: yes (pid unknown)", -1 in JSON.
+no_minus_one() { ! grep -q 'process -1' "$LOG/err"; }
+unknown_holder() {
+	local lock content
+	lock=$(echo "$XDG_STATE_HOME"/ferry/*.db.lock)
+	for content in 999999999 ''; do
+		echo "$content" >"$lock"
+		run "$FERRY" -q src dst
+		check "lock naming '$content': a second run exits 4 (got $RC)" test "$RC" = 4
+		check "lock naming '$content': ... saying the holder cannot be named" \
+			grep -q 'running in a process that cannot be named' "$LOG/err"
+		check "lock naming '$content': ... never 'process -1'" no_minus_one
+		"$FERRY" status src dst >"$LOG/status" 2>&1
+		check "lock naming '$content': status says running: yes (pid unknown)" \
+			grep -qx "running: yes (pid unknown)" "$LOG/status"
+		"$FERRY" status --json src dst >"$LOG/status" 2>&1
+		check "lock naming '$content': status --json says running_pid -1" \
+			grep -q '"running_pid": -1,' "$LOG/status"
+	done
+}
+
 # A run frozen in the middle of a copy holds the job.
 rm -rf dst "$XDG_STATE_HOME/ferry"
 bg "$FERRY" -q src dst
@@ -103,6 +129,7 @@ if wait_until 60 started_copying dst; then
 	"$FERRY" status src dst >"$LOG/status" 2>&1
 	check "frozen run: status says running: yes (pid $first)" \
 		grep -qx "running: yes (pid $first)" "$LOG/status"
+	unknown_holder
 	kill -KILL "$first"
 	bg_wait
 	final_state src dst

@@ -488,6 +488,51 @@ static void test_remove_tree(void)
         unit_rmtree(dir);
 }
 
+/* rmdirat removes only an empty directory; the seeks answer as lseek
+ * itself does (the oracle) on a file with a hole, wherever the file
+ * system keeps holes or not. */
+static void test_rmdir_and_seeks(void)
+{
+        char dir[PATH_MAX];
+        unit_tmpdir(dir, "fsio");
+        int root = open(dir, O_RDONLY | O_DIRECTORY);
+        struct stat s;
+        mkdirat(root, "full", 0700);
+        unit_write_file(root, "full/f", "f", 1);
+        CHECK_EQ(ferry_fsio_rmdirat(root, "full"), ENOTEMPTY);
+        CHECK_EQ(ferry_fsio_rmdirat(root, "full/f"), ENOTDIR);
+        CHECK_EQ(ferry_fsio_rmdirat(root, "absent"), ENOENT);
+        mkdirat(root, "full/sub", 0700);
+        CHECK_EQ(ferry_fsio_rmdirat(root, "full/sub"), 0);
+        CHECK(fstatat(root, "full/sub", &s, 0) < 0 && errno == ENOENT);
+
+        int fd = openat(root, "sparse", O_RDWR | O_CREAT, 0600);
+        off_t mib = 1 << 20;
+        CHECK(pwrite(fd, "head", 4, 0) == 4);
+        CHECK(pwrite(fd, "tail", 4, 4 * mib) == 4);
+        off_t from[] = {0, 2, mib, 2 * mib, 4 * mib, 4 * mib + 4, 8 * mib};
+        for (size_t i = 0; i < sizeof(from) / sizeof(from[0]); i++) {
+                for (int whence = 0; whence < 2; whence++) {
+                        int how = whence ? SEEK_HOLE : SEEK_DATA;
+                        errno = 0;
+                        off_t want = lseek(fd, from[i], how);
+                        int want_err = want < 0 ? errno : 0;
+                        off_t at = -7;
+                        int rc =
+                                whence ? ferry_fsio_seek_hole(fd, from[i], &at)
+                                       : ferry_fsio_seek_data(fd, from[i], &at);
+                        CHECK_EQ(rc, want_err);
+                        CHECK_EQ(at, want_err ? -7 : want);
+                }
+        }
+        off_t at;
+        CHECK_EQ(ferry_fsio_seek_data(fd, 8 * mib, &at), ENXIO); /* past EOF */
+        CHECK_EQ(ferry_fsio_seek_data(-1, 0, &at), EBADF);
+        close(fd);
+        close(root);
+        unit_rmtree(dir);
+}
+
 static void test_readlinkat(void)
 {
         char dir[PATH_MAX];
@@ -674,6 +719,48 @@ static int child_fault_once(void)
         return child_exit();
 }
 
+/* FERRY_FAULT=rmdir:1:5,seek:2:22: the first rmdir and the second seek
+ * fail; the rest reach the kernel. */
+static int child_fault_rmdir_seek(void)
+{
+        int root = open(getenv("UNIT_DIR"), O_RDONLY | O_DIRECTORY);
+        struct stat s;
+        CHECK_EQ(mkdirat(root, "gone", 0700), 0);
+        CHECK_EQ(ferry_fsio_rmdirat(root, "gone"), EIO);
+        CHECK(fstatat(root, "gone", &s, 0) == 0); /* the fault did nothing */
+        CHECK_EQ(ferry_fsio_rmdirat(root, "gone"), 0);
+        CHECK(fstatat(root, "gone", &s, 0) != 0);
+        int fd = openat(root, "data", O_RDONLY);
+        off_t at = -1;
+        CHECK_EQ(ferry_fsio_seek_data(fd, 0, &at), 0);
+        CHECK_EQ(at, 0);
+        at = -1;
+        CHECK_EQ(ferry_fsio_seek_hole(fd, 0, &at), EINVAL);
+        CHECK_EQ(at, -1);
+        CHECK_EQ(ferry_fsio_seek_hole(fd, 0, &at), 0);
+        CHECK_EQ(at, 8); /* the end: an 8-byte file has no hole before */
+        close(fd);
+        close(root);
+        return child_exit();
+}
+
+/* FERRY_FAULT=rmdir:0:16: remove_tree empties the tree (unlink is not
+ * hit) but cannot remove its directories. */
+static int child_fault_remove_tree(void)
+{
+        int root = open(getenv("UNIT_DIR"), O_RDONLY | O_DIRECTORY);
+        struct stat s;
+        CHECK_EQ(mkdirat(root, "tree", 0700), 0);
+        int t = openat(root, "tree", O_RDONLY | O_DIRECTORY);
+        unit_write_file(t, "f", "x", 1);
+        CHECK_EQ(ferry_fsio_remove_tree(root, "tree"), EBUSY);
+        CHECK(fstatat(root, "tree", &s, 0) == 0);
+        CHECK(fstatat(t, "f", &s, AT_SYMLINK_NOFOLLOW) != 0);
+        close(t);
+        close(root);
+        return child_exit();
+}
+
 /* FERRY_CRASH=after_rename:N: survives N - 1 passes, then _exit(86). */
 static int child_crash(void)
 {
@@ -720,6 +807,13 @@ static void test_fault_injection(void)
                 NULL};
         CHECK(unit_exited(unit_run_child("fault-list", env_list), 0));
 
+        const char *env_rs[] = {"FERRY_FAULT=rmdir:1:5,seek:2:22", dirvar,
+                                NULL};
+        CHECK(unit_exited(unit_run_child("fault-rmdir-seek", env_rs), 0));
+        const char *env_rt[] = {"FERRY_FAULT=rmdir:0:16", dirvar, NULL};
+        CHECK(unit_exited(unit_run_child("fault-remove-tree", env_rt), 0));
+        CHECK_EQ(unit_rmtree_at(root, "tree"), 0);
+
         const char *env_once[] = {"FERRY_FAULT=", file, NULL};
         CHECK(unit_exited(unit_run_child("fault-once", env_once), 0));
 
@@ -756,6 +850,10 @@ int main(int argc, char **argv)
                         return child_fault_read();
                 if (!strcmp(argv[1], "fault-list"))
                         return child_fault_list();
+                if (!strcmp(argv[1], "fault-rmdir-seek"))
+                        return child_fault_rmdir_seek();
+                if (!strcmp(argv[1], "fault-remove-tree"))
+                        return child_fault_remove_tree();
                 if (!strcmp(argv[1], "fault-once"))
                         return child_fault_once();
                 if (!strcmp(argv[1], "crash"))
@@ -771,6 +869,7 @@ int main(int argc, char **argv)
         RUN(test_symlinks_never_followed);
         RUN(test_make_dirs);
         RUN(test_remove_tree);
+        RUN(test_rmdir_and_seeks);
         RUN(test_readlinkat);
         RUN(test_stat_and_times);
         RUN(test_fault_injection);

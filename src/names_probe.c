@@ -1,0 +1,134 @@
+/*
+ * names_probe.c - learning which names DST can hold (ferry_names_probe,
+ * names.h).
+ *
+ * A plain probe file is created in DST's root; looking it up in upper case
+ * tells whether names are compared without case. Then a name holding every
+ * candidate byte (control characters, DEL and " * : < > ? \ |) is tried;
+ * when the file system refuses it, each byte is tried alone. Trailing dot
+ * and space are refused when the create fails or the file appears without
+ * them (Windows servers strip them). The probes go through the plain
+ * system calls, not fsio, so that they do not count in the fault injection
+ * of the tests. The directory's times are given back afterwards.
+ */
+#define _GNU_SOURCE
+#include "names.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char special[] = "\"*:<>?\\|";
+
+static int probe_create(int dirfd, const char *name)
+{
+        int fd = openat(dirfd, name,
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                        0600);
+        if (fd < 0)
+                return errno;
+        close(fd);
+        return 0;
+}
+
+static bool probe_exists(int dirfd, const char *name)
+{
+        struct stat st;
+        return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* ".ferry-probe.<pid><middle>.ferry-part<tail>" */
+static void probe_name(char *out, size_t size, const char *middle,
+                       const char *tail)
+{
+        snprintf(out, size, ".ferry-probe.%ld%s.ferry-part%s", (long)getpid(),
+                 middle, tail);
+}
+
+/* True when a file named with middle can be created (and removes it). */
+static bool probe_holds(int dirfd, const char *middle)
+{
+        char name[NAME_MAX + 1];
+        probe_name(name, sizeof(name), middle, "");
+        if (probe_create(dirfd, name))
+                return false;
+        unlinkat(dirfd, name, 0);
+        return true;
+}
+
+/* Trailing ch: refused, or stored without it. */
+static bool probe_trailing_refused(int dirfd, char ch)
+{
+        char name[NAME_MAX + 1], bare[NAME_MAX + 1];
+        char tail[2] = {ch, '\0'};
+        probe_name(name, sizeof(name), ".t", tail);
+        probe_name(bare, sizeof(bare), ".t", "");
+        if (probe_create(dirfd, name))
+                return true;
+        bool stripped = probe_exists(dirfd, bare);
+        unlinkat(dirfd, name, 0);
+        unlinkat(dirfd, bare, 0);
+        return stripped;
+}
+
+static void probe_bytes(int dirfd, struct ferry_name_rules *r)
+{
+        char all[64];
+        size_t n = 0;
+        for (int ch = 1; ch < 0x20; ch++)
+                all[n++] = (char)ch;
+        all[n++] = 0x7f;
+        memcpy(all + n, special, sizeof(special)); /* with its NUL */
+        if (probe_holds(dirfd, all))
+                return;
+        for (size_t i = 0; all[i]; i++) {
+                char one[2] = {all[i], '\0'};
+                r->refused[(unsigned char)all[i]] = !probe_holds(dirfd, one);
+        }
+}
+
+static int probe_all(int dirfd, struct ferry_name_rules *r)
+{
+        char plain[NAME_MAX + 1], upper[NAME_MAX + 1];
+        probe_name(plain, sizeof(plain), ".c", "");
+        int rc = probe_create(dirfd, plain);
+        if (rc == EEXIST) { /* a leftover of a crashed run of this pid */
+                unlinkat(dirfd, plain, 0);
+                rc = probe_create(dirfd, plain);
+        }
+        if (rc)
+                return rc;
+        size_t i;
+        for (i = 0; plain[i]; i++)
+                upper[i] = plain[i] >= 'a' && plain[i] <= 'z'
+                                   ? (char)(plain[i] - 'a' + 'A')
+                                   : plain[i];
+        upper[i] = '\0';
+        r->case_insensitive = probe_exists(dirfd, upper);
+        unlinkat(dirfd, plain, 0);
+        probe_bytes(dirfd, r);
+        r->no_trailing_dot = probe_trailing_refused(dirfd, '.');
+        r->no_trailing_space = probe_trailing_refused(dirfd, ' ');
+        return 0;
+}
+
+int ferry_names_probe(int dirfd, struct ferry_name_rules *r)
+{
+        memset(r, 0, sizeof(*r));
+        struct stat before, after;
+        bool have = fstat(dirfd, &before) == 0;
+        int rc = probe_all(dirfd, r);
+        /* the probes touched the directory: give back its times, which a
+         * run that finds nothing to do would not set again */
+        if (have && !fstat(dirfd, &after) &&
+            (after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+             after.st_mtim.tv_nsec != before.st_mtim.tv_nsec)) {
+                struct timespec ts[2] = {before.st_atim, before.st_mtim};
+                futimens(dirfd, ts);
+        }
+        return rc;
+}
