@@ -11,7 +11,7 @@
 #include "fdlimit.h"
 
 #include "copy.h"
-#include "journal.h"
+#include "coord.h"
 #include "scan.h"
 
 #include <dirent.h>

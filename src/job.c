@@ -22,7 +22,7 @@
 
 #include "fdlimit.h"
 #include "fsio.h"
-#include "journal.h"
+#include "coord.h"
 #include "manifest.h"
 #include "names.h"
 #include "overlap.h"

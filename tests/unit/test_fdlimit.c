@@ -10,7 +10,7 @@
 #include "copy.h"
 #include "fdlimit.h"
 #include "fsio.h"
-#include "journal.h"
+#include "coord.h"
 #include "scan.h"
 
 #include <sys/resource.h>

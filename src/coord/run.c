@@ -15,7 +15,7 @@
  */
 #define _GNU_SOURCE
 #include "config.h"
-#include "journal.h"
+#include "coord.h"
 
 #include "copy.h"
 #include "fsio.h"
