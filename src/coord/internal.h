@@ -55,6 +55,13 @@
 #define LOW_ROWS        4096 /* changed rows waiting below the cursor */
 #define MAX_PASSES      4
 #define DIR_CACHE       8
+/* set_phase and assert_run_state check (a bug stops the run at once, as
+ * assert would) in testing and debug builds */
+#if defined(FERRY_TESTING) || !defined(NDEBUG)
+#define COORD_CHECKS 1
+#else
+#define COORD_CHECKS 0
+#endif
 /* the manifest note of a run whose barrier failed (note_uncertain) */
 #define UNCERTAIN_KEY "dst_uncertain_since"
 

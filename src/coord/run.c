@@ -36,6 +36,9 @@
 
 /* ---- the run's phase --------------------------------------------------- */
 
+/* The checks are a bug's, never a run's: built in testing and debug
+ * builds (as assert), where a broken invariant stops at once. */
+#if COORD_CHECKS
 #define TO(p) (1u << (p))
 
 /* The arrows of the diagram in internal.h: arrows[from] holds each to. */
@@ -63,9 +66,6 @@ static const char *const phase_name[] = {
         [PH_DONE] = "DONE",
 };
 
-/* The checks are a bug's, never a run's: built in testing and debug
- * builds (as assert), where a broken invariant stops at once. */
-#if defined(FERRY_TESTING) || !defined(NDEBUG)
 #define RUN_CHECK(cond)                                                        \
         do {                                                                   \
                 if (!(cond))                                                   \

@@ -4,7 +4,8 @@
  * barrier succeeded, and with the COMMIT that follows), a failed barrier
  * leaving its rows pending and the run noted uncertain, a failed hardlink
  * leader handing its group to a follower, and a full DST stopping the run
- * (phase STOPPING) with its row pending. The test plays the barrier
+ * (phase STOPPING) with its row pending, and set_phase refusing an arrow
+ * the phase diagram does not have. The test plays the barrier
  * thread: it pops the barrier job and answers it. The manifest (MF_MEMORY)
  * is the oracle.
  */
@@ -13,6 +14,8 @@
 
 #include "coord/internal.h"
 #include "manifest.h"
+
+#include <signal.h>
 
 struct fixture {
         char dir[PATH_MAX]; /* DST */
@@ -246,6 +249,35 @@ static void test_full_dst_stops_the_run(void)
         fx_close(&fx);
 }
 
+/* set_phase refuses an arrow the diagram lacks: the run stops at once
+ * (abort, in testing builds) instead of going on in a state no code
+ * expects. */
+static void test_phase_arrows_are_checked(void)
+{
+        if (!COORD_CHECKS) {
+                fprintf(stderr, "SKIP test_phase_arrows_are_checked: a "
+                                "release build without FERRY_TESTING has "
+                                "no checks\n");
+                atomic_fetch_add(&unit_skipped, 1);
+                return;
+        }
+        struct fixture fx;
+        fx_open(&fx);
+        set_phase(&fx.c, PH_SCANNING); /* an arrow: fine */
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+                int null = open("/dev/null", O_WRONLY);
+                dup2(null, 2); /* the abort's message is expected */
+                set_phase(&fx.c, PH_FINISHING); /* not an arrow */
+                _exit(0);
+        }
+        int status = 0;
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+        fx_close(&fx);
+}
+
 int main(int argc, char **argv)
 {
         unit_init(argc, argv);
@@ -253,5 +285,6 @@ int main(int argc, char **argv)
         RUN(test_failed_barrier_keeps_rows_pending);
         RUN(test_failed_leader_hands_over);
         RUN(test_full_dst_stops_the_run);
+        RUN(test_phase_arrows_are_checked);
         return unit_done();
 }
