@@ -28,7 +28,7 @@
  *   DRAINING --after the loop--> FINISHING   (copy, dry run)
  *   DRAINING --after the loop--> DONE        (verify)
  *   FINISHING --end of run--> DONE
- *   any but DONE --set_error, check_stop--> STOPPING
+ *   any other but DONE --set_error, check_stop--> STOPPING
  *   STOPPING --end of run--> DONE
  *
  * The loop (run_loop) runs from SCANNING or VERIFYING until it is DRAINING
