@@ -11,7 +11,7 @@
 #include "fdlimit.h"
 
 #include "copy.h"
-#include "journal.h"
+#include "coord.h"
 #include "scan.h"
 
 #include <dirent.h>
@@ -75,7 +75,7 @@ void ferry_fdlimit_fit(unsigned long limit, unsigned long in_use, unsigned jobs,
         memset(out, 0, sizeof(*out));
         jobs = jobs ? jobs : 1;
         scanners = scanners ? scanners : 1;
-        unsigned long fixed = in_use + FERRY_JOURNAL_FDS;
+        unsigned long fixed = in_use + FERRY_COORD_FDS;
         out->need = need_of(fixed, jobs, scanners);
         out->jobs = jobs;
         out->scanners = scanners;

@@ -3,8 +3,8 @@
  * fit in them.
  *
  * A run's descriptors: what is open when the job starts (stdio, the
- * manifest, its -wal and -shm, the lock, SRC and DST), FERRY_JOURNAL_FDS
- * for the journal and barrier threads and SQLite's temp files, and per
+ * manifest, its -wal and -shm, the lock, SRC and DST), FERRY_COORD_FDS
+ * for the coordinator and barrier threads and SQLite's temp files, and per
  * thread FERRY_COPIER_FDS for each worker and FERRY_SCAN_FDS for each scan
  * thread. Those counts come from reading the code (see each header) and
  * are checked with /proc/PID/fd in t34. A limit too low for what was

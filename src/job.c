@@ -1,7 +1,7 @@
 /*
  * job.c - the public API of include/ferry.h.
  *
- * Owns what a job needs before and after the journal runs: checking the
+ * Owns what a job needs before and after the coordinator runs: checking the
  * options and that SRC and DST do not overlap, opening the manifest (under
  * the job lock, job_lock.c, at the path job_paths.c finds), learning which
  * names DST can hold, the descriptors of SRC and DST that every other
@@ -18,7 +18,7 @@
 
 #include "fdlimit.h"
 #include "fsio.h"
-#include "journal.h"
+#include "coord.h"
 #include "manifest.h"
 #include "names.h"
 #include "overlap.h"
@@ -385,8 +385,8 @@ int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
         return 0;
 }
 
-static void journal_cfg(struct ferry_job *job, struct ferry_journal_cfg *cfg,
-                        const char *command)
+static void coord_cfg(struct ferry_job *job, struct ferry_coord_cfg *cfg,
+                      const char *command)
 {
         memset(cfg, 0, sizeof(*cfg));
         cfg->m = job->m;
@@ -403,19 +403,19 @@ static void journal_cfg(struct ferry_job *job, struct ferry_journal_cfg *cfg,
 int ferry_job_run(struct ferry_job *job, struct ferry_summary *sum,
                   struct ferry_error *err)
 {
-        struct ferry_journal_cfg cfg;
-        journal_cfg(job, &cfg, job->opt.dry_run ? "dry-run" : "copy");
+        struct ferry_coord_cfg cfg;
+        coord_cfg(job, &cfg, job->opt.dry_run ? "dry-run" : "copy");
         err->msg[0] = '\0';
-        return ferry_journal_copy(&cfg, sum, err);
+        return ferry_coord_copy(&cfg, sum, err);
 }
 
 int ferry_job_verify(struct ferry_job *job, enum ferry_verify_mode mode,
                      struct ferry_summary *sum, struct ferry_error *err)
 {
-        struct ferry_journal_cfg cfg;
-        journal_cfg(job, &cfg, "verify");
+        struct ferry_coord_cfg cfg;
+        coord_cfg(job, &cfg, "verify");
         err->msg[0] = '\0';
-        return ferry_journal_verify(&cfg, mode, sum, err);
+        return ferry_coord_verify(&cfg, mode, sum, err);
 }
 
 const char *ferry_job_manifest(const struct ferry_job *job)

@@ -18,9 +18,9 @@
 # The bound, for each: BIG's peak <= 1.25 x SMALL's + 3 MiB. The 3 MiB are
 # what bounded structures that a run of SMALL files need not fill may add:
 # the SQLite page cache (cache_size = -2048 in src/manifest/open.c: 2 MiB, full
-# once the manifest outgrows it, at about 15,000 files) and the journal's
+# once the manifest outgrows it, at about 15,000 files) and the coordinator's
 # inbox of scanned listings (up to 128 listings of 128 entries, filled when
-# the scan of a big directory runs ahead of the journal). By heaptrack, the
+# the scan of a big directory runs ahead of the coordinator). By heaptrack, the
 # heap peak of the flat copy grows from 6.5 MiB at 10,000 entries to 9.2 at
 # 100,000 by just these: SQLite 1.4 -> 2.3 MiB, listings 0.1 -> 1.9 MiB.
 # 1.25 x is room for noise. Measured on the release build, in KiB, SMALL /
@@ -32,7 +32,7 @@
 # 3,072 - 9,250) KiB / 87,500), 42 for the no-change run, 43 for --delete and
 # 24 for the flat directory. Checked by mutation: a 100-byte malloc per entry
 # scanned (src/scan.c) breaks every bound by 4 MiB or more, a 40-byte one
-# still breaks them all, and a 100-byte malloc per file copied (src/journal.c)
+# still breaks them all, and a 100-byte malloc per file copied (src/coord/)
 # breaks those of the copy and of the flat directory.
 #
 # Found by this test: the run after directories were removed from SRC took

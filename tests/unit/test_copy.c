@@ -325,7 +325,7 @@ static void test_copy_replaces_what_is_in_dst(void)
         it = copy_one(&fx, 8, "", "g", FT_REG, NULL);
         CHECK_EQ(it.result, R_DONE);
 
-        /* a directory where the source now has a file: the journal's to
+        /* a directory where the source now has a file: the coordinator's to
          * decide (R_IN_WAY), nothing is removed here */
         unit_write_file(fx.src, "d", "file now", 8);
         mkdirat(fx.dst, "d", 0755);

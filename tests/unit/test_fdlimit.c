@@ -10,7 +10,7 @@
 #include "copy.h"
 #include "fdlimit.h"
 #include "fsio.h"
-#include "journal.h"
+#include "coord.h"
 #include "scan.h"
 
 #include <sys/resource.h>
@@ -18,7 +18,7 @@
 static unsigned long need(unsigned long in_use, unsigned jobs,
                           unsigned scanners)
 {
-        return in_use + FERRY_JOURNAL_FDS + jobs * FERRY_COPIER_FDS +
+        return in_use + FERRY_COORD_FDS + jobs * FERRY_COPIER_FDS +
                scanners * FERRY_SCAN_FDS;
 }
 

@@ -408,7 +408,7 @@ static void test_make_dirs(void)
         CHECK_EQ(fd, -1);
 
         /* a file or a symlink in the way is left alone: ENOTDIR (the
-         * journal decides whether it is ferry's to remove, rule 9); a
+         * coordinator decides whether it is ferry's to remove, rule 9); a
          * symlink's target is not followed */
         CHECK_EQ(unit_write_file(root, "f", "x", 1), 0);
         CHECK_EQ(ferry_fsio_make_dirs(root, "f/x", &fd), ENOTDIR);

@@ -1,19 +1,21 @@
 /*
- * journal.h - the journal thread: the only writer of the manifest.
+ * coord.h - the coordinator thread: the only writer of the manifest.
  *
  * It inserts what the scanners find, hands batches of pending rows to the
  * workers, collects their results, runs the durability barrier (in a helper
  * thread, so hand-outs go on meanwhile) and only then marks rows done in one
  * COMMIT per batch of results. After the copy it removes what SRC lost
- * (--delete) and applies directory metadata, deepest first.
+ * (--delete) and applies directory metadata, deepest first. Its files, one
+ * per role, are listed in coord/internal.h. (The documents call the manifest
+ * the journal of a job; the thread that keeps it is the coordinator.)
  *
  * Calling sequence (from ferry_job_run / ferry_job_verify):
- *   struct ferry_journal_cfg cfg = {...};
- *   rc = ferry_journal_copy(&cfg, &summary, &err);
- *   rc = ferry_journal_verify(&cfg, mode, &summary, &err);
+ *   struct ferry_coord_cfg cfg = {...};
+ *   rc = ferry_coord_copy(&cfg, &summary, &err);
+ *   rc = ferry_coord_verify(&cfg, mode, &summary, &err);
  */
-#ifndef FERRY_JOURNAL_H
-#define FERRY_JOURNAL_H
+#ifndef FERRY_COORD_H
+#define FERRY_COORD_H
 
 #include "ferry.h"
 #include "manifest.h"
@@ -25,13 +27,13 @@
 
 /* Descriptors a run holds besides its workers and scanners, and besides
  * what is open when the job starts (the manifest, its -wal and -shm, the
- * lock, SRC and DST): the journal thread's own directory opens (DST
+ * lock, SRC and DST): the coordinator thread's own directory opens (DST
  * directories made with ferry_copy_make_dst_dir, up to 3 at once), the
  * barrier thread's one directory at a time (sync_dirs), and the temp files
  * SQLite opens for statement journals and sorts (temp_store = FILE). */
-#define FERRY_JOURNAL_FDS 8
+#define FERRY_COORD_FDS 8
 
-struct ferry_journal_cfg {
+struct ferry_coord_cfg {
         struct ferry_manifest *m;        /* borrowed, writable */
         int srcfd, dstfd;                /* borrowed; dstfd -1 in dry run */
         const struct ferry_options *opt; /* borrowed */
@@ -42,10 +44,10 @@ struct ferry_journal_cfg {
         const struct ferry_own *own; /* borrowed, may be NULL: ferry's own */
 };
 
-int ferry_journal_copy(const struct ferry_journal_cfg *cfg,
-                       struct ferry_summary *sum, struct ferry_error *err);
-int ferry_journal_verify(const struct ferry_journal_cfg *cfg,
-                         enum ferry_verify_mode mode, struct ferry_summary *sum,
-                         struct ferry_error *err);
+int ferry_coord_copy(const struct ferry_coord_cfg *cfg,
+                     struct ferry_summary *sum, struct ferry_error *err);
+int ferry_coord_verify(const struct ferry_coord_cfg *cfg,
+                       enum ferry_verify_mode mode, struct ferry_summary *sum,
+                       struct ferry_error *err);
 
 #endif

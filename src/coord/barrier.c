@@ -1,0 +1,314 @@
+/*
+ * coord/barrier.c - where a copied row becomes done (crash-safety rule 1).
+ *
+ * Owns the copy results waiting for the barrier, the barrier thread (its
+ * only other thread: it runs syncfs and the directory fsyncs, so that
+ * hand-outs go on meanwhile) and the recording of each result. A row is
+ * marked done only in on_barrier, after its barrier succeeded, and the
+ * mark becomes true with the COMMIT that follows; a barrier that failed
+ * leaves its rows pending (copied again later) and notes the run as
+ * uncertain. In-flight state is memory only: a crash leaves those rows
+ * pending. Results of --verify go to verify.c instead.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "internal.h"
+
+#include "copy.h"
+#include "fsio.h"
+#include "owner.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BARRIER_ITEMS   2048
+#define BARRIER_SECONDS 0.25
+
+static int cmp_i64(const void *a, const void *b)
+{
+        int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+        return (x > y) - (x < y);
+}
+
+/* fsyncs each destination directory that received a file. */
+static int sync_dirs(const struct ferry_coord_cfg *cfg,
+                     struct ferry_batch *list)
+{
+        size_t n = 0, cap = 0;
+        for (struct ferry_batch *b = list; b; b = b->next)
+                cap += b->n;
+        /* pairs: dir id, then batch index + item index packed */
+        struct ent {
+                int64_t dir;
+                struct ferry_batch *b;
+                uint32_t off;
+        } *e = malloc(cap * sizeof(*e) + 1);
+        if (!e)
+                return ENOMEM;
+        for (struct ferry_batch *b = list; b; b = b->next)
+                for (size_t i = 0; i < b->n; i++)
+                        if (b->items[i].result == R_DONE &&
+                            (!n || e[n - 1].dir != b->items[i].dir_id))
+                                e[n++] = (struct ent){b->items[i].dir_id, b,
+                                                      b->items[i].dir_off};
+        qsort(e, n, sizeof(*e), cmp_i64);
+        int rc = 0;
+        for (size_t i = 0; i < n && !rc; i++) {
+                if (i && e[i].dir == e[i - 1].dir)
+                        continue;
+                int fd = -1;
+                int64_t since = 0; /* no descriptor: wait, holding none */
+                do
+                        rc = ferry_fsio_open_dir(
+                                cfg->dstfd, ferry_batch_at(e[i].b, e[i].off),
+                                &fd);
+                while (rc && ferry_fsio_fd_wait(&since, rc));
+                if (!rc)
+                        rc = ferry_fsio_fsync(fd);
+                ferry_fsio_close(&fd);
+        }
+        free(e);
+        return rc;
+}
+
+static bool any_done(const struct ferry_batch *list)
+{
+        for (const struct ferry_batch *b = list; b; b = b->next)
+                for (size_t i = 0; i < b->n; i++)
+                        if (b->items[i].result == R_DONE)
+                                return true;
+        return false;
+}
+
+static int run_barrier(const struct ferry_coord_cfg *cfg,
+                       struct ferry_batch *list)
+{
+        if (!any_done(list) || cfg->opt->durability == FERRY_DURABLE_NONE)
+                return 0;
+        ferry_fsio_crashpoint("before_barrier");
+        int rc = 0;
+        if (cfg->opt->durability == FERRY_DURABLE_BATCH)
+                rc = ferry_fsio_syncfs(cfg->dstfd);
+        if (!rc)
+                rc = sync_dirs(cfg, list);
+        if (!rc)
+                ferry_fsio_crashpoint("after_barrier");
+        return rc;
+}
+
+void *barrier_main(void *arg)
+{
+        struct coord *c = arg;
+        void *p;
+        while (ferry_queue_pop(&c->bar.q, &p, -1) == FERRY_QUEUE_OK) {
+                struct barrier_job *job = p;
+                job->msg.err = run_barrier(c->cfg, job->list);
+                ferry_queue_push(&c->inbox, job);
+        }
+        return NULL;
+}
+
+void reason(const struct ferry_batch *b, const struct ferry_item *it, char *buf,
+            size_t size)
+{
+        if (it->why_off)
+                snprintf(buf, size, "%s", ferry_batch_at(b, it->why_off));
+        else if (it->err)
+                snprintf(buf, size, "%s: %s", it->what ? it->what : "copy",
+                         strerror(it->err));
+        else
+                snprintf(buf, size, "%s", it->what ? it->what : "failed");
+}
+
+/*
+ * An entry of another type in the way of it (R_IN_WAY): removed when it is
+ * ferry's, and the row stays pending for a later pass to copy; left alone
+ * otherwise, and the row fails with why.
+ */
+static bool clear_way(struct coord *c, const struct ferry_batch *b,
+                      const struct ferry_item *it, char *why, size_t size)
+{
+        char *what = NULL;
+        struct ferry_dst_rec claim;
+        int rc = ferry_owner_clear_way(c->m, c->cfg->dstfd, c->cfg->names,
+                                       ferry_batch_at(b, it->dir_off),
+                                       ferry_batch_at(b, it->name_off), it->err,
+                                       true, &what, &claim, why, size);
+        if (!rc && claim.type &&
+            ferry_manifest_file_set_dst(c->m, it->id, &claim)) {
+                manifest_error(c);
+                rc = EIO;
+        }
+        if (!rc && what) {
+                c->sum->files_deleted++;
+                emit(c, FERRY_EV_DELETED, "", what, NULL);
+        }
+        free(what);
+        if (rc && rc != EEXIST && stop_for_dst(c, rc))
+                return true; /* DST failed: the row stays pending */
+        if (rc)
+                return false;
+        note_low(c, it->id);
+        return true;
+}
+
+static int record_copy(struct coord *c, const struct ferry_batch *b,
+                       const struct ferry_item *it, bool durable,
+                       int64_t *last_dir)
+{
+        char why[512];
+        int rc = 0;
+        if (it->result == R_IN_WAY && clear_way(c, b, it, why, sizeof(why)))
+                return 0; /* stays pending: copied again in a later pass */
+        switch (it->result) {
+        case R_DONE:
+                if (!durable)
+                        return 0; /* stays pending: copied again later */
+                rc = ferry_manifest_file_done(c->m, it);
+                if (!rc && *last_dir != it->dir_id)
+                        rc = ferry_manifest_dir_touch(c->m, it->dir_id);
+                *last_dir = it->dir_id;
+                c->sum->files_copied++;
+                c->sum->bytes_copied += it->bytes;
+                c->prog.bytes_done += it->bytes;
+                emit_item(c, FERRY_EV_COPIED, b, it, NULL);
+                break;
+        case R_IN_WAY: /* why says why it stays */
+        case R_FAILED:
+        case R_CHANGED:
+        case R_MISMATCH:
+        case R_MISSING:
+                if (it->result != R_IN_WAY)
+                        reason(b, it, why, sizeof(why));
+                rc = ferry_manifest_file_set_state(c->m, it->id, ST_FAILED,
+                                                   why);
+                if (!rc && !(rc = ferry_manifest_elect_leader(c->m, it->id)))
+                        c->fresh = true;
+                c->sum->files_failed++;
+                c->prog.errors++;
+                emit_item(c, FERRY_EV_FAILED, b, it, why);
+                break;
+        case R_VANISHED:
+                rc = ferry_manifest_file_set_state(c->m, it->id, ST_VANISHED,
+                                                   "vanished from the source");
+                if (!rc && !(rc = ferry_manifest_elect_leader(c->m, it->id)))
+                        c->fresh = true;
+                c->sum->files_vanished++;
+                emit_item(c, FERRY_EV_VANISHED, b, it, "vanished");
+                break;
+        case R_NOSPACE:
+        case R_DSTFAIL: stops_run(c, it); return 0;
+        case R_NOFDS: stop_no_fds(c, it->err); return 0;
+        case R_NONE: return 0;
+        }
+        c->prog.files_done++;
+        return rc;
+}
+
+/* A barrier failed: files of this run are in place in DST without their
+ * done marks (and a power cut may have emptied them). Until a run ends
+ * with exit 0, what appeared in DST since this run began is taken for
+ * ferry's own leftovers (ferry_copy_is_ours). */
+static void note_uncertain(struct coord *c)
+{
+        char buf[32];
+        if (ferry_manifest_note(c->m, UNCERTAIN_KEY, buf, sizeof(buf)))
+                return;
+        if (buf[0])
+                return; /* an earlier run's start is earlier still */
+        snprintf(buf, sizeof(buf), "%lld", (long long)c->run_started);
+        if (ferry_manifest_set_note(c->m, UNCERTAIN_KEY, buf))
+                manifest_error(c);
+}
+
+void on_barrier(struct coord *c, struct barrier_job *job)
+{
+        c->bar.running = NULL;
+        bool durable = job->msg.err == 0;
+        /* a full or failed DST says so in the run's one message */
+        if (ferry_fsio_out_of_fds(job->msg.err))
+                stop_no_fds(c, job->msg.err); /* not the barrier's fault */
+        else if (!durable && !stop_for_dst(c, job->msg.err) && !c->bar.failed) {
+                c->bar.failed = true;
+                note_uncertain(c);
+                if (c->opt->event)
+                        c->opt->event(
+                                FERRY_EV_WARNING, "", 0,
+                                "durability barrier on the destination "
+                                "failed; those files will be copied again",
+                                c->opt->cb_arg);
+        }
+        for (struct ferry_batch *b = job->list; b; b = b->next) {
+                int64_t last_dir = -1;
+                for (size_t i = 0; i < b->n && c->stop_code != FERRY_EMANIFEST;
+                     i++)
+                        if (record_copy(c, b, &b->items[i], durable, &last_dir))
+                                manifest_error(c);
+                c->ho.outstanding -= b->n;
+        }
+        free_list(job->list);
+        free(job);
+        commit(c);
+}
+
+static void start_barrier(struct coord *c)
+{
+        struct barrier_job *job = calloc(1, sizeof(*job));
+        if (!job) {
+                set_error(c, FERRY_EINTERNAL, "out of memory");
+                return;
+        }
+        job->msg.kind = MSG_BARRIER;
+        job->list = c->bar.head;
+        c->bar.head = c->bar.tail = NULL;
+        c->bar.items = 0;
+        c->bar.running = job;
+        ferry_queue_push(&c->bar.q, job);
+}
+
+void maybe_barrier(struct coord *c)
+{
+        if (c->bar.running || !c->bar.head)
+                return;
+        if (c->bar.items >= BARRIER_ITEMS || c->ho.in_flight == 0 ||
+            now() - c->bar.since >= BARRIER_SECONDS || c->stop_code)
+                start_barrier(c);
+}
+
+void on_batch(struct coord *c, struct ferry_batch *b)
+{
+        c->ho.in_flight--;
+        /* a full or failed DST stops the hand-out now, not after the
+         * barrier; the results wait for it (record_copy) */
+        for (size_t i = 0; i < b->n; i++)
+                if (stops_run(c, &b->items[i]))
+                        break;
+        if (b->work != WORK_COPY) {
+                for (size_t i = 0; i < b->n; i++)
+                        if (b->items[i].result != R_NONE &&
+                            b->items[i].result != R_DSTFAIL &&
+                            b->items[i].result != R_NOSPACE)
+                                record_verify(c, b, &b->items[i]);
+                c->ho.outstanding -= b->n;
+                ferry_batch_free(b);
+                return;
+        }
+        b->next = NULL;
+        if (c->bar.tail)
+                c->bar.tail->next = b;
+        else
+                c->bar.head = b;
+        if (!c->bar.items)
+                c->bar.since = now();
+        c->bar.tail = b;
+        c->bar.items += b->n;
+}
+
+bool all_committed(const struct coord *c)
+{
+        return !c->ho.in_flight && !c->bar.running && !c->bar.head;
+}

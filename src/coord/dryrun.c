@@ -1,0 +1,128 @@
+/*
+ * coord/dryrun.c - the dry run's report (--dry-run).
+ *
+ * Owns what a dry run does after its scan (phase FINISHING, with no worker
+ * and nothing handed out): each pending row reported as a would-be copy,
+ * or a would-be failure where DST holds what the copy would refuse to
+ * replace (rule 9), and each removed row as a would-be deletion. Its one
+ * transaction is rolled back: the manifest stays as it was.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "internal.h"
+
+#include "copy.h"
+#include "fsio.h"
+#include "owner.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Dry run: what copying it would remove or refuse to replace in DST, by
+ * the rules the copy follows (rule 9): a refusal is a would-be failure. */
+static bool would_place(struct coord *c, const struct ferry_batch *b,
+                        const struct ferry_item *it)
+{
+        const char *dir = ferry_batch_at(b, it->dir_off);
+        const char *name = ferry_batch_at(b, it->name_off);
+        struct ferry_copy_cfg cc = {.times = c->opt->times,
+                                    .written_since = c->written_since};
+        struct ferry_stat st;
+        int dfd = -1, err = 0;
+        if (c->cfg->dstfd < 0)
+                return true;
+        int rc = ferry_fsio_open_dir(c->cfg->dstfd, dir, &dfd);
+        if (rc == ENOTDIR || rc == ELOOP)
+                err = ENOTDIR;
+        else if (!rc && !ferry_fsio_statat(dfd, name, &st))
+                err = S_ISDIR(st.mode)                            ? EISDIR
+                      : ferry_copy_is_ours(&cc, it, &it->st, &st) ? 0
+                                                                  : EEXIST;
+        ferry_fsio_close(&dfd);
+        if (!err)
+                return true;
+        char why[512], *what = NULL;
+        struct ferry_dst_rec claim;
+        if (err == EEXIST && !ferry_names_case_insensitive(c->cfg->names)) {
+                ferry_copy_refusal(it, &st, why, sizeof(why));
+                rc = EEXIST;
+        } else
+                rc = ferry_owner_clear_way(c->m, c->cfg->dstfd, c->cfg->names,
+                                           dir, name, err, false, &what, &claim,
+                                           why, sizeof(why));
+        if (!rc && what) {
+                c->sum->files_deleted++;
+                emit(c, FERRY_EV_WOULD_DELETE, "", what, NULL);
+        }
+        free(what);
+        if (!rc)
+                return true;
+        c->sum->files_failed++;
+        emit(c, FERRY_EV_WARNING, dir, name, why);
+        return false;
+}
+
+static void would_copy(struct coord *c, const struct ferry_batch *b,
+                       const struct ferry_item *it)
+{
+        if (!would_place(c, b, it))
+                return;
+        c->sum->files_copied++;
+        c->sum->bytes_copied += it->type == FT_REG ? it->st.size : 0;
+        emit_item(c, FERRY_EV_WOULD_COPY, b, it, NULL);
+}
+
+static void would_delete(struct coord *c, const struct ferry_batch *b,
+                         const struct ferry_item *it)
+{
+        const char *dir = ferry_batch_at(b, it->dir_off);
+        const char *name = ferry_batch_at(b, it->name_off);
+        if (protected_path(c, dir, name, false) || other_spelling(c, dir, name))
+                return;
+        struct ferry_stat st;
+        int dfd = -1;
+        if (c->cfg->dstfd < 0 ||
+            ferry_fsio_open_dir(c->cfg->dstfd, dir, &dfd) ||
+            ferry_fsio_statat(dfd, name, &st) || S_ISDIR(st.mode)) {
+                ferry_fsio_close(&dfd);
+                return; /* nothing there that a deletion would remove */
+        }
+        ferry_fsio_close(&dfd);
+        if (!ferry_copy_matches(&it->dst, &st)) { /* as delete_file */
+                emit(c, FERRY_EV_WARNING, dir, name,
+                     it->dst.type ? "not deleted: it was changed since "
+                                    "ferry copied it"
+                                  : "not deleted: ferry did not write it");
+                return;
+        }
+        if (c->fin.refused) {
+                emit(c, FERRY_EV_WOULD_DELETE, dir, name, "--delete refused");
+                return;
+        }
+        if (delete_held(c, dir, name, false))
+                return;
+        c->sum->files_deleted++;
+        emit(c, FERRY_EV_WOULD_DELETE, dir, name, NULL);
+}
+
+int dry_run(struct coord *c)
+{
+        if (!start_threads(c, true, false))
+                start_loop(c, PH_SCANNING); /* no workers, no hand-out */
+        stop_threads(c);
+        if (!c->stop_code) {
+                set_phase(c, PH_FINISHING);
+                each_row(c, Q_PENDING, 0, would_copy);
+                if (c->opt->delete_removed && !c->sum->scan_errors) {
+                        check_delete(c);
+                        each_row(c, Q_REMOVED_FILES, 0, would_delete);
+                        report_held(c);
+                }
+        }
+        int code = result_code(c);
+        ferry_manifest_rollback(c->m);
+        return code;
+}

@@ -1,0 +1,259 @@
+/*
+ * coord/internal.h - what the coordinator's files share: its state, its
+ * phases, and the functions one role file calls in another.
+ *
+ * The coordinator is one thread (coord.h); its files are its roles:
+ *   run.c      the loop, dispatch, threads, the phase, errors, result codes
+ *   start.c    the start of a copy run: the run's row, the DST sample
+ *   ingest.c   scan results into manifest rows (and the directory cache)
+ *   handout.c  what is handed out next: passes, low rows, the cursor
+ *   barrier.c  the barrier thread and recording copy results (rule 1)
+ *   verify.c   recording --verify's results, and the verify run
+ *   finish.c   end-of-run tree work: temps, --delete, directory metadata
+ *   guard.c    --delete's guard (a SRC replaced or emptied) and --max-delete
+ *   dryrun.c   the dry run's report
+ * Other spellings in SRC (case-insensitive DST) are names_fold.h's.
+ *
+ * The run's phase (enum run_phase) says what the coordinator may do now.
+ * Its arrows, and the function behind each:
+ *
+ *   STARTING --start_loop-->   SCANNING      (copy, dry run)
+ *   STARTING --start_loop-->   VERIFYING     (verify)
+ *   SCANNING --on_scan_done--> FIRST_PASS    (copy)
+ *   SCANNING --on_scan_done--> DRAINING      (dry run: nothing handed out)
+ *   FIRST_PASS --handout_next--> LATER_PASS  (pass 1 gave all, all committed)
+ *   LATER_PASS --handout_next--> DRAINING    (a pass gave nothing, or the
+ *                                             last pass, MAX_PASSES, ended)
+ *   VERIFYING --handout_next--> DRAINING     (every done row handed out)
+ *   DRAINING --after the loop--> FINISHING   (copy, dry run)
+ *   DRAINING --after the loop--> DONE        (verify)
+ *   FINISHING --end of run--> DONE
+ *   any other but DONE --set_error, check_stop--> STOPPING
+ *   STOPPING --end of run--> DONE
+ *
+ * The loop (run_loop) runs from SCANNING or VERIFYING until it is DRAINING
+ * or STOPPING with nothing in flight and every result committed. Rule 1 is
+ * not a phase: a row becomes done only in on_barrier (barrier.c), whatever
+ * the phase, and that becomes true with the COMMIT that follows.
+ * assert_run_state (run.c) checks each phase's invariants at every arrow.
+ */
+#ifndef FERRY_COORD_INTERNAL_H
+#define FERRY_COORD_INTERNAL_H
+
+#include "coord.h"
+
+#include "batch.h"
+#include "names_fold.h"
+#include "queue.h"
+
+#include <pthread.h>
+#include <sys/types.h>
+
+#define BATCH_ITEMS     32
+#define BATCH_BYTES     (32ull << 20)
+#define MAX_OUTSTANDING 4096 /* items handed out but not yet committed */
+#define LOW_ROWS        4096 /* changed rows waiting below the cursor */
+#define MAX_PASSES      4
+#define DIR_CACHE       8
+/* set_phase and assert_run_state check (a bug stops the run at once, as
+ * assert would) in testing and debug builds */
+#if defined(FERRY_TESTING) || !defined(NDEBUG)
+#define COORD_CHECKS 1
+#else
+#define COORD_CHECKS 0
+#endif
+/* the manifest note of a run whose barrier failed (note_uncertain) */
+#define UNCERTAIN_KEY "dst_uncertain_since"
+
+enum run_phase {
+        PH_STARTING,   /* set-up: the run's row, the DST sample; no thread */
+        PH_SCANNING,   /* copy: the scan runs; pass 1 hands out behind it */
+        PH_FIRST_PASS, /* copy: the scan is over; pass 1 goes on to the end */
+        PH_LATER_PASS, /* copy: passes 2 to MAX_PASSES, each from row 1 */
+        PH_VERIFYING,  /* verify: each done row handed out once */
+        PH_DRAINING,   /* nothing left to hand out: the last results come */
+        PH_STOPPING,   /* stop_code is set: nothing more is handed out */
+        PH_FINISHING,  /* threads joined: end-of-run tree work (finish.c) */
+        PH_DONE,       /* the result is known */
+};
+
+/* The hand-out (handout.c): what goes to the workers next. */
+struct handout {
+        int work_kind;  /* WORK_COPY, or WORK_VERIFY_* bits */
+        bool hand_out;  /* false in a dry run: nothing is handed out */
+        int pass;       /* 1 in SCANNING and FIRST_PASS, then 2..MAX_PASSES */
+        bool pass_gave; /* this later pass handed something out */
+        int64_t cursor; /* the pass's last row id handed out */
+        /* rows that became pending below the first pass's cursor (changed
+         * or resumed rows keep their ids): handed out by id, so that a
+         * re-run copies them while it scans, not after */
+        int64_t low[LOW_ROWS];
+        size_t n_low;
+        unsigned in_flight, max_in_flight; /* batches at the workers */
+        size_t outstanding; /* items handed out but not yet committed */
+};
+
+struct barrier_job {
+        struct ferry_msg msg;
+        struct ferry_batch *list;
+};
+
+/* Copy results waiting for the barrier, and the barrier thread
+ * (barrier.c). */
+struct barrier {
+        struct ferry_queue q; /* barrier jobs to the barrier thread */
+        pthread_t thread;
+        bool started;
+        struct ferry_batch *head, *tail; /* results waiting */
+        size_t items;
+        double since;                /* when the first of them came */
+        struct barrier_job *running; /* at the barrier thread, or NULL */
+        bool failed;                 /* a barrier of this run failed */
+};
+
+struct dir_slot {
+        char *path;
+        size_t len;
+        int64_t id;
+        bool is_new;
+        bool marking;
+};
+
+/* What ingesting the scan's listings keeps (ingest.c). */
+struct ingest {
+        bool scan_done; /* MSG_SCAN_DONE came (or no scan: verify); read
+                           where the phase cannot tell: in STOPPING */
+        struct dir_slot dcache[DIR_CACHE];
+        unsigned dcache_next;
+        uint64_t dirs_seen; /* directories the scan listed, SRC not counted */
+        char src_id[64];    /* SRC's root now, "dev:ino" */
+        char src_was[64];   /* the one recorded, when it differs */
+};
+
+/* End-of-run tree work (finish.c), --delete's guard and --max-delete
+ * (guard.c). */
+struct finish {
+        int tree_sync_err;  /* --durability=file: a directory's fsync failed */
+        uint64_t to_delete; /* removed rows that --delete would delete */
+        bool refused;       /* check_delete said no */
+        uint64_t held;      /* entries kept by --max-delete */
+        int code;           /* FERRY_EDELETE, or 0 */
+        struct ferry_fold *fold; /* SRC's other spellings, NULL until used */
+};
+
+struct coord {
+        const struct ferry_coord_cfg *cfg;
+        const struct ferry_options *opt;
+        struct ferry_manifest *m;
+        struct ferry_summary *sum;
+        struct ferry_error *err;
+        enum run_phase phase; /* set only by set_phase (run.c) */
+        int stop_code;        /* the first fatal error; 0 but in STOPPING */
+        int work_kind;
+        int64_t gen, run_id;
+        struct ferry_queue inbox, work;
+        struct ferry_scan *scan;
+        struct ferry_workers *workers;
+        /* the open write transaction: not phase, but what a COMMIT owes */
+        bool dirty;            /* scan rows not committed yet */
+        bool fresh;            /* among them, rows that may be handed out */
+        mode_t umask;          /* the process umask, for --no-perms */
+        int64_t written_since; /* see written_since() */
+        int64_t run_started;   /* time(NULL) when this run began */
+        struct handout ho;
+        struct barrier bar;
+        struct ingest in;
+        struct finish fin;
+        struct ferry_progress prog;
+        double t0, last_prog, last_commit;
+        char *pathbuf; /* join_path's */
+        size_t pathcap;
+};
+
+typedef void (*row_fn)(struct coord *c, const struct ferry_batch *b,
+                       const struct ferry_item *it);
+
+/* run.c: phase, errors, events, the transaction */
+void set_phase(struct coord *c, enum run_phase to);
+void assert_run_state(const struct coord *c);
+double now(void);
+void set_error(struct coord *c, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+void manifest_error(struct coord *c);
+/* dir/name in a buffer of c's, valid until the next call; NULL: no memory */
+const char *join_path(struct coord *c, const char *dir, const char *name,
+                      size_t *len);
+void emit(struct coord *c, enum ferry_event ev, const char *dir,
+          const char *name, const char *detail);
+void emit_item(struct coord *c, enum ferry_event ev,
+               const struct ferry_batch *b, const struct ferry_item *it,
+               const char *detail);
+void commit(struct coord *c);
+void progress(struct coord *c, bool final);
+void free_list(struct ferry_batch *list);
+bool stop_for_dst(struct coord *c, int err);
+bool stops_run(struct coord *c, const struct ferry_item *it);
+void stop_no_fds(struct coord *c, int err);
+bool other_spelling(struct coord *c, const char *dir, const char *name);
+int coord_init(struct coord *c, const struct ferry_coord_cfg *cfg,
+               struct ferry_summary *sum, struct ferry_error *err,
+               int work_kind);
+void coord_release(struct coord *c);
+int start_threads(struct coord *c, bool scan, bool work);
+void stop_threads(struct coord *c);
+void start_loop(struct coord *c, enum run_phase first);
+int result_code(struct coord *c);
+
+/* start.c */
+int begin_run(struct coord *c);
+int written_since(struct coord *c);
+
+/* ingest.c */
+void on_listing(struct coord *c, struct ferry_listing *l);
+void on_scan_done(struct coord *c);
+
+/* handout.c: the narrow part works on a manifest alone (no thread, no
+ * coordinator), so that tests drive it against MF_MEMORY. handout_next
+ * sets *out to the next batch (caller owns it) or NULL, and may move
+ * *phase on (FIRST_PASS to LATER_PASS, LATER_PASS or VERIFYING to
+ * DRAINING); settled says nothing is in flight, at the barrier or waiting
+ * for it. It returns 0, FERRY_EMANIFEST (ferry_manifest_errmsg says why)
+ * or FERRY_EINTERNAL (out of memory). */
+void handout_init(struct handout *h, int work_kind, unsigned max_in_flight);
+void handout_note_low(struct handout *h, int64_t id);
+int handout_next(struct handout *h, struct ferry_manifest *m, int64_t gen,
+                 bool settled, enum run_phase *phase, struct ferry_batch **out);
+void note_low(struct coord *c, int64_t id);
+void refill(struct coord *c);
+
+/* barrier.c */
+void *barrier_main(void *arg);
+bool all_committed(const struct coord *c);
+void maybe_barrier(struct coord *c);
+void on_batch(struct coord *c, struct ferry_batch *b);
+void on_barrier(struct coord *c, struct barrier_job *job);
+void reason(const struct ferry_batch *b, const struct ferry_item *it, char *buf,
+            size_t size);
+
+/* verify.c */
+void record_verify(struct coord *c, const struct ferry_batch *b,
+                   const struct ferry_item *it);
+
+/* finish.c */
+void each_row(struct coord *c, enum ferry_query q, int64_t start, row_fn fn);
+bool protected_path(struct coord *c, const char *dir, const char *name,
+                    bool is_dir);
+void finish_tree(struct coord *c);
+
+/* guard.c */
+bool check_delete(struct coord *c);
+void keep_source_rows(struct coord *c);
+void record_source(struct coord *c, bool deleted);
+bool delete_held(struct coord *c, const char *dir, const char *name,
+                 bool is_dir);
+void report_held(struct coord *c);
+
+/* dryrun.c */
+int dry_run(struct coord *c);
+
+#endif

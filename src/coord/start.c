@@ -1,0 +1,165 @@
+/*
+ * coord/start.c - the start of a copy run, before any thread runs.
+ *
+ * Owns begin_run: the run's row, when this run's uncertain copies may date
+ * from (written_since), the DST sample (check_destination: does DST still
+ * hold what the manifest calls done?), the new generation, and failed rows
+ * made pending again.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "internal.h"
+
+#include "fsio.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The earliest start of a run that may have left copies without done
+ * marks: one that did not end well (manifest.h), or whose barrier
+ * failed. */
+int written_since(struct coord *c)
+{
+        char buf[32];
+        if (ferry_manifest_interrupted_since(c->m, c->run_id,
+                                             &c->written_since) ||
+            ferry_manifest_note(c->m, UNCERTAIN_KEY, buf, sizeof(buf)))
+                return -1;
+        long long t = buf[0] ? atoll(buf) : 0;
+        if (t > 0 && (!c->written_since || t < c->written_since))
+                c->written_since = t;
+        return 0;
+}
+
+/* Done files looked at in DST at the start of every run. */
+#define DST_SAMPLE 32
+
+/* Coarsest mtime a destination keeps: FAT's 2 s (exFAT: 10 ms, exfat-fuse
+ * whole seconds). */
+#define MTIME_SLACK_NS 2000000000LL
+
+struct dst_sample {
+        struct coord *c;
+        unsigned checked; /* files whose state in DST could be told */
+        unsigned missing; /* not there, or not the copy (type, size) */
+        unsigned differs; /* there, with another mtime */
+        int64_t missing_ids[DST_SAMPLE];
+};
+
+/* Looks for this done file in DST as ferry left it: its type, size, and
+ * mtime when times are kept. An error other than "not there" tells
+ * nothing (a network DST may fail a stat now and then). */
+static bool sample_one(const struct ferry_done_file *f, void *arg)
+{
+        struct dst_sample *ds = arg;
+        struct ferry_stat st;
+        int dfd = -1, rc = ferry_fsio_open_dir(ds->c->cfg->dstfd, f->dir, &dfd);
+        if (!rc)
+                rc = ferry_fsio_statat(dfd, f->name, &st);
+        ferry_fsio_close(&dfd);
+        if (rc && rc != ENOENT && rc != ENOTDIR)
+                return true;
+        ds->checked++;
+        bool reg = f->type == FT_REG;
+        /* another type or size: not the copy (a clamped time, or a run
+         * with --no-times, changes neither) */
+        if (rc || (reg ? !S_ISREG(st.mode) : !S_ISLNK(st.mode)) ||
+            st.size != f->size) {
+                if (ds->missing < DST_SAMPLE)
+                        ds->missing_ids[ds->missing] = f->id;
+                ds->missing++;
+        } else if (reg && ds->c->opt->times &&
+                   !ferry_time_near(st.mtime, f->mtime, MTIME_SLACK_NS)) {
+                ds->differs++;
+        }
+        return true;
+}
+
+/*
+ * Does DST still hold what the manifest calls done? A DST deleted or
+ * swapped behind ferry's back holds none of it: copy it all again. Its
+ * root's dev:ino (recorded) does not tell: it changes when the same DST is
+ * only mounted again (a USB disk gets another device number; exfat-fuse
+ * numbers inodes anew when the kernel forgets one), where copying days of
+ * data again would be wrong, and it stays when DST is emptied in place or
+ * deleted and made again with its old inode number (ext4 hands a freed
+ * inode out again at once), where trusting it would leave DST empty. So
+ * every run looks at a sample of the done files in DST (a few dozen
+ * stats). Under a new identity, any file missing or different means
+ * another DST. Under the same identity, an mtime that differs is no proof
+ * (a file system may clamp times it cannot store, a run with --no-times
+ * left copy times), so DST counts as replaced when most of the sample is
+ * missing or of another type or size; when only some is, those files (and
+ * the metadata of their directories) are copied again and a warning points
+ * to --verify for the rest. Silent when all is there: a re-plugged disk
+ * would warn on every run.
+ */
+static int check_destination(struct coord *c)
+{
+        struct ferry_stat st;
+        if (c->cfg->dstfd < 0 || ferry_fsio_fstat(c->cfg->dstfd, &st))
+                return 0;
+        char id[64];
+        bool changed;
+        snprintf(id, sizeof(id), "%llu:%llu", (unsigned long long)st.dev,
+                 (unsigned long long)st.ino);
+        if (ferry_manifest_check_dst(c->m, id, &changed))
+                return -1;
+        struct dst_sample ds = {.c = c};
+        unsigned seen;
+        if (ferry_manifest_sample_done(c->m, DST_SAMPLE, sample_one, &ds,
+                                       &seen))
+                return -1;
+        /* most of those looked at, and a quarter of the sample at least
+         * (a few stats that failed with EIO leave a small denominator) */
+        bool replaced =
+                changed ? ds.missing + ds.differs > 0
+                        : 2 * ds.missing > ds.checked && 4 * ds.missing >= seen;
+        if (replaced) {
+                if (ferry_manifest_reset_done(c->m))
+                        return -1;
+                emit(c, FERRY_EV_WARNING, "", "",
+                     "the destination was replaced since the last run: "
+                     "copying everything again");
+                return 0;
+        }
+        if (!ds.missing)
+                return 0;
+        for (unsigned i = 0; i < ds.missing && i < DST_SAMPLE; i++)
+                if (ferry_manifest_file_set_state(c->m, ds.missing_ids[i],
+                                                  ST_PENDING,
+                                                  "missing from the "
+                                                  "destination") ||
+                    ferry_manifest_dir_chain_touch(c->m, ds.missing_ids[i]))
+                        return -1;
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "%u of %u copied files looked at are missing from the "
+                 "destination: copying them again; ferry --verify finds "
+                 "any others",
+                 ds.missing, ds.checked);
+        emit(c, FERRY_EV_WARNING, "", "", why);
+        return 0;
+}
+
+/* Prepares the manifest for a run: new generation, failed rows retried. */
+int begin_run(struct coord *c)
+{
+        c->run_started = (int64_t)time(NULL);
+        if (ferry_manifest_begin(c->m) ||
+            ferry_manifest_run_start(c->m, c->cfg->command, &c->run_id) ||
+            written_since(c) || check_destination(c) ||
+            ferry_manifest_next_gen(c->m, &c->gen) ||
+            ferry_manifest_retry_failed(c->m) ||
+            ferry_manifest_pending(c->m, 0, &c->prog.files_total,
+                                   &c->prog.bytes_total)) {
+                manifest_error(c);
+                return c->stop_code;
+        }
+        /* commit these before anything is handed out */
+        c->dirty = c->fresh = true;
+        return 0;
+}

@@ -1,0 +1,130 @@
+/*
+ * coord/verify.c - ferry --verify on the coordinator (ferry_coord_verify).
+ *
+ * Owns the verify run (every done row of the latest scan handed out once,
+ * phase VERIFYING) and the recording of its results: a missing or
+ * differing file becomes pending again, with what DST holds now claimed
+ * as ferry's so that the next run repairs it.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "internal.h"
+
+#include "fsio.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --verify found this DST file differing from its copy: what DST holds now
+ * is recorded as ferry's, so the next run repairs it (rule 9 would keep a
+ * file that changed since ferry copied it). */
+static int claim_mismatch(struct coord *c, const struct ferry_batch *b,
+                          const struct ferry_item *it)
+{
+        struct ferry_stat st;
+        int dfd = -1,
+            rc = ferry_fsio_open_dir(c->cfg->dstfd,
+                                     ferry_batch_at(b, it->dir_off), &dfd);
+        if (!rc)
+                rc = ferry_fsio_statat(dfd, ferry_batch_at(b, it->name_off),
+                                       &st);
+        ferry_fsio_close(&dfd);
+        if (rc)
+                return 0; /* nothing to claim: the copy replaces nothing */
+        struct ferry_dst_rec rec = {it->type, st.size, st.mtime};
+        return ferry_manifest_file_set_dst(c->m, it->id, &rec);
+}
+
+void record_verify(struct coord *c, const struct ferry_batch *b,
+                   const struct ferry_item *it)
+{
+        char why[512];
+        int rc = 0;
+        c->prog.files_done++;
+        c->prog.bytes_done += it->st.size;
+        switch (it->result) {
+        case R_DONE: c->sum->verified++; return;
+        case R_NOFDS: stop_no_fds(c, it->err); return;
+        case R_MISMATCH:
+        case R_MISSING:
+                snprintf(why, sizeof(why), "verify: %s %s", it->what,
+                         it->result == R_MISSING ? "is missing" : "differs");
+                rc = ferry_manifest_file_set_state(c->m, it->id, ST_PENDING,
+                                                   why);
+                if (!rc && it->result == R_MISMATCH &&
+                    !strcmp(it->what, "destination"))
+                        rc = claim_mismatch(c, b, it);
+                /* a missing file's directories may be made anew */
+                if (!rc && it->result == R_MISSING)
+                        rc = ferry_manifest_dir_chain_touch(c->m, it->id);
+                c->sum->verified++;
+                c->sum->mismatched++;
+                emit_item(c,
+                          it->result == R_MISSING ? FERRY_EV_MISSING
+                                                  : FERRY_EV_MISMATCH,
+                          b, it, it->what);
+                break;
+        default:
+                reason(b, it, why, sizeof(why));
+                c->sum->files_failed++;
+                c->prog.errors++;
+                emit_item(c, FERRY_EV_FAILED, b, it, why);
+                break;
+        }
+        if (rc)
+                manifest_error(c);
+}
+
+int ferry_coord_verify(const struct ferry_coord_cfg *cfg,
+                       enum ferry_verify_mode mode, struct ferry_summary *sum,
+                       struct ferry_error *err)
+{
+        struct coord c;
+        int kind = (mode & FERRY_VERIFY_DEST ? WORK_VERIFY_DST : 0) |
+                   (mode & FERRY_VERIFY_SOURCE ? WORK_VERIFY_SRC : 0);
+        int code = coord_init(&c, cfg, sum, err, kind);
+        if (code)
+                return code;
+        uint64_t not_done = 0;
+        /* the totals of the progress line: the done rows (a read
+         * transaction of its own, before the verify's) */
+        struct ferry_status_info info;
+        if (!ferry_manifest_status(c.m, &info, NULL, NULL)) {
+                c.prog.files_total = info.done.files;
+                c.prog.bytes_total = info.done.bytes;
+        }
+        /* rows the latest scan did not see are no longer part of SRC */
+        if (ferry_manifest_begin(c.m) ||
+            ferry_manifest_current_gen(c.m, &c.gen) ||
+            ferry_manifest_not_done(c.m, c.gen, &not_done)) {
+                manifest_error(&c);
+        } else {
+                c.in.scan_done = true; /* no scan: the latest one's rows */
+                if (!start_threads(&c, false, true))
+                        start_loop(&c, PH_VERIFYING);
+                stop_threads(&c);
+                if (c.stop_code != FERRY_EMANIFEST &&
+                    ferry_manifest_commit(c.m))
+                        manifest_error(&c);
+        }
+        code = c.stop_code;
+        if (!code && (c.sum->mismatched || c.sum->files_failed)) {
+                code = FERRY_EVERIFY;
+                snprintf(err->msg, sizeof(err->msg),
+                         "verify found %llu missing or differing files%s",
+                         (unsigned long long)c.sum->mismatched,
+                         c.sum->files_failed ? " and unreadable ones" : "");
+        }
+        if (!code && not_done) {
+                code = FERRY_EVERIFY;
+                snprintf(err->msg, sizeof(err->msg),
+                         "%llu files are not copied yet: run the copy first",
+                         (unsigned long long)not_done);
+        }
+        set_phase(&c, PH_DONE);
+        progress(&c, true);
+        coord_release(&c);
+        return code;
+}
