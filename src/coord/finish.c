@@ -168,7 +168,7 @@ static int fsync_dst_dir(int dstfd, const char *path)
  * error, or 0. Acts on DST only (delete_dir records). */
 static int delete_dir_dst(int dstfd, const char *path)
 {
-        return unlinkat(dstfd, path, AT_REMOVEDIR) ? errno : 0;
+        return ferry_fsio_rmdirat(dstfd, path);
 }
 
 static void delete_dir(struct coord *c, const struct ferry_batch *b,
