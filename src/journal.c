@@ -18,6 +18,7 @@
 #include "journal.h"
 
 #include "copy.h"
+#include "failure.h"
 #include "fsio.h"
 #include "owner.h"
 #include "queue.h"
@@ -175,23 +176,31 @@ static const char *join_path(struct journal *j, const char *dir,
         return j->pathbuf;
 }
 
-static void emit(struct journal *j, enum ferry_event ev, const char *dir,
-                 const char *name, const char *detail)
+/* Tells the caller about dir/name; fail: what failed, or NULL. */
+static void emit_failure(struct journal *j, enum ferry_event ev,
+                         const char *dir, const char *name, const char *detail,
+                         const struct ferry_failure *fail)
 {
         if (!j->opt->event)
                 return;
         size_t len = 0;
         const char *path = join_path(j, dir, name, &len);
         if (path)
-                j->opt->event(ev, path, len, detail, j->opt->cb_arg);
+                j->opt->event(ev, path, len, detail, fail, j->opt->cb_arg);
+}
+
+static void emit(struct journal *j, enum ferry_event ev, const char *dir,
+                 const char *name, const char *detail)
+{
+        emit_failure(j, ev, dir, name, detail, NULL);
 }
 
 static void emit_item(struct journal *j, enum ferry_event ev,
                       const struct ferry_batch *b, const struct ferry_item *it,
-                      const char *detail)
+                      const char *detail, const struct ferry_failure *fail)
 {
-        emit(j, ev, ferry_batch_at(b, it->dir_off),
-             ferry_batch_at(b, it->name_off), detail);
+        emit_failure(j, ev, ferry_batch_at(b, it->dir_off),
+                     ferry_batch_at(b, it->name_off), detail, fail);
 }
 
 static void commit(struct journal *j)
@@ -313,11 +322,8 @@ static void reason(const struct ferry_batch *b, const struct ferry_item *it,
 {
         if (it->why_off)
                 snprintf(buf, size, "%s", ferry_batch_at(b, it->why_off));
-        else if (it->err)
-                snprintf(buf, size, "%s: %s", it->what ? it->what : "copy",
-                         strerror(it->err));
         else
-                snprintf(buf, size, "%s", it->what ? it->what : "failed");
+                ferry_failure_message(&it->fail, false, buf, size);
 }
 
 /* ENOSPC or EDQUOT on the destination: the whole run stops (exit 11). */
@@ -342,7 +348,8 @@ static bool stop_for_dst(struct journal *j, int err);
  * otherwise, and the row fails with why.
  */
 static bool clear_way(struct journal *j, const struct ferry_batch *b,
-                      const struct ferry_item *it, char *why, size_t size)
+                      const struct ferry_item *it, char *why, size_t size,
+                      struct ferry_failure *fail)
 {
         char *what = NULL;
         struct ferry_dst_rec claim;
@@ -362,6 +369,10 @@ static bool clear_way(struct journal *j, const struct ferry_batch *b,
         free(what);
         if (rc && rc != EEXIST && stop_for_dst(j, rc))
                 return true; /* DST failed: the row stays pending */
+        *fail = rc == EEXIST ? ferry_failure_of(FERRY_SIDE_DST,
+                                                FERRY_STEP_NOT_OURS, 0)
+                             : ferry_failure_of(FERRY_SIDE_DST,
+                                                FERRY_STEP_CLEAR, rc);
         if (rc)
                 return false;
         note_low(j, it->id);
@@ -430,7 +441,9 @@ static int record_copy(struct journal *j, const struct ferry_batch *b,
 {
         char why[512];
         int rc = 0;
-        if (it->result == R_IN_WAY && clear_way(j, b, it, why, sizeof(why)))
+        struct ferry_failure fail = it->fail;
+        if (it->result == R_IN_WAY &&
+            clear_way(j, b, it, why, sizeof(why), &fail))
                 return 0; /* stays pending: copied again in a later pass */
         switch (it->result) {
         case R_DONE:
@@ -443,7 +456,7 @@ static int record_copy(struct journal *j, const struct ferry_batch *b,
                 j->sum->files_copied++;
                 j->sum->bytes_copied += it->bytes;
                 j->prog.bytes_done += it->bytes;
-                emit_item(j, FERRY_EV_COPIED, b, it, NULL);
+                emit_item(j, FERRY_EV_COPIED, b, it, NULL, NULL);
                 break;
         case R_IN_WAY: /* why says why it stays */
         case R_FAILED:
@@ -453,20 +466,21 @@ static int record_copy(struct journal *j, const struct ferry_batch *b,
                 if (it->result != R_IN_WAY)
                         reason(b, it, why, sizeof(why));
                 rc = ferry_manifest_file_set_state(j->m, it->id, ST_FAILED,
-                                                   why);
+                                                   &fail, why);
                 if (!rc && !(rc = ferry_manifest_elect_leader(j->m, it->id)))
                         j->fresh = true;
                 j->sum->files_failed++;
                 j->prog.errors++;
-                emit_item(j, FERRY_EV_FAILED, b, it, why);
+                emit_item(j, FERRY_EV_FAILED, b, it, why, &fail);
                 break;
         case R_VANISHED:
                 rc = ferry_manifest_file_set_state(j->m, it->id, ST_VANISHED,
+                                                   &it->fail,
                                                    "vanished from the source");
                 if (!rc && !(rc = ferry_manifest_elect_leader(j->m, it->id)))
                         j->fresh = true;
                 j->sum->files_vanished++;
-                emit_item(j, FERRY_EV_VANISHED, b, it, "vanished");
+                emit_item(j, FERRY_EV_VANISHED, b, it, "vanished", &it->fail);
                 break;
         case R_NOSPACE:
         case R_DSTFAIL: stops_run(j, it); return 0;
@@ -536,7 +550,7 @@ static void on_barrier(struct journal *j, struct barrier_job *job)
                                 FERRY_EV_WARNING, "", 0,
                                 "durability barrier on the destination "
                                 "failed; those files will be copied again",
-                                j->opt->cb_arg);
+                                NULL, j->opt->cb_arg);
         }
         for (struct ferry_batch *b = job->list; b; b = b->next) {
                 int64_t last_dir = -1;
@@ -598,7 +612,7 @@ static int claim_mismatch(struct journal *j, const struct ferry_batch *b,
 static void record_verify(struct journal *j, const struct ferry_batch *b,
                           const struct ferry_item *it)
 {
-        char why[512];
+        char why[512], what[64];
         int rc = 0;
         j->prog.files_done++;
         j->prog.bytes_done += it->st.size;
@@ -607,12 +621,13 @@ static void record_verify(struct journal *j, const struct ferry_batch *b,
         case R_NOFDS: stop_no_fds(j, it->err); return;
         case R_MISMATCH:
         case R_MISSING:
-                snprintf(why, sizeof(why), "verify: %s %s", it->what,
+                ferry_failure_message(&it->fail, false, what, sizeof(what));
+                snprintf(why, sizeof(why), "verify: %s %s", what,
                          it->result == R_MISSING ? "is missing" : "differs");
                 rc = ferry_manifest_file_set_state(j->m, it->id, ST_PENDING,
-                                                   why);
+                                                   &it->fail, why);
                 if (!rc && it->result == R_MISMATCH &&
-                    !strcmp(it->what, "destination"))
+                    it->fail.side == FERRY_SIDE_DST)
                         rc = claim_mismatch(j, b, it);
                 /* a missing file's directories may be made anew */
                 if (!rc && it->result == R_MISSING)
@@ -622,13 +637,13 @@ static void record_verify(struct journal *j, const struct ferry_batch *b,
                 emit_item(j,
                           it->result == R_MISSING ? FERRY_EV_MISSING
                                                   : FERRY_EV_MISMATCH,
-                          b, it, it->what);
+                          b, it, what, &it->fail);
                 break;
         default:
                 reason(b, it, why, sizeof(why));
                 j->sum->files_failed++;
                 j->prog.errors++;
-                emit_item(j, FERRY_EV_FAILED, b, it, why);
+                emit_item(j, FERRY_EV_FAILED, b, it, why, &it->fail);
                 break;
         }
         if (rc)
@@ -755,12 +770,14 @@ static int scan_error(struct journal *j, const struct ferry_listing *l,
                       int64_t dir)
 {
         char why[256];
-        snprintf(why, sizeof(why), "cannot read directory: %s",
-                 strerror(l->open_err));
+        struct ferry_failure f =
+                ferry_failure_of(FERRY_SIDE_SRC, l->open_step, l->open_err);
+        ferry_failure_message(&f, true, why, sizeof(why));
         j->sum->scan_errors++;
         j->prog.errors++;
-        emit(j, FERRY_EV_WARNING, "", l->path_len ? l->path : ".", why);
-        int rc = ferry_manifest_dir_set_error(j->m, dir, why);
+        emit_failure(j, FERRY_EV_WARNING, "", l->path_len ? l->path : ".", why,
+                     &f);
+        int rc = ferry_manifest_dir_set_error(j->m, dir, &f, why);
         return rc ? rc
                   : ferry_manifest_keep_subtree(j->m, l->path, l->path_len,
                                                 j->gen);
@@ -851,7 +868,7 @@ static void on_listing(struct journal *j, struct ferry_listing *l)
         } else if (!rc && l->open_err)
                 rc = scan_error(j, l, dir);
         else if (!rc && l->first)
-                rc = ferry_manifest_dir_set_error(j->m, dir, NULL);
+                rc = ferry_manifest_dir_set_error(j->m, dir, NULL, NULL);
         if (!rc && l->last && !l->open_err && !j->stop_code &&
             !atomic_load(j->cfg->stop))
                 rc = ferry_manifest_dir_listed(j->m, dir, j->gen, marking,
@@ -1501,9 +1518,11 @@ static int check_destination(struct journal *j)
         }
         if (!ds.missing)
                 return 0;
+        const struct ferry_failure missing = {FERRY_SIDE_DST,
+                                              FERRY_STEP_MISSING, 0};
         for (unsigned i = 0; i < ds.missing && i < DST_SAMPLE; i++)
                 if (ferry_manifest_file_set_state(j->m, ds.missing_ids[i],
-                                                  ST_PENDING,
+                                                  ST_PENDING, &missing,
                                                   "missing from the "
                                                   "destination") ||
                     ferry_manifest_dir_chain_touch(j->m, ds.missing_ids[i]))
@@ -1863,7 +1882,7 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
                       const struct ferry_item *it)
 {
         const char *path = ferry_batch_at(b, it->dir_off);
-        const char *what = "create directory";
+        enum ferry_step step = FERRY_STEP_MKDIR;
         struct ferry_copy_dirs d = {j->cfg->srcfd, j->cfg->dstfd,
                                     j->cfg->names};
         char why[384];
@@ -1871,13 +1890,13 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
             rc = ferry_copy_make_dst_dir(&d, path, &fd, why, sizeof(why));
         if (!rc && j->opt->owner && geteuid() == 0 &&
             (rc = ferry_fsio_fchown(fd, it->st.uid, it->st.gid)))
-                what = "set directory owner";
+                step = FERRY_STEP_CHOWN;
         mode_t mode = j->opt->perms ? it->st.mode & 07777 : 0777 & ~j->umask;
         if (!rc && (rc = ferry_fsio_fchmod(fd, mode)))
-                what = "set directory mode";
+                step = FERRY_STEP_CHMOD;
         if (!rc && j->opt->times &&
             (rc = ferry_fsio_futimens(fd, it->st.mtime, it->st.mtime)))
-                what = "set directory times";
+                step = FERRY_STEP_UTIMES;
         /* --durability=file: the directory's entries (made, deleted) and
          * its metadata, made durable here instead of by a syncfs */
         if (fd >= 0 && j->opt->durability == FERRY_DURABLE_FILE)
@@ -1886,12 +1905,16 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
         if (rc && !why[0] && stop_for_dst(j, rc))
                 return; /* nobody's failure: the row stays pending */
         if (rc) {
-                if (!why[0]) /* else a refused or colliding name */
-                        snprintf(why, sizeof(why), "%s: %s", what,
-                                 strerror(rc));
+                /* a refused or colliding name says why itself */
+                struct ferry_failure f =
+                        why[0] ? ferry_failure_of(FERRY_SIDE_DST,
+                                                  FERRY_STEP_NAME, 0)
+                               : ferry_failure_of(FERRY_SIDE_DST, step, rc);
+                if (!why[0])
+                        ferry_failure_message(&f, true, why, sizeof(why));
                 j->sum->files_failed++;
-                emit(j, FERRY_EV_FAILED, "", path, why);
-                if (ferry_manifest_dir_set_error(j->m, it->id, why))
+                emit_failure(j, FERRY_EV_FAILED, "", path, why, &f);
+                if (ferry_manifest_dir_set_error(j->m, it->id, &f, why))
                         manifest_error(j);
                 return;
         }
@@ -2053,7 +2076,7 @@ static void would_copy(struct journal *j, const struct ferry_batch *b,
                 return;
         j->sum->files_copied++;
         j->sum->bytes_copied += it->type == FT_REG ? it->st.size : 0;
-        emit_item(j, FERRY_EV_WOULD_COPY, b, it, NULL);
+        emit_item(j, FERRY_EV_WOULD_COPY, b, it, NULL, NULL);
 }
 
 static void would_delete(struct journal *j, const struct ferry_batch *b,
@@ -2152,7 +2175,7 @@ int ferry_journal_verify(const struct ferry_journal_cfg *cfg,
         /* the totals of the progress line: the done rows (a read
          * transaction of its own, before the verify's) */
         struct ferry_status_info info;
-        if (!ferry_manifest_status(j.m, &info, NULL, NULL)) {
+        if (!ferry_manifest_status(j.m, &info, NULL)) {
                 j.prog.files_total = info.done.files;
                 j.prog.bytes_total = info.done.bytes;
         }

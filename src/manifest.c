@@ -94,8 +94,10 @@ static const char *const stmt_sql[S_NSTMTS] = {
                 "UPDATE dirs SET state = 0 WHERE id = ?1 AND state != 0",
         [S_DIR_APPLIED] = "UPDATE dirs SET state = 1 WHERE id = ?1",
         [S_DIR_DELETE] = "DELETE FROM dirs WHERE id = ?1",
-        [S_DIR_ERROR] = "UPDATE dirs SET error = ?2 WHERE id = ?1"
-                        " AND error IS NOT ?2",
+        [S_DIR_ERROR] = "UPDATE dirs SET error = ?2, fail_side = ?3,"
+                        " fail_step = ?4, fail_errno = ?5 WHERE id = ?1"
+                        " AND (error IS NOT ?2 OR fail_side IS NOT ?3"
+                        " OR fail_step IS NOT ?4 OR fail_errno IS NOT ?5)",
         /* ?3: a later scan must mark this directory's rows one by one */
         [S_DIR_LISTED] = "UPDATE dirs SET listed = ?2, mtime_ns = CASE WHEN"
                          " ?3 THEN -1 ELSE mtime_ns END WHERE id = ?1",
@@ -121,11 +123,14 @@ static const char *const stmt_sql[S_NSTMTS] = {
         [S_FILE_DONE] = "UPDATE files SET state = 1, hash = ?2, size = ?3,"
                         " mtime_ns = ?4, ctime_ns = ?5, mode = ?6, uid = ?7,"
                         " gid = ?8, dev = ?9, ino = ?10, error = NULL,"
+                        " fail_side = NULL, fail_step = NULL,"
+                        " fail_errno = NULL,"
                         " attempts = attempts + 1, dst_type = ?11,"
                         " dst_size = ?12, dst_mtime_ns = ?13 WHERE id = ?1",
         [S_FILE_STATE] =
                 "UPDATE files SET state = ?2, error = ?3,"
-                " attempts = attempts + (?3 IS NOT NULL) WHERE id = ?1",
+                " attempts = attempts + (?3 IS NOT NULL), fail_side = ?4,"
+                " fail_step = ?5, fail_errno = ?6 WHERE id = ?1",
         [S_FILE_DELETE] = "DELETE FROM files WHERE id = ?1",
         [S_FILE_REMOVE_NAME] = "UPDATE files SET state = 5, gen = ?3"
                                " WHERE dir = ?1 AND name = ?2 AND state != 5",
@@ -1430,7 +1435,20 @@ int ferry_manifest_dir_delete(struct ferry_manifest *m, int64_t id)
         return by_id(m, S_DIR_DELETE, id, "directory delete");
 }
 
+/* Binds f's side, step and errno to parameters first.. first + 2; NULLs
+ * when f is NULL. */
+static void bind_failure(sqlite3_stmt *s, int first,
+                         const struct ferry_failure *f)
+{
+        if (!f)
+                return;
+        sqlite3_bind_int(s, first, (int)f->side);
+        sqlite3_bind_int(s, first + 1, (int)f->step);
+        sqlite3_bind_int(s, first + 2, f->err);
+}
+
 int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
+                                 const struct ferry_failure *f,
                                  const char *error)
 {
         sqlite3_stmt *s = stmt(m, S_DIR_ERROR);
@@ -1439,6 +1457,7 @@ int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
         sqlite3_bind_int64(s, 1, id);
         if (error)
                 sqlite3_bind_text(s, 2, error, -1, SQLITE_TRANSIENT);
+        bind_failure(s, 3, error ? f : NULL);
         return exec_stmt(m, s, "directory update");
 }
 
@@ -1786,7 +1805,9 @@ int ferry_manifest_interrupted_since(struct ferry_manifest *m, int64_t run_id,
 }
 
 int ferry_manifest_file_set_state(struct ferry_manifest *m, int64_t id,
-                                  enum ferry_state state, const char *error)
+                                  enum ferry_state state,
+                                  const struct ferry_failure *f,
+                                  const char *error)
 {
         sqlite3_stmt *s = stmt(m, S_FILE_STATE);
         if (!s)
@@ -1795,6 +1816,7 @@ int ferry_manifest_file_set_state(struct ferry_manifest *m, int64_t id,
         sqlite3_bind_int(s, 2, state);
         if (error)
                 sqlite3_bind_text(s, 3, error, -1, SQLITE_TRANSIENT);
+        bind_failure(s, 4, f);
         return exec_stmt(m, s, "file update");
 }
 
@@ -2066,54 +2088,107 @@ static int status_last_run(struct ferry_manifest *m,
         return 0;
 }
 
-static int status_failures(struct ferry_manifest *m, ferry_failure_fn fn,
-                           void *arg)
+/* Failures grouped by cause (side, step, errno), the most frequent cause
+ * first; within one, directories first, then files by id; at most ?1 of
+ * each cause (0: all). Columns: path, name, error, side, step, errno,
+ * count of the cause, index within it. */
+#define STATUS_FAILURES_SQL(D_SIDE, D_STEP, D_ERRNO, F_SIDE, F_STEP, F_ERRNO)  \
+        "SELECT path, name, error, side, step, errno, n, k - 1 FROM ("         \
+        " SELECT path, name, error, side, step, errno,"                        \
+        "  count(*) OVER (PARTITION BY side, step, errno) AS n,"               \
+        "  row_number() OVER (PARTITION BY side, step, errno"                  \
+        "   ORDER BY ord, id) AS k"                                            \
+        " FROM (SELECT 0 AS ord, id, path, x'' AS name, error,"                \
+        "   " D_SIDE " AS side, " D_STEP " AS step, " D_ERRNO " AS errno"      \
+        "   FROM dirs WHERE error IS NOT NULL"                                 \
+        "  UNION ALL"                                                          \
+        "  SELECT 1, f.id, d.path, f.name, coalesce(f.error, ''),"             \
+        "   " F_SIDE ", " F_STEP ", " F_ERRNO                                  \
+        "   FROM files f JOIN dirs d ON d.id = f.dir WHERE f.state = 2))"      \
+        " WHERE ?1 = 0 OR k <= ?1"                                             \
+        " ORDER BY n DESC, side, step, errno, k"
+static const char status_failures_sql[] =
+        STATUS_FAILURES_SQL("fail_side", "fail_step", "fail_errno",
+                            "f.fail_side", "f.fail_step", "f.fail_errno");
+/* A manifest before version 5 (read without write access, so not
+ * migrated) records no causes. */
+static const char status_failures_v4_sql[] =
+        STATUS_FAILURES_SQL("NULL", "NULL", "NULL", "NULL", "NULL", "NULL");
+
+/* Joins dir and name of the current row of s into *buf ("." for SRC). */
+static int failure_path(sqlite3_stmt *s, char **buf, size_t *cap, size_t *len)
+{
+        size_t dl = (size_t)sqlite3_column_bytes(s, 0);
+        size_t nl = (size_t)sqlite3_column_bytes(s, 1);
+        if (dl + nl + 2 > *cap) {
+                char *p = realloc(*buf, dl + nl + 2);
+                if (!p)
+                        return ENOMEM;
+                *buf = p;
+                *cap = dl + nl + 2;
+        }
+        size_t n = 0;
+        if (dl) {
+                memcpy(*buf, sqlite3_column_blob(s, 0), dl);
+                (*buf)[dl] = nl ? '/' : '\0';
+                n = nl ? dl + 1 : dl;
+        }
+        if (nl)
+                memcpy(*buf + n, sqlite3_column_blob(s, 1), nl);
+        n += nl;
+        if (!n)
+                (*buf)[n++] = '.'; /* SRC itself */
+        (*buf)[n] = '\0';
+        *len = n;
+        return 0;
+}
+
+static int status_failures(struct ferry_manifest *m,
+                           const struct ferry_status_req *req)
 {
         sqlite3_stmt *s;
-        if (sqlite3_prepare_v2(m->db,
-                               "SELECT path, '', error FROM dirs"
-                               " WHERE error IS NOT NULL"
-                               " UNION ALL"
-                               " SELECT d.path, f.name, coalesce(f.error, '')"
-                               " FROM files f JOIN dirs d ON d.id = f.dir"
-                               " WHERE f.state = 2",
-                               -1, &s, NULL) != SQLITE_OK)
+        int64_t version = 0;
+        if (pragma_int(m, "PRAGMA user_version", &version))
+                return FERRY_EMANIFEST;
+        const char *sql =
+                version < 5 ? status_failures_v4_sql : status_failures_sql;
+        if (sqlite3_prepare_v2(m->db, sql, -1, &s, NULL) != SQLITE_OK)
                 return db_fail(m, "read");
+        sqlite3_bind_int64(s, 1, (sqlite3_int64)req->per_cause);
         char *buf = NULL;
         size_t cap = 0;
         int rc;
         while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-                size_t dl = (size_t)sqlite3_column_bytes(s, 0);
-                size_t nl = (size_t)sqlite3_column_bytes(s, 1);
-                if (dl + nl + 2 > cap) {
-                        cap = dl + nl + 2;
-                        char *p = realloc(buf, cap);
-                        if (!p)
-                                break;
-                        buf = p;
-                }
-                size_t n = 0;
-                if (dl) {
-                        memcpy(buf, sqlite3_column_blob(s, 0), dl);
-                        buf[dl] = nl ? '/' : '\0';
-                        n = nl ? dl + 1 : dl;
-                }
-                if (nl)
-                        memcpy(buf + n, sqlite3_column_blob(s, 1), nl);
-                n += nl;
-                if (!n)
-                        buf[n++] = '.'; /* SRC itself */
-                buf[n] = '\0';
-                fn(buf, n, (const char *)sqlite3_column_text(s, 2), arg);
+                struct ferry_failure_row row;
+                if (failure_path(s, &buf, &cap, &row.path_len))
+                        break;
+                row.path = buf;
+                row.reason = (const char *)sqlite3_column_text(s, 2);
+                row.fail.side = (enum ferry_side)sqlite3_column_int(s, 3);
+                row.fail.step = (enum ferry_step)sqlite3_column_int(s, 4);
+                row.fail.err = sqlite3_column_int(s, 5);
+                row.cause_count = (uint64_t)sqlite3_column_int64(s, 6);
+                row.cause_index = (uint64_t)sqlite3_column_int64(s, 7);
+                req->on_failure(&row, req->arg);
         }
         free(buf);
         sqlite3_finalize(s);
         return rc == SQLITE_DONE ? 0 : db_fail(m, "read");
 }
 
+/* An immutable read found the manifest changed under it. */
+static int moved(struct ferry_manifest *m)
+{
+        m->moved = true;
+        return fail(m,
+                    "manifest '%s' changed while status read it without "
+                    "write access: run it again",
+                    m->path);
+}
+
 int ferry_manifest_status(struct ferry_manifest *m,
                           struct ferry_status_info *info,
-                          ferry_failure_fn on_failure, void *arg)
+                          const struct ferry_status_req *req)
 {
         /* one read transaction: a consistent snapshot, kept short */
         int rc = exec_sql(m, "BEGIN", "read");
@@ -2124,17 +2199,18 @@ int ferry_manifest_status(struct ferry_manifest *m,
                 rc = status_meta(m, info);
         if (!rc)
                 rc = status_last_run(m, info);
-        if (!rc && on_failure)
-                rc = status_failures(m, on_failure, arg);
+        /* the counts go out before the failures, from the same read;
+         * a read without write access that was torn already is not
+         * handed on (the caller may read again) */
+        if (!rc && req && req->on_info && m->immutable && !still_alone(m))
+                rc = moved(m);
+        if (!rc && req && req->on_info)
+                req->on_info(info, req->arg);
+        if (!rc && req && req->on_failure)
+                rc = status_failures(m, req);
         sqlite3_exec(m->db, "COMMIT", NULL, NULL, NULL);
-        if (m->immutable && !still_alone(m)) {
-                /* what was read may be torn, errors included */
-                m->moved = true;
-                rc = fail(m,
-                          "manifest '%s' changed while status read it "
-                          "without write access: run it again",
-                          m->path);
-        }
+        if (!m->moved && m->immutable && !still_alone(m))
+                rc = moved(m); /* what was read may be torn, errors too */
         return rc;
 }
 

@@ -161,6 +161,7 @@ int ferry_manifest_dir_defer(struct ferry_manifest *m, int64_t id);
 int ferry_manifest_dir_delete(struct ferry_manifest *m, int64_t id);
 /* Records why a directory failed (NULL clears it). */
 int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
+                                 const struct ferry_failure *f,
                                  const char *error);
 /* Keeps every row below path (a directory the scan could not read) part
  * of generation gen. */
@@ -205,8 +206,12 @@ int ferry_manifest_file_set_dst(struct ferry_manifest *m, int64_t id,
  * recording every result (exit 0, 23 or 24); 0 when there is none. */
 int ferry_manifest_interrupted_since(struct ferry_manifest *m, int64_t run_id,
                                      int64_t *since);
+/* error: the message (NULL: none, and attempts do not count up); f: what
+ * failed, stored beside it (sql/005_failure.sql), NULL for none. */
 int ferry_manifest_file_set_state(struct ferry_manifest *m, int64_t id,
-                                  enum ferry_state state, const char *error);
+                                  enum ferry_state state,
+                                  const struct ferry_failure *f,
+                                  const char *error);
 int ferry_manifest_file_delete(struct ferry_manifest *m, int64_t id);
 
 /*
@@ -243,10 +248,12 @@ int ferry_manifest_keep_removed(struct ferry_manifest *m, int64_t gen);
 int ferry_manifest_not_done(struct ferry_manifest *m, int64_t gen,
                             uint64_t *files);
 
-/* Fills info and calls on_failure for each failed row. */
+/* Fills info and, in the same read transaction, hands info and the failed
+ * rows (grouped by cause, req->per_cause of each) on as req says (may be
+ * NULL). */
 int ferry_manifest_status(struct ferry_manifest *m,
                           struct ferry_status_info *info,
-                          ferry_failure_fn on_failure, void *arg);
+                          const struct ferry_status_req *req);
 /* True when ferry_manifest_status failed because a manifest read without
  * write access changed while it was read: a new open and read answers. */
 bool ferry_manifest_moved(const struct ferry_manifest *m);

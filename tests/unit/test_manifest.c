@@ -368,15 +368,13 @@ static void test_refuses_deep_damage(void)
         char *before = slurp(fx.db, &len);
         struct ferry_status_info info;
         CHECK_EQ(ferry_manifest_open(fx.db, MF_CREATE, &fx.m, &fx.err), 0);
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL),
-                 FERRY_EMANIFEST);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL), FERRY_EMANIFEST);
         CHECK(strstr(ferry_manifest_errmsg(fx.m), "is damaged") != NULL);
         fprintf(stderr, "  met later: %s\n", ferry_manifest_errmsg(fx.m));
         ferry_manifest_close(fx.m);
         unsetenv("FERRY_MANIFEST_CHECK");
         CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &fx.m, &fx.err), 0);
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL),
-                 FERRY_EMANIFEST);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL), FERRY_EMANIFEST);
         CHECK(strstr(ferry_manifest_errmsg(fx.m), "is damaged") != NULL);
         ferry_manifest_close(fx.m);
         fx.m = NULL;
@@ -414,7 +412,7 @@ static void test_wal_left_by_a_crash(void)
         struct ferry_status_info info;
         struct ferry_manifest *m = NULL;
         CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &m, &fx.err), 0);
-        CHECK_EQ(ferry_manifest_status(m, &info, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(m, &info, NULL), 0);
         ferry_manifest_close(m);
         CHECK(same_bytes(fx.db, db_bytes, db_len));
         CHECK(same_bytes(wal, wal_bytes, wal_len));
@@ -429,7 +427,7 @@ static void test_wal_left_by_a_crash(void)
         CHECK(same_bytes(fx.db, db_bytes, db_len));
         CHECK(same_bytes(wal, wal_bytes, wal_len));
         CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &m, &fx.err), 0);
-        CHECK_EQ(ferry_manifest_status(m, &info, NULL, NULL), FERRY_EMANIFEST);
+        CHECK_EQ(ferry_manifest_status(m, &info, NULL), FERRY_EMANIFEST);
         ferry_manifest_close(m);
         CHECK(same_bytes(fx.db, db_bytes, db_len));
         CHECK(same_bytes(wal, wal_bytes, wal_len));
@@ -451,7 +449,7 @@ static void test_status_leaves_no_wal(void)
         struct ferry_status_info info;
         struct ferry_manifest *r = NULL;
         CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &r, &fx.err), 0);
-        CHECK_EQ(ferry_manifest_status(r, &info, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(r, &info, NULL), 0);
         CHECK_EQ(info.pending.files, 100);
         ferry_manifest_close(r);
         CHECK(!file_exists(wal) && !file_exists(shm));
@@ -459,15 +457,17 @@ static void test_status_leaves_no_wal(void)
         /* while a writer works: status reads, and the writer goes on */
         CHECK_EQ(ferry_manifest_open(fx.db, MF_CREATE, &fx.m, &fx.err), 0);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, 1, ST_DONE, NULL), 0);
+        CHECK_EQ(ferry_manifest_file_set_state(fx.m, 1, ST_DONE, NULL, NULL),
+                 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &r, &fx.err), 0);
-        CHECK_EQ(ferry_manifest_status(r, &info, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(r, &info, NULL), 0);
         CHECK_EQ(info.done.files, 1);
         ferry_manifest_close(r);
         CHECK(file_exists(wal));
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, 2, ST_DONE, NULL), 0);
+        CHECK_EQ(ferry_manifest_file_set_state(fx.m, 2, ST_DONE, NULL, NULL),
+                 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         ferry_manifest_close(fx.m);
         fx.m = NULL;
@@ -504,7 +504,7 @@ static void test_bind_job(void)
         CHECK_EQ(ferry_manifest_bind_job(fx.m, "/the/src", "/the/dst"), 0);
         struct ferry_status_info info;
         memset(&info, 0, sizeof(info));
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL), 0);
         CHECK_STR(info.src, "/the/src");
         CHECK_STR(info.dst, "/the/dst");
         fx_close(&fx);
@@ -635,7 +635,7 @@ static void test_upserts_and_byte_names(void)
         /* the first is copied, the second fails */
         CHECK_EQ(ferry_manifest_file_done(fx.m, &done), 0);
         CHECK_EQ(ferry_manifest_file_set_state(fx.m, b->items[1].id, ST_FAILED,
-                                               "read source: EIO"),
+                                               NULL, "read source: EIO"),
                  0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, "SELECT state FROM files WHERE id = ?1",
@@ -830,7 +830,9 @@ static void test_hardlinks(void)
                 it.hash[i] = (uint8_t)(i * 17);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         CHECK_EQ(ferry_manifest_file_done(fx.m, &it), 0);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, p, ST_FAILED, "boom"), 0);
+        CHECK_EQ(
+                ferry_manifest_file_set_state(fx.m, p, ST_FAILED, NULL, "boom"),
+                0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
 
         fill_all(&fx, Q_NEXT_PASS, gen, &b);
@@ -877,9 +879,11 @@ static void test_hardlinks(void)
         int64_t l1 = add_file(&fx, root, "l1", 500, 7, 3, 10, gen, true);
         int64_t l2 = add_file(&fx, root, "l2", 500, 7, 3, 10, gen, true);
         int64_t l3 = add_file(&fx, root, "l3", 500, 7, 3, 10, gen, true);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, l1, ST_FAILED, "x"), 0);
+        CHECK_EQ(ferry_manifest_file_set_state(fx.m, l1, ST_FAILED, NULL, "x"),
+                 0);
         CHECK_EQ(ferry_manifest_elect_leader(fx.m, l1), 0);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, l2, ST_FAILED, "y"), 0);
+        CHECK_EQ(ferry_manifest_file_set_state(fx.m, l2, ST_FAILED, NULL, "y"),
+                 0);
         CHECK_EQ(ferry_manifest_elect_leader(fx.m, l2), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, hl, l3), -1);
@@ -1066,16 +1070,20 @@ struct failures {
         char path[256];
         size_t len;
         char reason[128];
+        struct ferry_failure fail;
+        uint64_t count, index;
 };
 
-static void on_failure(const char *path, size_t len, const char *reason,
-                       void *arg)
+static void on_failure(const struct ferry_failure_row *r, void *arg)
 {
         struct failures *f = arg;
         f->calls++;
-        f->len = len;
-        snprintf(f->path, sizeof(f->path), "%.*s", (int)len, path);
-        snprintf(f->reason, sizeof(f->reason), "%s", reason);
+        f->len = r->path_len;
+        snprintf(f->path, sizeof(f->path), "%.*s", (int)r->path_len, r->path);
+        snprintf(f->reason, sizeof(f->reason), "%s", r->reason);
+        f->fail = r->fail;
+        f->count = r->cause_count;
+        f->index = r->cause_index;
 }
 
 static void test_status_counts(void)
@@ -1112,9 +1120,10 @@ static void test_status_counts(void)
         it.id = done2;
         it.st = mkstat(S_IFREG | 0644, 20, 5000, 2, 1);
         CHECK_EQ(ferry_manifest_file_done(fx.m, &it), 0);
-        ferry_manifest_file_set_state(fx.m, failed, ST_FAILED,
+        const struct ferry_failure eio = {FERRY_SIDE_SRC, FERRY_STEP_READ, EIO};
+        ferry_manifest_file_set_state(fx.m, failed, ST_FAILED, &eio,
                                       "read source: Input/output error");
-        ferry_manifest_file_set_state(fx.m, gone, ST_VANISHED, NULL);
+        ferry_manifest_file_set_state(fx.m, gone, ST_VANISHED, NULL, NULL);
         CHECK_EQ(ferry_manifest_run_finish(fx.m, run, FERRY_EPARTIAL), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
 
@@ -1122,7 +1131,8 @@ static void test_status_counts(void)
         struct failures fl;
         memset(&info, 0, sizeof(info));
         memset(&fl, 0, sizeof(fl));
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, on_failure, &fl), 0);
+        struct ferry_status_req req = {NULL, on_failure, &fl, 0};
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, &req), 0);
         CHECK_EQ(info.done.files, 2);
         CHECK_EQ(info.done.bytes, 30);
         CHECK_EQ(info.pending.files, 1);
@@ -1141,6 +1151,11 @@ static void test_status_counts(void)
         CHECK_EQ(fl.len, 8);
         CHECK_MEM(fl.path, "d\n1/bad\xff", 8);
         CHECK_STR(fl.reason, "read source: Input/output error");
+        CHECK_EQ(fl.fail.side, FERRY_SIDE_SRC); /* the cause, as recorded */
+        CHECK_EQ(fl.fail.step, FERRY_STEP_READ);
+        CHECK_EQ(fl.fail.err, EIO);
+        CHECK_EQ(fl.count, 1);
+        CHECK_EQ(fl.index, 0);
 
         uint64_t n = 0, bytes = 0;
         CHECK_EQ(ferry_manifest_not_done(fx.m, gen, &n), 0);
@@ -1154,7 +1169,7 @@ static void test_status_counts(void)
         CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &ro, &fx.err), 0);
         struct ferry_status_info info2;
         memset(&info2, 0, sizeof(info2));
-        CHECK_EQ(ferry_manifest_status(ro, &info2, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(ro, &info2, NULL), 0);
         CHECK_EQ(info2.done.files, 2);
         CHECK_EQ(info2.failed.files, 1);
         ferry_manifest_close(ro);
@@ -1162,9 +1177,7 @@ static void test_status_counts(void)
         struct ferry_error err;
         memset(&info2, 0, sizeof(info2));
         memset(&fl, 0, sizeof(fl));
-        CHECK_EQ(ferry_status_read(fx.db, NULL, NULL, &info2, on_failure, &fl,
-                                   &err),
-                 0);
+        CHECK_EQ(ferry_status_read(fx.db, NULL, NULL, &req, &info2, &err), 0);
         CHECK_EQ(info2.pending.files, 1);
         CHECK_EQ(info2.running_pid, 0);
         CHECK_EQ(fl.calls, 1);
@@ -1176,7 +1189,7 @@ static void test_status_counts(void)
         ferry_manifest_next_gen(fx.m, &gen);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         memset(&info, 0, sizeof(info));
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL), 0);
         CHECK_EQ(info.failed.files, 0);
         CHECK_EQ(info.pending.files, 2);
         CHECK_EQ(info.not_in_source, 0);
@@ -1191,7 +1204,7 @@ static void test_status_counts(void)
         CHECK(!replaced);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         memset(&info, 0, sizeof(info));
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL), 0);
         CHECK_EQ(info.done.files, 2);
 
         /* a replaced destination: everything done is pending again */
@@ -1199,7 +1212,7 @@ static void test_status_counts(void)
         CHECK_EQ(ferry_manifest_reset_done(fx.m), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         memset(&info, 0, sizeof(info));
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL), 0);
         CHECK_EQ(info.done.files, 0);
         CHECK_EQ(info.pending.files, 4);
         CHECK_EQ(
@@ -1338,7 +1351,9 @@ static void test_keep_subtree(void)
         ferry_manifest_dir_upsert(fx.m, "a", 1, &dst, gen, &again, &is_new,
                                   &unit_marking);
         CHECK_EQ(ferry_manifest_keep_subtree(fx.m, "a", 1, gen), 0);
-        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, id[1],
+        const struct ferry_failure acces = {FERRY_SIDE_SRC, FERRY_STEP_OPENDIR,
+                                            EACCES};
+        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, id[1], &acces,
                                               "cannot read: Permission denied"),
                  0);
         /* the root was read whole and named no file: its row is gone */
@@ -1373,17 +1388,21 @@ static void test_keep_subtree(void)
         memset(&info, 0, sizeof(info));
         struct failures fl;
         memset(&fl, 0, sizeof(fl));
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, on_failure, &fl), 0);
+        struct ferry_status_req req = {NULL, on_failure, &fl, 0};
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, &req), 0);
         CHECK_EQ(fl.calls, 1);
         CHECK_STR(fl.path, "a");
         CHECK_STR(fl.reason, "cannot read: Permission denied");
+        CHECK_EQ(fl.fail.side, FERRY_SIDE_SRC);
+        CHECK_EQ(fl.fail.step, FERRY_STEP_OPENDIR);
+        CHECK_EQ(fl.fail.err, EACCES);
         CHECK_EQ(info.not_in_source, 6); /* files not kept */
         /* NULL clears it */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, id[1], NULL), 0);
+        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, id[1], NULL, NULL), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         memset(&fl, 0, sizeof(fl));
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, on_failure, &fl), 0);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, &req), 0);
         CHECK_EQ(fl.calls, 0);
         fx_close(&fx);
 }
