@@ -107,7 +107,7 @@ enum ferry_event {
  * (sql/005_failure.sql) and are never renumbered.
  */
 enum ferry_side {
-        FERRY_SIDE_NONE = 0, /* not recorded (a row of ferry before 1.1) */
+        FERRY_SIDE_NONE = 0, /* not recorded (a row of an older ferry) */
         FERRY_SIDE_SRC = 1,
         FERRY_SIDE_DST = 2,
         FERRY_SIDE_MANIFEST = 3,
@@ -248,7 +248,7 @@ struct ferry_failure_row {
         const char *path; /* relative to SRC and DST; "." is the top
                              directory itself */
         size_t path_len;
-        struct ferry_failure fail; /* all 0: recorded by a ferry before 1.1 */
+        struct ferry_failure fail; /* all 0: an older ferry recorded it */
         const char *reason;        /* the message recorded with it */
         uint64_t cause_count;      /* failures of this cause in all */
         uint64_t cause_index;      /* 0 for the first of its cause */

@@ -372,8 +372,10 @@ static void record_dst(struct ferry_copier *c, struct ferry_item *it,
         }
 }
 
-static void copy_item(struct ferry_copier *c, struct ferry_batch *b,
-                      struct ferry_item *it)
+/* Checks the name and enters the item's directories; false when that
+ * already gave the item its result (nothing to copy). */
+static bool ready_to_copy(struct ferry_copier *c, struct ferry_batch *b,
+                          struct ferry_item *it)
 {
         c->why[0] = '\0';
         c->why_step = FERRY_STEP_NAME; /* unless place() says otherwise */
@@ -381,41 +383,48 @@ static void copy_item(struct ferry_copier *c, struct ferry_batch *b,
         if (ferry_names_refused(c->cfg.names, ferry_batch_at(b, it->name_off),
                                 c->why, sizeof(c->why))) {
                 fail_why(c, b, it);
-                return;
+                return false;
         }
         enter_dir_retrying(c, b, it);
         if (ferry_fsio_out_of_fds(c->src_err)) {
                 ferry_copier_set_result(it, c->src_err, &S_OPEN_SRC_DIR);
-                return;
+                return false;
         }
         /* the run stops (a signal, a full or failed DST): an error that
          * would have been retried fails nobody; the row stays pending */
         if ((c->src_err || c->dst_err) && atomic_load(c->cfg.stop) &&
             retry_dir(c)) {
                 it->result = R_NONE;
-                return;
+                return false;
         }
         if (c->src_err) {
                 it->result = c->src_err == ENOENT ? R_VANISHED : R_FAILED;
                 it->err = c->src_err;
                 fail_at(it, &S_OPEN_SRC_DIR, c->src_err);
-                return;
+                return false;
         }
         if (c->dst_err == ENOTDIR) { /* a file where SRC has a directory */
                 it->result = R_IN_WAY;
                 it->err = ENOTDIR;
-                return;
+                return false;
         }
         if (c->dst_err) {
                 if (c->dir_why[0]) { /* a refused or colliding directory */
                         memcpy(c->why, c->dir_why, sizeof(c->why));
-                        c->why_step = FERRY_STEP_NAME;
                         fail_why(c, b, it);
                 } else if (!ferry_copier_dst_gone(c, it, c->dst_err,
                                                   &S_MAKE_DIR))
                         ferry_copier_set_result(it, c->dst_err, &S_MAKE_DIR);
-                return;
+                return false;
         }
+        return true;
+}
+
+static void copy_item(struct ferry_copier *c, struct ferry_batch *b,
+                      struct ferry_item *it)
+{
+        if (!ready_to_copy(c, b, it))
+                return;
         const char *name = ferry_batch_at(b, it->name_off);
         for (unsigned attempt = 0;; attempt++) {
                 bool changed = false;

@@ -1,7 +1,7 @@
 /*
  * failure.c - struct ferry_failure as words (ferry.h, failure.h).
  *
- * Owns the two tables that give each step its words: the phrase of a
+ * Owns the table that gives each step its words: the phrase of a
  * cause ("reading", for "permission denied reading SRC") and the phrase
  * of a row's message ("read source", for "read source: Permission
  * denied"). Nothing here decides anything; it only renders.
@@ -166,10 +166,8 @@ char *ferry_failure_message(const struct ferry_failure *f, bool dir, char *buf,
                 phrase = dir                         ? w->in_dir
                          : f->side == FERRY_SIDE_SRC ? w->src
                                                      : w->dst;
-        if (!phrase && w && f->side == FERRY_SIDE_SRC)
-                phrase = w->dst; /* a step of DST's words, on SRC */
-        if (!phrase && w)
-                phrase = w->src ? w->src : w->dst;
+        if (!phrase && w) /* a pair no caller makes: words of either */
+                phrase = w->src ? w->src : w->dst ? w->dst : w->name;
         if (!phrase)
                 phrase = "failed";
         if (f->err)

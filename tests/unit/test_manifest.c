@@ -1086,6 +1086,96 @@ static void on_failure(const struct ferry_failure_row *r, void *arg)
         f->index = r->cause_index;
 }
 
+/* The failures a status hands on, in order (up to 16). */
+struct failure_list {
+        int n;
+        char path[16][32];
+        struct ferry_failure fail[16];
+        uint64_t count[16], index[16];
+};
+
+static void list_failure(const struct ferry_failure_row *r, void *arg)
+{
+        struct failure_list *l = arg;
+        if (l->n >= 16)
+                return;
+        snprintf(l->path[l->n], sizeof(l->path[0]), "%.*s", (int)r->path_len,
+                 r->path);
+        l->fail[l->n] = r->fail;
+        l->count[l->n] = r->cause_count;
+        l->index[l->n] = r->cause_index;
+        l->n++;
+}
+
+static void count_info(const struct ferry_status_info *info, void *arg)
+{
+        struct failure_list *l = arg;
+        CHECK_EQ(l->n, 0); /* before any failure */
+        CHECK_EQ(info->failed.files, 6);
+        l->n = 0;
+}
+
+/* Failures come grouped by cause, the most frequent first, at most
+ * per_cause of each, with the cause's count; rows of an older ferry (no
+ * cause) group together; the counts go out first, from the same read. */
+static void test_status_causes(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        int64_t gen, root, d;
+        bool is_new;
+        struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        ferry_manifest_next_gen(fx.m, &gen);
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new,
+                                  &unit_marking);
+        ferry_manifest_dir_upsert(fx.m, "d", 1, &dst, gen, &d, &is_new,
+                                  &unit_marking);
+        const struct ferry_failure acces = {FERRY_SIDE_SRC, FERRY_STEP_OPEN,
+                                            EACCES};
+        const struct ferry_failure full = {FERRY_SIDE_DST, FERRY_STEP_WRITE,
+                                           ENOSPC};
+        const char *names[] = {"a", "b", "c", "e", "f"};
+        for (int i = 0; i < 5; i++) {
+                int64_t id = add_file(&fx, root, names[i], 10 + (uint64_t)i, 7,
+                                      1, 1, gen, true);
+                ferry_manifest_file_set_state(fx.m, id, ST_FAILED,
+                                              i < 3 ? &acces : NULL, "x");
+        }
+        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, d, &full, "y"), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+
+        struct failure_list l;
+        memset(&l, 0, sizeof(l));
+        struct ferry_status_req req = {count_info, list_failure, &l, 0};
+        struct ferry_status_info info;
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, &req), 0);
+        CHECK_EQ(l.n, 6);
+        static const char *const order[] = {"a", "b", "c", "e", "f", "d"};
+        for (int i = 0; i < 6 && i < l.n; i++)
+                CHECK_STR(l.path[i], order[i]);
+        CHECK_EQ(l.count[0], 3);
+        CHECK_EQ(l.index[2], 2);
+        CHECK_EQ(l.fail[0].err, EACCES);
+        CHECK_EQ(l.fail[3].side, FERRY_SIDE_NONE); /* no cause recorded */
+        CHECK_EQ(l.count[3], 2);
+        CHECK_EQ(l.index[3], 0);
+        CHECK_EQ(l.fail[5].side, FERRY_SIDE_DST);
+        CHECK_EQ(l.fail[5].step, FERRY_STEP_WRITE);
+        CHECK_EQ(l.count[5], 1);
+
+        /* at most 2 of each cause */
+        memset(&l, 0, sizeof(l));
+        req.per_cause = 2;
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, &req), 0);
+        CHECK_EQ(l.n, 5);
+        CHECK_STR(l.path[1], "b");
+        CHECK_EQ(l.count[1], 3); /* the count is the cause's, in all */
+        CHECK_STR(l.path[2], "e");
+        CHECK_STR(l.path[4], "d");
+        fx_close(&fx);
+}
+
 static void test_status_counts(void)
 {
         struct fixture fx;
@@ -1699,6 +1789,7 @@ int main(int argc, char **argv)
         RUN(test_hardlinks);
         RUN(test_fill_limits_and_queries);
         RUN(test_status_counts);
+        RUN(test_status_causes);
         RUN(test_sample_done);
         RUN(test_keep_subtree);
         RUN(test_listed_marking);
