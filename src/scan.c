@@ -10,19 +10,19 @@
  *
  * Transient errors (an EIO or ESTALE from a flaky share) while opening or
  * reading a directory, SRC's own included, are retried as the copy retries
- * them: ferry_copy_transient() says which, --retries how often,
+ * them (retry.h): ferry_copy_transient() says which, --retries how often,
  * ferry_copy_backoff() how long to wait. What still fails is sent as the
  * listing's open_err, with the step that failed (open_step: opendir,
  * readdir, or the stat of an entry). No descriptor (EMFILE, ENFILE) is
- * back-pressure: waited out with ferry_fsio_fd_wait, never an attempt; a thread
- * holds at most FERRY_SCAN_FDS descriptors.
+ * back-pressure: waited out with ferry_fsio_fd_wait, never an attempt; a
+ * thread holds at most FERRY_SCAN_FDS descriptors.
  */
 #define _GNU_SOURCE
 #include "scan.h"
 
 #include "batch.h"
-#include "copy.h"
 #include "fsio.h"
+#include "retry.h"
 
 #include <dirent.h>
 #include <errno.h>
