@@ -79,7 +79,7 @@ static const struct opt_def opts[] = {
         {"json", no_argument, O_JSON, NULL,
          "print a JSON summary on stdout at the end"},
         {"failures", no_argument, O_FAILURES, NULL,
-         "status: list every failure, not the first 5 of each cause"},
+         "status: list all failures, not 5 of each cause"},
         {"help", no_argument, O_HELP, NULL, "show this help and exit"},
         {"version", no_argument, O_VERSION, NULL, "show the version and exit"},
 };
