@@ -167,10 +167,10 @@ static void on_progress(const struct ferry_progress *p, void *arg)
 static void put_listed_why(struct out *o, const char *prefix, const char *path,
                            size_t len, const char *why)
 {
-        if (!sink_ready(o->so))
+        if (!ferry_sink_ready(o->so))
                 return;
-        put_line(stdout, prefix, path, len, false, why);
-        if (!sink_flush(o->so))
+        ferry_report_line(stdout, prefix, path, len, false, why);
+        if (!ferry_sink_flush(o->so))
                 ferry_request_stop();
 }
 
@@ -209,19 +209,19 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
         case FERRY_EV_MISSING: put_listed(o, "missing: ", path, len); break;
         case FERRY_EV_FAILED:
                 if (o->cli->command == CMD_VERIFY)
-                        put_failure(stderr, "ferry: failed: ", path, len,
-                                    detail, fail, &o->top);
+                        ferry_report_failure(stderr, "ferry: failed: ", path,
+                                             len, detail, fail, &o->top);
                 break; /* copy failures are listed from the manifest */
         case FERRY_EV_VANISHED:
                 if (loud)
-                        put_line(stderr, "ferry: vanished: ", path, len, true,
-                                 NULL);
+                        ferry_report_line(stderr, "ferry: vanished: ", path,
+                                          len, true, NULL);
                 break;
         case FERRY_EV_SKIPPED:
         case FERRY_EV_WARNING:
                 if (loud)
-                        put_failure(stderr, "ferry: warning: ", path, len,
-                                    detail, fail, &o->top);
+                        ferry_report_failure(stderr, "ferry: warning: ", path,
+                                             len, detail, fail, &o->top);
                 break;
         }
 }
@@ -230,8 +230,8 @@ static void on_failure(const struct ferry_failure_row *r, void *arg)
 {
         struct out *o = arg;
         if (++o->failures_listed <= 100)
-                put_failure(stderr, "ferry: failed: ", r->path, r->path_len,
-                            r->reason, &r->fail, &o->top);
+                ferry_report_failure(stderr, "ferry: failed: ", r->path,
+                                     r->path_len, r->reason, &r->fail, &o->top);
 }
 
 /* The signals that stop a run cleanly, and which of them (bit i for
@@ -366,9 +366,9 @@ static int run_job(struct ferry_cli *cli, struct sink *so)
         so->stopped = so->err && code == FERRY_EINTR;
         if (so->stopped)
                 err.msg[0] = '\0';
-        if (cli->json && sink_ready(so)) {
+        if (cli->json && ferry_sink_ready(so)) {
                 print_json_summary(cli, &sum, code);
-                sink_flush(so);
+                ferry_sink_flush(so);
         } else if (!cli->quiet && !cli->json)
                 print_summary(cli, &sum);
         if (manifest && (sum.files_failed || sum.scan_errors) &&
@@ -392,7 +392,7 @@ int main(int argc, char **argv)
         struct ferry_error err = {""};
         struct sink so = {0, false};
         int code = ferry_cli_parse(argc, argv, &cli, &err);
-        (void)sink_ready(&so);
+        (void)ferry_sink_ready(&so);
         if (code) {
                 fprintf(stderr, "ferry: %s\n", err.msg);
         } else if (cli.command == CMD_HELP) {
@@ -408,7 +408,7 @@ int main(int argc, char **argv)
                 code = run_job(&cli, &so);
         }
         ferry_cli_release(&cli);
-        if (!sink_flush(&so)) {
+        if (!ferry_sink_flush(&so)) {
                 fprintf(stderr,
                         "ferry: cannot write to standard output: %s%s\n",
                         strerror(so.err),

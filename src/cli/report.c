@@ -8,28 +8,28 @@
 #include <errno.h>
 #include <string.h>
 
-bool sink_ready(const struct sink *s)
+bool ferry_sink_ready(const struct sink *s)
 {
         errno = 0;
         return !s->err;
 }
 
-bool sink_failed(struct sink *s)
+bool ferry_sink_failed(struct sink *s)
 {
         if (!s->err && ferror(stdout))
                 s->err = errno ? errno : EIO;
         return s->err != 0;
 }
 
-bool sink_flush(struct sink *s)
+bool ferry_sink_flush(struct sink *s)
 {
         if (!s->err && fflush(stdout) == EOF)
                 s->err = errno ? errno : EIO;
-        return !sink_failed(s);
+        return !ferry_sink_failed(s);
 }
 
-void put_line(FILE *f, const char *prefix, const char *path, size_t len,
-              bool quote, const char *detail)
+void ferry_report_line(FILE *f, const char *prefix, const char *path,
+                       size_t len, bool quote, const char *detail)
 {
         fputs(prefix, f);
         if (len)
@@ -39,22 +39,23 @@ void put_line(FILE *f, const char *prefix, const char *path, size_t len,
         fputc('\n', f);
 }
 
-void put_failure(FILE *f, const char *prefix, const char *path, size_t len,
-                 const char *reason, const struct ferry_failure *fail,
-                 const struct top *top)
+void ferry_report_failure(FILE *f, const char *prefix, const char *path,
+                          size_t len, const char *reason,
+                          const struct ferry_failure *fail,
+                          const struct top *top)
 {
         if (len != 1 || path[0] != '.' || !top->src || !top->dst) {
-                put_line(f, prefix, path, len, true, reason);
+                ferry_report_line(f, prefix, path, len, true, reason);
                 return;
         }
         bool src = fail && fail->side == FERRY_SIDE_SRC;
         const char *dir = src ? top->src : top->dst;
         fprintf(f, "%sthe %s directory ", prefix,
                 src ? "source" : "destination");
-        put_line(f, "", dir, strlen(dir), true, reason);
+        ferry_report_line(f, "", dir, strlen(dir), true, reason);
 }
 
-void put_count(FILE *f, uint64_t n)
+void ferry_report_count(FILE *f, uint64_t n)
 {
         char digits[32];
         int len =

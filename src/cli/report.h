@@ -35,12 +35,12 @@ struct sink {
 
 /* Before writing to stdout: false once it has failed. Clears errno, so
  * that a failure of the writes that follow shows with its own. */
-bool sink_ready(const struct sink *s);
+bool ferry_sink_ready(const struct sink *s);
 /* After writing to stdout: has it failed? Notes the error the first time
  * it shows. */
-bool sink_failed(struct sink *s);
+bool ferry_sink_failed(struct sink *s);
 /* Writes out what stdout holds; false once it has failed. */
-bool sink_flush(struct sink *s);
+bool ferry_sink_flush(struct sink *s);
 
 /* SRC and DST as the user named them, for the top of the tree. */
 struct top {
@@ -48,15 +48,16 @@ struct top {
 };
 
 /* prefix, the path (quoted when quote), ": " and detail when given. */
-void put_line(FILE *f, const char *prefix, const char *path, size_t len,
-              bool quote, const char *detail);
+void ferry_report_line(FILE *f, const char *prefix, const char *path,
+                       size_t len, bool quote, const char *detail);
 /* A failure's line. The top of the tree, SRC or DST itself, comes as the
  * path "." (ferry.h), a name no entry can have, and is printed as the
  * directory the user named: SRC's when fail says the failure is on SRC
  * (a scan error), DST's for any other (create, owner, mode, times). */
-void put_failure(FILE *f, const char *prefix, const char *path, size_t len,
-                 const char *reason, const struct ferry_failure *fail,
-                 const struct top *top);
+void ferry_report_failure(FILE *f, const char *prefix, const char *path,
+                          size_t len, const char *reason,
+                          const struct ferry_failure *fail,
+                          const struct top *top);
 
 struct ferry_cli;
 /* `ferry status` (status.c): prints the job's state and failures on
@@ -64,6 +65,6 @@ struct ferry_cli;
 int ferry_cli_status(const struct ferry_cli *cli, struct sink *so);
 
 /* n with a comma between groups of three digits ("1,204"). */
-void put_count(FILE *f, uint64_t n);
+void ferry_report_count(FILE *f, uint64_t n);
 
 #endif

@@ -121,13 +121,13 @@ static void on_info(const struct ferry_status_info *info, void *arg)
         s->top.src = strdup(info->src);
         s->top.dst = strdup(info->dst);
         s->head = true;
-        if (!sink_ready(s->so))
+        if (!ferry_sink_ready(s->so))
                 return;
         if (s->cli->json)
                 status_json_head(info);
         else
                 status_text(info);
-        sink_failed(s->so);
+        ferry_sink_failed(s->so);
 }
 
 /* The fields of a cause, for JSON: "cause", "key", "side", "step",
@@ -176,16 +176,16 @@ static void text_failure(struct status_out *s,
         if (!s->rows)
                 puts("failures by cause, most frequent first:");
         if (!r->cause_index) {
-                put_count(stdout, r->cause_count);
+                ferry_report_count(stdout, r->cause_count);
                 printf(" \u00d7 %s\n",
                        ferry_failure_str(&r->fail, buf, sizeof(buf)));
         }
-        put_failure(stdout, "failed: ", r->path, r->path_len, r->reason,
-                    &r->fail, &s->top);
+        ferry_report_failure(stdout, "failed: ", r->path, r->path_len,
+                             r->reason, &r->fail, &s->top);
         if (s->per_cause && r->cause_index + 1 == s->per_cause &&
             r->cause_count > s->per_cause) {
                 fputs("... and ", stdout);
-                put_count(stdout, r->cause_count - s->per_cause);
+                ferry_report_count(stdout, r->cause_count - s->per_cause);
                 puts(" more of this cause (`ferry status --failures` lists "
                      "them all)");
         }
@@ -194,14 +194,14 @@ static void text_failure(struct status_out *s,
 static void on_failure(const struct ferry_failure_row *r, void *arg)
 {
         struct status_out *s = arg;
-        if (!sink_ready(s->so))
+        if (!ferry_sink_ready(s->so))
                 return;
         if (s->cli->json)
                 json_failure(s, r);
         else
                 text_failure(s, r);
         s->rows++;
-        sink_failed(s->so);
+        ferry_sink_failed(s->so);
 }
 
 static void json_tail(struct status_out *s)
@@ -225,7 +225,7 @@ int ferry_cli_status(const struct ferry_cli *cli, struct sink *so)
         struct ferry_status_req req = {on_info, on_failure, &s, s.per_cause};
         int code = ferry_status_read(cli->opt.manifest, cli->opt.src,
                                      cli->opt.dst, &req, &info, &err);
-        if (s.head && cli->json && sink_ready(so))
+        if (s.head && cli->json && ferry_sink_ready(so))
                 json_tail(&s);
         if (code)
                 fprintf(stderr, "ferry: %s\n", err.msg);
