@@ -2202,15 +2202,19 @@ int ferry_manifest_status(struct ferry_manifest *m,
         /* the counts go out before the failures, from the same read;
          * a read without write access that was torn already is not
          * handed on (the caller may read again) */
-        if (!rc && req && req->on_info && m->immutable && !still_alone(m))
+        bool early = req && req->on_info && m->immutable;
+        if (!rc && early && !still_alone(m))
                 rc = moved(m);
         if (!rc && req && req->on_info)
                 req->on_info(info, req->arg);
-        if (!rc && req && req->on_failure)
+        /* failed counts exactly the rows status_failures lists */
+        bool more = !rc && req && req->on_failure && info->failed.files;
+        if (more)
                 rc = status_failures(m, req);
         sqlite3_exec(m->db, "COMMIT", NULL, NULL, NULL);
-        if (!m->moved && m->immutable && !still_alone(m))
-                rc = moved(m); /* what was read may be torn, errors too */
+        /* what was read after the early check may be torn, errors too */
+        if (!m->moved && m->immutable && (!early || more) && !still_alone(m))
+                rc = moved(m);
         return rc;
 }
 
