@@ -23,35 +23,28 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SRC_STEP(x)                                                            \
-        {                                                                      \
-                FERRY_SIDE_SRC, FERRY_STEP_##x                                 \
-        }
-#define DST_STEP(x)                                                            \
-        {                                                                      \
-                FERRY_SIDE_DST, FERRY_STEP_##x                                 \
-        }
-const struct step S_COPY = DST_STEP(COPY);
-const struct step S_OPEN_SRC = SRC_STEP(OPEN);
-const struct step S_OPEN_SRC_DIR = SRC_STEP(OPENDIR);
-const struct step S_READ_SRC = SRC_STEP(READ);
-const struct step S_READ_SRC_LINK = SRC_STEP(READLINK);
-const struct step S_STAT_SRC = SRC_STEP(STAT);
-const struct step S_MAKE_DIR = DST_STEP(MKDIR);
-const struct step S_CREATE = DST_STEP(CREATE);
-const struct step S_CREATE_LINK = DST_STEP(SYMLINK);
-const struct step S_WRITE = DST_STEP(WRITE);
-const struct step S_FSYNC = DST_STEP(FSYNC);
-const struct step S_CLOSE = DST_STEP(CLOSE);
-const struct step S_OWNER = DST_STEP(CHOWN);
-const struct step S_MODE = DST_STEP(CHMOD);
-const struct step S_TIMES = DST_STEP(UTIMES);
-const struct step S_LINK_OWNER = DST_STEP(LCHOWN);
-const struct step S_LINK_TIMES = DST_STEP(LUTIMES);
-const struct step S_LINK = DST_STEP(LINK);
-const struct step S_RENAME = DST_STEP(RENAME);
-const struct step S_VERIFY_DST = DST_STEP(VERIFY);
-const struct step S_VERIFY_SRC = SRC_STEP(VERIFY);
+/* The steps (copier.h): side and step of each, for struct ferry_failure. */
+const struct step S_COPY = {FERRY_SIDE_DST, FERRY_STEP_COPY};
+const struct step S_OPEN_SRC = {FERRY_SIDE_SRC, FERRY_STEP_OPEN};
+const struct step S_OPEN_SRC_DIR = {FERRY_SIDE_SRC, FERRY_STEP_OPENDIR};
+const struct step S_READ_SRC = {FERRY_SIDE_SRC, FERRY_STEP_READ};
+const struct step S_READ_SRC_LINK = {FERRY_SIDE_SRC, FERRY_STEP_READLINK};
+const struct step S_STAT_SRC = {FERRY_SIDE_SRC, FERRY_STEP_STAT};
+const struct step S_MAKE_DIR = {FERRY_SIDE_DST, FERRY_STEP_MKDIR};
+const struct step S_CREATE = {FERRY_SIDE_DST, FERRY_STEP_CREATE};
+const struct step S_CREATE_LINK = {FERRY_SIDE_DST, FERRY_STEP_SYMLINK};
+const struct step S_WRITE = {FERRY_SIDE_DST, FERRY_STEP_WRITE};
+const struct step S_FSYNC = {FERRY_SIDE_DST, FERRY_STEP_FSYNC};
+const struct step S_CLOSE = {FERRY_SIDE_DST, FERRY_STEP_CLOSE};
+const struct step S_OWNER = {FERRY_SIDE_DST, FERRY_STEP_CHOWN};
+const struct step S_MODE = {FERRY_SIDE_DST, FERRY_STEP_CHMOD};
+const struct step S_TIMES = {FERRY_SIDE_DST, FERRY_STEP_UTIMES};
+const struct step S_LINK_OWNER = {FERRY_SIDE_DST, FERRY_STEP_LCHOWN};
+const struct step S_LINK_TIMES = {FERRY_SIDE_DST, FERRY_STEP_LUTIMES};
+const struct step S_LINK = {FERRY_SIDE_DST, FERRY_STEP_LINK};
+const struct step S_RENAME = {FERRY_SIDE_DST, FERRY_STEP_RENAME};
+const struct step S_VERIFY_DST = {FERRY_SIDE_DST, FERRY_STEP_VERIFY};
+const struct step S_VERIFY_SRC = {FERRY_SIDE_SRC, FERRY_STEP_VERIFY};
 
 static void fail_at(struct ferry_item *it, const struct step *s, int err)
 {
