@@ -75,18 +75,18 @@ static int stream_sparse(struct ferry_copier *c, int in, int out, uint64_t size,
         off_t off = 0, end = (off_t)size;
         *step = &S_READ_SRC;
         while (off < end) {
-                off_t data = lseek(in, off, SEEK_DATA);
-                if (data < 0 && errno != ENXIO)
-                        return errno;
-                if (data < 0 || data > end)
+                off_t data = end, hole = end;
+                int err = ferry_fsio_seek_data(in, off, &data);
+                if (err && err != ENXIO)
+                        return err;
+                if (err || data > end)
                         data = end;
                 hash_zeros(c->xxh, (uint64_t)(data - off));
                 off = data;
                 if (off >= end)
                         break;
-                off_t hole = lseek(in, off, SEEK_HOLE);
-                if (hole < 0)
-                        return errno;
+                if ((err = ferry_fsio_seek_hole(in, off, &hole)))
+                        return err;
                 if (hole > end)
                         hole = end;
                 while (off < hole) {

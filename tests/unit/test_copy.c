@@ -723,6 +723,18 @@ static void test_injected_faults(void)
         CHECK_EQ(temps_in(&fx, ""), 1);
         const char *none[] = {dirvar, NULL};
         CHECK(unit_exited(unit_run_child("copy-done", none), 0));
+        /* a sparse file's seeks go through fsio: a fault reaches them */
+        int fd = openat(fx.src, "f", O_RDWR | O_TRUNC);
+        CHECK_EQ(ftruncate(fd, 8 << 20), 0);
+        CHECK_EQ(pwrite(fd, "data", 4, 4 << 20), 4);
+        fstat(fd, &s);
+        close(fd);
+        if ((off_t)s.st_blocks * 512 < (4 << 20)) {
+                unlinkat(fx.dst, "f", 0);
+                const char *seek[] = {"FERRY_FAULT=seek:0:5", dirvar, NULL};
+                CHECK(unit_exited(unit_run_child("copy-eio", seek), 0));
+                CHECK(unit_exited(unit_run_child("copy-done", none), 0));
+        }
         fx_close(&fx, true);
 #endif
 }
