@@ -1,8 +1,8 @@
 /*
  * batch.h - the messages that travel between ferry's threads.
  *
- * Scanners send listings to the journal; the journal sends batches of work
- * to the workers, which fill in each item's result and send the same batch
+ * Scanners send listings to the coordinator; the coordinator sends batches of
+ * work to the workers, which fill in each item's result and send the same batch
  * back. Everything a message points to lives inside it (its arena), so the
  * receiver owns the message whole and frees it with one call.
  */
@@ -66,7 +66,7 @@ enum ferry_result {
         R_MISSING,  /* verify: destination file missing */
         R_IN_WAY,   /* a DST entry of another type is in the way (a
                        directory where SRC has a file, a file where SRC
-                       has a directory): the journal decides (it knows
+                       has a directory): the coordinator decides (it knows
                        whether ferry put it there); err ENOTDIR or EISDIR */
         R_DSTFAIL,  /* DST itself failed (ferry_copy_dst_failed; err says
                        why): the run stops, the row stays pending */
@@ -114,7 +114,7 @@ struct ferry_batch {
         struct ferry_item *items;
         char *arena;
         size_t arena_len, arena_cap;
-        struct ferry_batch *next; /* journal's lists */
+        struct ferry_batch *next; /* the coordinator's lists */
 };
 
 /* Both return NULL when out of memory. Caller frees with the _free call. */

@@ -15,8 +15,8 @@
  * kept with SEEK_DATA/SEEK_HOLE), fstat again (a changed source is retried,
  * then reported), set owner/mode/times, optionally fsync, rename into place.
  * The item's result fields say what happened; durability of the rename is
- * the journal's barrier, not the copier's business. A step on DST that fails
- * with an error DST itself may have (ferry_copy_dst_suspect) asks whether
+ * the coordinator's barrier, not the copier's business. A step on DST that
+ * fails with an error DST itself may have (ferry_copy_dst_suspect) asks whether
  * DST's root still answers before it retries: when not, the item is
  * R_DSTFAIL at once, and so is every later one of the run.
  */

@@ -162,7 +162,7 @@ void ferry_copy_refusal(const struct ferry_item *it, const struct ferry_stat *d,
 
 /* Puts tmp in place as name under rule 9: a new name with no-replace, an
  * entry that is ferry's over it; an entry that is not is left alone
- * (EEXIST, c->why says why), a directory goes to the journal (EISDIR). */
+ * (EEXIST, c->why says why), a directory goes to the coordinator (EISDIR). */
 static int place(struct ferry_copier *c, const struct ferry_item *it,
                  const struct ferry_stat *src, const char *tmp,
                  const char *name)
@@ -180,7 +180,7 @@ static int place(struct ferry_copier *c, const struct ferry_item *it,
                       t.ino == d.ino && t.dev == d.dev;
         if (!linked && !ferry_copy_is_ours(&c->cfg, it, src, &d)) {
                 /* on a case-insensitive DST it may be the copy of a row
-                 * of another spelling: the journal knows (ENOTUNIQ) */
+                 * of another spelling: the coordinator knows (ENOTUNIQ) */
                 if (ferry_names_case_insensitive(c->cfg.names))
                         return ENOTUNIQ;
                 ferry_copy_refusal(it, &d, c->why, sizeof(c->why));

@@ -299,7 +299,7 @@ static void read_dir(struct reader *r)
                 r->cur->open_err = err;
                 r->cur->open_step = step;
                 /* a listing cut short by a stop is not the whole directory:
-                 * the journal must not take its unread rows for removed */
+                 * the coordinator must not take its unread rows for removed */
                 r->cur->last = !atomic_load(r->sc->cfg.stop);
                 r->cur->seen = r->seen;
                 flush_chunk(r, true);

@@ -72,7 +72,7 @@ static void test_keys(void)
         }
 }
 
-/* The messages copy.c and journal.c wrote as text before: unchanged. */
+/* The messages copy.c and the coordinator wrote as text before: unchanged. */
 static void test_row_messages(void)
 {
         static const struct {
