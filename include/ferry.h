@@ -99,9 +99,81 @@ enum ferry_event {
         FERRY_EV_WARNING,      /* path may be empty; detail says what */
 };
 
+/*
+ * A failure is data: which tree it happened on, the step that failed and
+ * the errno. Decisions (which directory a message names, whether a run
+ * stops) go by these fields, never by the words of a message; `ferry
+ * status` groups failures by them. The numbers are stored in the manifest
+ * (sql/005_failure.sql) and are never renumbered.
+ */
+enum ferry_side {
+        FERRY_SIDE_NONE = 0, /* not recorded (a row of an older ferry) */
+        FERRY_SIDE_SRC = 1,
+        FERRY_SIDE_DST = 2,
+        FERRY_SIDE_MANIFEST = 3,
+};
+
+enum ferry_step {
+        FERRY_STEP_NONE = 0,
+        /* system calls; err says how they failed */
+        FERRY_STEP_OPEN = 1,     /* open a file */
+        FERRY_STEP_OPENDIR = 2,  /* open a directory */
+        FERRY_STEP_READDIR = 3,  /* list a directory */
+        FERRY_STEP_STAT = 4,     /* stat, fstat, statx */
+        FERRY_STEP_READ = 5,     /* read a file's data */
+        FERRY_STEP_READLINK = 6, /* read a symlink's target */
+        FERRY_STEP_MKDIR = 7,    /* make a directory */
+        FERRY_STEP_CREATE = 8,   /* create a file (the temp file) */
+        FERRY_STEP_SYMLINK = 9,  /* create a symlink */
+        FERRY_STEP_WRITE = 10,   /* write a file's data */
+        FERRY_STEP_FSYNC = 11,
+        FERRY_STEP_CLOSE = 12,
+        FERRY_STEP_CHOWN = 13,
+        FERRY_STEP_CHMOD = 14,
+        FERRY_STEP_UTIMES = 15,
+        FERRY_STEP_LCHOWN = 16,  /* a symlink's owner */
+        FERRY_STEP_LUTIMES = 17, /* a symlink's times */
+        FERRY_STEP_LINK = 18,    /* hard link to the first name */
+        FERRY_STEP_RENAME = 19,  /* rename into place */
+        FERRY_STEP_VERIFY = 20,  /* verify: read and hash */
+        FERRY_STEP_COPY = 21,    /* a copy as a whole (stopped) */
+        FERRY_STEP_CLEAR = 22,   /* look at or remove what is in the way */
+        /* refusals and findings; err is 0 and a detail says more */
+        FERRY_STEP_CHANGED = 40,  /* SRC kept changing while copied */
+        FERRY_STEP_NAME = 41,     /* a name DST cannot hold, or one taken
+                                     there by another spelling */
+        FERRY_STEP_NOT_OURS = 42, /* an entry in DST that is not ferry's is
+                                     in the way: not replaced (rule 9) */
+        FERRY_STEP_MISSING = 43,  /* verify: not there */
+        FERRY_STEP_DIFFERS = 44,  /* verify: other content */
+};
+
+struct ferry_failure {
+        enum ferry_side side;
+        enum ferry_step step;
+        int err; /* errno, or 0 for a refusal or finding */
+};
+
+/* Writes f as English into buf (size > 0), for example "permission denied
+ * reading SRC" or "SRC changed while copied"; returns buf. */
+char *ferry_failure_str(const struct ferry_failure *f, char *buf, size_t size);
+/* The cause f groups under: the same for two failures exactly when side,
+ * step and err agree, and stable across versions (it is made of the
+ * numbers above), for example "src:read:13". Returns buf. */
+char *ferry_failure_key(const struct ferry_failure *f, char *buf, size_t size);
+/* "SRC", "DST", "manifest" or "": static. */
+const char *ferry_side_str(enum ferry_side side);
+/* The step's short name ("read", "rename", "name", ...), "" for
+ * FERRY_STEP_NONE or an unknown number: static. */
+const char *ferry_step_str(enum ferry_step step);
+
 typedef void (*ferry_progress_fn)(const struct ferry_progress *p, void *arg);
+/* fail: what failed, for FERRY_EV_FAILED and for the warnings that are
+ * failures (a directory the scan could not read); NULL for the rest.
+ * Borrowed, like path and detail. */
 typedef void (*ferry_event_fn)(enum ferry_event ev, const char *path,
-                               size_t path_len, const char *detail, void *arg);
+                               size_t path_len, const char *detail,
+                               const struct ferry_failure *fail, void *arg);
 
 struct ferry_options {
         const char *src;             /* borrowed */
@@ -166,10 +238,37 @@ struct ferry_status_info {
         uint64_t dirs;
 };
 
-/* Called once per failed row by ferry_status_read; path/reason borrowed.
- * path is relative to SRC and DST; "." is the top directory itself. */
-typedef void (*ferry_failure_fn)(const char *path, size_t path_len,
-                                 const char *reason, void *arg);
+/*
+ * One failure of `ferry status`, handed to a ferry_failure_fn by
+ * ferry_status_read; everything in it is borrowed for the call. Failures
+ * come grouped by cause (struct ferry_failure: side, step, errno), the
+ * cause with the most failures first; within a cause, directories first,
+ * then files in manifest order.
+ */
+struct ferry_failure_row {
+        const char *path; /* relative to SRC and DST; "." is the top
+                             directory itself */
+        size_t path_len;
+        struct ferry_failure fail; /* all 0: an older ferry recorded it */
+        const char *reason;        /* the message recorded with it */
+        uint64_t cause_count;      /* failures of this cause in all */
+        uint64_t cause_index;      /* 0 for the first of its cause */
+};
+
+typedef void (*ferry_failure_fn)(const struct ferry_failure_row *row,
+                                 void *arg);
+/* Called once by ferry_status_read with the counts, before any failure
+ * and from the same read of the manifest. */
+typedef void (*ferry_status_fn)(const struct ferry_status_info *info,
+                                void *arg);
+
+/* What ferry_status_read hands on, beyond filling info. */
+struct ferry_status_req {
+        ferry_status_fn on_info;     /* may be NULL */
+        ferry_failure_fn on_failure; /* may be NULL */
+        void *arg;
+        uint64_t per_cause; /* failures handed on per cause; 0 = all */
+};
 
 struct ferry_job;
 
@@ -201,12 +300,13 @@ void ferry_job_close(struct ferry_job *job);
 
 /*
  * Reads a job's state without taking its lock. manifest is a path; when
- * NULL, src and dst name the job. on_failure may be NULL.
+ * NULL, src and dst name the job. Fills info, and hands it and the
+ * failures on as req says (req may be NULL), all from one read
+ * transaction: the failures listed are those the counts count.
  */
 int ferry_status_read(const char *manifest, const char *src, const char *dst,
-                      struct ferry_status_info *info,
-                      ferry_failure_fn on_failure, void *arg,
-                      struct ferry_error *err);
+                      const struct ferry_status_req *req,
+                      struct ferry_status_info *info, struct ferry_error *err);
 
 /* Asks a running job to stop soon (async-signal-safe). */
 void ferry_request_stop(void);

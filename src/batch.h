@@ -1,14 +1,15 @@
 /*
  * batch.h - the messages that travel between ferry's threads.
  *
- * Scanners send listings to the journal; the journal sends batches of work
- * to the workers, which fill in each item's result and send the same batch
+ * Scanners send listings to the coordinator; the coordinator sends batches of
+ * work to the workers, which fill in each item's result and send the same batch
  * back. Everything a message points to lives inside it (its arena), so the
  * receiver owns the message whole and frees it with one call.
  */
 #ifndef FERRY_BATCH_H
 #define FERRY_BATCH_H
 
+#include "ferry.h"
 #include "fsio.h"
 #include "manifest_types.h" /* enum ferry_ftype, enum ferry_state */
 
@@ -41,10 +42,12 @@ struct ferry_listing {
         char *path; /* relative to SRC, "" for the root; in arena */
         size_t path_len;
         struct ferry_stat dir_st;
-        bool first;   /* first chunk: dir_st is valid */
-        bool last;    /* last chunk: seen is valid */
-        int open_err; /* the directory could not be read fully */
-        size_t seen;  /* entries in all chunks of this directory */
+        bool first;                /* first chunk: dir_st is valid */
+        bool last;                 /* last chunk: seen is valid */
+        int open_err;              /* the directory could not be read fully */
+        enum ferry_step open_step; /* at which step (open, readdir, stat
+                                      of an entry), with open_err */
+        size_t seen;               /* entries in all chunks of this directory */
         size_t n, cap;
         struct ferry_entry *entries;
         char *arena;
@@ -54,7 +57,7 @@ struct ferry_listing {
 enum ferry_result {
         R_NONE = 0, /* not attempted (stop requested) */
         R_DONE,     /* copied, or verified equal */
-        R_FAILED,   /* permanent error, err and what say why */
+        R_FAILED,   /* permanent error, fail says why */
         R_VANISHED, /* source is gone */
         R_CHANGED,  /* source kept changing while copied */
         R_NOSPACE,  /* destination full */
@@ -63,7 +66,7 @@ enum ferry_result {
         R_MISSING,  /* verify: destination file missing */
         R_IN_WAY,   /* a DST entry of another type is in the way (a
                        directory where SRC has a file, a file where SRC
-                       has a directory): the journal decides (it knows
+                       has a directory): the coordinator decides (it knows
                        whether ferry put it there); err ENOTDIR or EISDIR */
         R_DSTFAIL,  /* DST itself failed (ferry_copy_dst_failed; err says
                        why): the run stops, the row stays pending */
@@ -94,10 +97,13 @@ struct ferry_item {
         struct ferry_dst_rec dst; /* copy: as recorded; after it, as left */
         /* results */
         enum ferry_result result;
-        int err;          /* errno of a failure */
-        const char *what; /* static: which step failed */
+        int err; /* errno of a failure (R_DSTFAIL: why DST failed) */
+        /* what failed (R_FAILED, R_VANISHED, R_CHANGED, R_NOSPACE,
+         * R_DSTFAIL, R_MISMATCH, R_MISSING; verify: the side that
+         * differs); decisions read these fields, never a message */
+        struct ferry_failure fail;
         uint32_t why_off; /* arena offset of a reason the worker wrote
-                             in full (err 0, what NULL), or 0 */
+                             in full (a refusal: fail.err 0), or 0 */
         uint64_t bytes;   /* bytes written */
 };
 
@@ -108,7 +114,7 @@ struct ferry_batch {
         struct ferry_item *items;
         char *arena;
         size_t arena_len, arena_cap;
-        struct ferry_batch *next; /* journal's lists */
+        struct ferry_batch *next; /* the coordinator's lists */
 };
 
 /* Both return NULL when out of memory. Caller frees with the _free call. */

@@ -15,8 +15,8 @@
  * kept with SEEK_DATA/SEEK_HOLE), fstat again (a changed source is retried,
  * then reported), set owner/mode/times, optionally fsync, rename into place.
  * The item's result fields say what happened; durability of the rename is
- * the journal's barrier, not the copier's business. A step on DST that fails
- * with an error DST itself may have (ferry_copy_dst_suspect) asks whether
+ * the coordinator's barrier, not the copier's business. A step on DST that
+ * fails with an error DST itself may have (ferry_copy_dst_suspect) asks whether
  * DST's root still answers before it retries: when not, the item is
  * R_DSTFAIL at once, and so is every later one of the run.
  */
@@ -26,6 +26,7 @@
 #include "ferry.h"
 #include "batch.h"
 #include "names.h"
+#include "retry.h"
 
 #include <stdatomic.h>
 
@@ -112,22 +113,6 @@ struct ferry_copy_dirs {
  * the reason for those, "" for any other error. */
 int ferry_copy_make_dst_dir(const struct ferry_copy_dirs *d, const char *path,
                             int *fd, char *why, size_t size);
-
-/* True for errors worth retrying (EIO, EAGAIN, ETIMEDOUT, ESTALE, ...).
- * The scanner uses it too: one policy for every retry of a run. */
-bool ferry_copy_transient(int err);
-/* True for errors of a step on DST that may be DST's own rather than one
- * file's (EIO, ENODEV, ENXIO, ESHUTDOWN, EROFS, ENOTCONN, ESTALE, ENOENT,
- * the network's): worth asking ferry_copy_dst_failed before a retry. */
-bool ferry_copy_dst_suspect(int err);
-/* Crash-safety rule 10: 0 while DST's root (dstfd) answers
- * (ferry_fsio_probe_dir), else the errno that says DST itself failed:
- * gone, shut down, removed or read-only. Then the run stops and the rows
- * stay pending; nobody's file failed. dstfd < 0 (a dry run): 0. */
-int ferry_copy_dst_failed(int dstfd);
-/* Sleeps before retry number attempt + 1 (0-based): 50 ms, doubling up to
- * 3.2 s. With ferry_copy_transient and --retries, the whole retry policy. */
-void ferry_copy_backoff(unsigned attempt);
 
 /* Writes the temp name of row id for name into out (NAME_MAX + 1 bytes). */
 void ferry_copy_temp_name(const char *name, int64_t id, char *out);

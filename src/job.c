@@ -344,7 +344,8 @@ static void fit_threads(struct ferry_job *job)
         job->opt.jobs = fit.jobs;
         job->opt.scanners = fit.scanners;
         if (job->opt.event)
-                job->opt.event(FERRY_EV_WARNING, "", 0, why, job->opt.cb_arg);
+                job->opt.event(FERRY_EV_WARNING, "", 0, why, NULL,
+                               job->opt.cb_arg);
 }
 
 int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
@@ -467,37 +468,46 @@ static int status_path(const char *manifest, const char *src, const char *dst,
         return rc;
 }
 
-/* Passes failures on to the caller's function and counts them. */
+/* Passes info and failures on to the caller's functions and counts what
+ * was handed on: a read is tried again only while that is nothing. */
 struct failures_seen {
-        ferry_failure_fn fn;
-        void *arg;
+        const struct ferry_status_req *req;
         uint64_t n;
 };
 
-static void pass_failure(const char *path, size_t len, const char *reason,
-                         void *arg)
+static void pass_info(const struct ferry_status_info *info, void *arg)
 {
         struct failures_seen *f = arg;
         f->n++;
-        f->fn(path, len, reason, f->arg);
+        f->req->on_info(info, f->req->arg);
 }
 
-/* Reads of a manifest that changed under an immutable read (manifest.c):
- * read again, unless failures were handed on already. */
+static void pass_failure(const struct ferry_failure_row *row, void *arg)
+{
+        struct failures_seen *f = arg;
+        f->n++;
+        f->req->on_failure(row, f->req->arg);
+}
+
+/* Reads of a manifest that changed under an immutable read (manifest/status.c):
+ * read again, unless info or failures were handed on already. */
 #define STATUS_TRIES 5
 
 static int status_manifest(const char *path, struct ferry_status_info *info,
-                           ferry_failure_fn on_failure, void *arg,
+                           const struct ferry_status_req *req,
                            struct ferry_error *err)
 {
-        struct failures_seen seen = {on_failure, arg, 0};
+        struct failures_seen seen = {req, 0};
+        struct ferry_status_req pass = {req && req->on_info ? pass_info : NULL,
+                                        req && req->on_failure ? pass_failure
+                                                               : NULL,
+                                        &seen, req ? req->per_cause : 0};
         for (int tries = 1;; tries++) {
                 struct ferry_manifest *m;
                 int rc = ferry_manifest_open(path, MF_READONLY, &m, err);
                 if (rc)
                         return rc;
-                rc = ferry_manifest_status(
-                        m, info, on_failure ? pass_failure : NULL, &seen);
+                rc = ferry_manifest_status(m, info, &pass);
                 bool again = rc && ferry_manifest_moved(m) && !seen.n &&
                              tries < STATUS_TRIES;
                 if (rc && !again)
@@ -510,9 +520,8 @@ static int status_manifest(const char *path, struct ferry_status_info *info,
 }
 
 int ferry_status_read(const char *manifest, const char *src, const char *dst,
-                      struct ferry_status_info *info,
-                      ferry_failure_fn on_failure, void *arg,
-                      struct ferry_error *err)
+                      const struct ferry_status_req *req,
+                      struct ferry_status_info *info, struct ferry_error *err)
 {
         memset(info, 0, sizeof(*info));
         info->last_result = -1;
@@ -533,7 +542,7 @@ int ferry_status_read(const char *manifest, const char *src, const char *dst,
         } else if (errno != ENOENT) {
                 info->lock_errno = errno;
         }
-        rc = status_manifest(path, info, on_failure, arg, err);
+        rc = status_manifest(path, info, req, err);
         free(lock);
         free(path);
         return rc;

@@ -86,8 +86,10 @@
  *   listed: MARKING (-1) while a scan marks its file rows one by one (new
  *   or changed: dir_upsert), else the last scan that saw all its rows
  *   (dir_listed, or keep_subtree for an unreadable directory's subtree).
- *   error: why the directory could not be read or set up (dir_set_error,
- *   cleared by the next scan that reads it).
+ *   error: why the directory could not be read or set up, with its cause
+ *   (fail_side, fail_step, fail_errno: struct ferry_failure) beside it
+ *   (dir_set_error; DIR_FAILED; record_listing), cleared by the next scan
+ *   that reads it. A file row's error has its cause beside it the same way.
  */
 #ifndef FERRY_MANIFEST_H
 #define FERRY_MANIFEST_H
@@ -237,6 +239,7 @@ int ferry_manifest_dir_defer(struct ferry_manifest *m, int64_t id);
 int ferry_manifest_dir_delete(struct ferry_manifest *m, int64_t id);
 /* Records why a directory failed (NULL clears it). */
 int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
+                                 const struct ferry_failure *f,
                                  const char *error);
 /* Keeps every row below path (a directory the scan could not read) part
  * of generation gen. */
@@ -281,8 +284,12 @@ int ferry_manifest_file_set_dst(struct ferry_manifest *m, int64_t id,
  * recording every result (exit 0, 23 or 24); 0 when there is none. */
 int ferry_manifest_interrupted_since(struct ferry_manifest *m, int64_t run_id,
                                      int64_t *since);
+/* error: the message (NULL: none, and attempts do not count up); f: what
+ * failed, stored beside it (sql/005_failure.sql), NULL for none. */
 int ferry_manifest_file_set_state(struct ferry_manifest *m, int64_t id,
-                                  enum ferry_state state, const char *error);
+                                  enum ferry_state state,
+                                  const struct ferry_failure *f,
+                                  const char *error);
 int ferry_manifest_file_delete(struct ferry_manifest *m, int64_t id);
 
 /*
@@ -319,10 +326,12 @@ int ferry_manifest_keep_removed(struct ferry_manifest *m, int64_t gen);
 int ferry_manifest_not_done(struct ferry_manifest *m, int64_t gen,
                             uint64_t *files);
 
-/* Fills info and calls on_failure for each failed row. */
+/* Fills info and, in the same read transaction, hands info and the failed
+ * rows (grouped by cause, req->per_cause of each) on as req says (may be
+ * NULL). */
 int ferry_manifest_status(struct ferry_manifest *m,
                           struct ferry_status_info *info,
-                          ferry_failure_fn on_failure, void *arg);
+                          const struct ferry_status_req *req);
 /* True when ferry_manifest_status failed because a manifest read without
  * write access changed while it was read: a new open and read answers. */
 bool ferry_manifest_moved(const struct ferry_manifest *m);
@@ -349,6 +358,7 @@ struct ferry_listing_rec {
         /* l->open_err set: why, kept with the directory; NULL when it is
          * not the directory's fault (no descriptor came free) */
         const char *error;
+        const struct ferry_failure *fail; /* what failed, beside error */
         bool stopping; /* the run stops: a last chunk marks nothing listed */
 };
 
@@ -416,8 +426,8 @@ bool ferry_manifest_handout_passed(const struct ferry_handout *h, int64_t id);
 enum ferry_outcome_kind {
         FO_DONE = 1, /* copied and durable: item's st, hash and dst kept,
                         its directory's metadata to apply again */
-        FO_FAILED,   /* why kept; a first name hands its group on */
-        FO_VANISHED, /* gone from SRC: why kept, group handed on */
+        FO_FAILED,   /* why and fail kept; a first name hands its group on */
+        FO_VANISHED, /* gone from SRC: why and fail kept, group handed on */
         FO_AGAIN,    /* a done row DST lost or changed: pending again */
         FO_CLAIM,    /* stays as it is: only claim is recorded */
 };
@@ -427,6 +437,9 @@ struct ferry_outcome {
         int64_t id;                    /* the file row */
         const struct ferry_item *item; /* FO_DONE: the copy */
         const char *why;               /* FO_FAILED, _VANISHED, _AGAIN */
+        /* what failed, stored beside why (FO_FAILED, _VANISHED, _AGAIN);
+         * NULL for none */
+        const struct ferry_failure *fail;
         bool dst_missing; /* FO_AGAIN: its directories may be made anew */
         /* what DST holds for the row is ferry's from now on (an entry it
          * cleared out of the way, or will repair), or NULL */
@@ -473,15 +486,18 @@ void ferry_manifest_dir_walk_end(struct ferry_dir_walk *w);
 
 enum ferry_dir_outcome {
         DIR_APPLIED = 1, /* metadata set in DST */
-        DIR_FAILED,      /* could not be set: why kept */
+        DIR_FAILED,      /* could not be set: why and fail kept */
         DIR_DEFERRED,    /* left to the next run (dir_defer) */
         DIR_DELETED,     /* deleted from DST: its parent's metadata to
                             apply again, the row forgotten */
         DIR_FORGOTTEN,   /* gone, not deleted from DST: row forgotten */
 };
+/* fail and why: DIR_FAILED's failure and message (else ignored). */
 int ferry_manifest_dir_outcome(struct ferry_manifest *m,
                                const struct ferry_dir_row *d,
-                               enum ferry_dir_outcome o, const char *why);
+                               enum ferry_dir_outcome o,
+                               const struct ferry_failure *fail,
+                               const char *why);
 
 /* Row counts. */
 enum ferry_count {

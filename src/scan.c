@@ -10,18 +10,19 @@
  *
  * Transient errors (an EIO or ESTALE from a flaky share) while opening or
  * reading a directory, SRC's own included, are retried as the copy retries
- * them: ferry_copy_transient() says which, --retries how often,
+ * them (retry.h): ferry_copy_transient() says which, --retries how often,
  * ferry_copy_backoff() how long to wait. What still fails is sent as the
- * listing's open_err. No descriptor (EMFILE, ENFILE) is back-pressure:
- * waited out with ferry_fsio_fd_wait, never an attempt; a thread holds
- * at most FERRY_SCAN_FDS descriptors.
+ * listing's open_err, with the step that failed (open_step: opendir,
+ * readdir, or the stat of an entry). No descriptor (EMFILE, ENFILE) is
+ * back-pressure: waited out with ferry_fsio_fd_wait, never an attempt; a
+ * thread holds at most FERRY_SCAN_FDS descriptors.
  */
 #define _GNU_SOURCE
 #include "scan.h"
 
 #include "batch.h"
-#include "copy.h"
 #include "fsio.h"
+#include "retry.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -268,12 +269,15 @@ static void read_dir(struct reader *r)
 {
         DIR *d = NULL;
         int err = open_dir(r, &d);
+        enum ferry_step step = FERRY_STEP_OPENDIR;
         while (d && !atomic_load(r->sc->cfg.stop)) {
                 int rerr;
                 struct dirent *de = next_entry(r, d, &rerr);
                 if (!de) {
-                        if (rerr)
+                        if (rerr) {
                                 err = rerr;
+                                step = FERRY_STEP_READDIR;
+                        }
                         break; /* the end: an entry's error stays */
                 }
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
@@ -281,17 +285,21 @@ static void read_dir(struct reader *r)
                 int rc = read_entry(r, dirfd(d), de->d_name);
                 if (rc == ECANCELED || rc == ENOMEM) {
                         err = rc;
+                        step = FERRY_STEP_READDIR;
                         break;
                 }
-                if (rc && !err)
-                        err = rc; /* one entry failed; report and go on */
+                if (rc && !err) { /* one entry failed; report and go on */
+                        err = rc;
+                        step = FERRY_STEP_STAT;
+                }
         }
         if (d)
                 closedir(d);
         if (r->cur) {
                 r->cur->open_err = err;
+                r->cur->open_step = step;
                 /* a listing cut short by a stop is not the whole directory:
-                 * the journal must not take its unread rows for removed */
+                 * the coordinator must not take its unread rows for removed */
                 r->cur->last = !atomic_load(r->sc->cfg.stop);
                 r->cur->seen = r->seen;
                 flush_chunk(r, true);
@@ -312,6 +320,7 @@ static void *scan_thread(void *arg)
                         r.cur->dir_st = dir->st;
                         if (ferry_own_is_dst(sc->cfg.own, &dir->st)) {
                                 r.cur->open_err = ELOOP; /* DST: not read */
+                                r.cur->open_step = FERRY_STEP_OPENDIR;
                                 flush_chunk(&r, true);
                         } else {
                                 read_dir(&r);

@@ -1,21 +1,21 @@
 /*
  * scan.h - the scanner pool: walks SRC in parallel and sends one listing per
- * directory (in chunks for big ones) to the journal's inbox.
+ * directory (in chunks for big ones) to the coordinator's inbox.
  *
  * Calling sequence:
  *   ferry_scan_start(&cfg, &sc, &e); threads start at SRC's root
- *   ... the journal pops MSG_LISTING messages, then one MSG_SCAN_DONE ...
+ *   ... the coordinator pops MSG_LISTING messages, then one MSG_SCAN_DONE ...
  *   ferry_scan_join(sc);             after MSG_SCAN_DONE or a stop request
  *
  * A directory's listing is always queued before any listing of its
- * subdirectories, so the journal knows a parent before its children.
+ * subdirectories, so the coordinator knows a parent before its children.
  * Directories are walked depth-first, which keeps the pending stack small.
  *
  * ferry's own files (cfg.own: the manifest and its companions) are left
  * out of the listings. A directory that is DST's root (a bind mount of DST
  * inside SRC, or DST a bind mount of a directory of SRC) is not read: its
  * one listing has first set, no entries and open_err ELOOP, and the
- * journal stops the run.
+ * coordinator stops the run.
  */
 #ifndef FERRY_SCAN_H
 #define FERRY_SCAN_H

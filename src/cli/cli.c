@@ -33,6 +33,7 @@ enum opt_id {
         O_RETRIES,
         O_VERIFY,
         O_JSON,
+        O_FAILURES,
 };
 
 struct opt_def {
@@ -78,6 +79,8 @@ static const struct opt_def opts[] = {
          "print each file copied or deleted on stdout"},
         {"json", no_argument, O_JSON, NULL,
          "print a JSON summary on stdout at the end"},
+        {"failures", no_argument, O_FAILURES, NULL,
+         "status: list all failures, not 5 of each cause"},
         {"help", no_argument, O_HELP, NULL, "show this help and exit"},
         {"version", no_argument, O_VERSION, NULL, "show the version and exit"},
 };
@@ -112,7 +115,8 @@ void ferry_cli_help(FILE *out)
 {
         fputs("usage: ferry [OPTIONS] SRC DST\n"
               "       ferry --verify[=dest|source|both] [OPTIONS] SRC DST\n"
-              "       ferry status [--json] [SRC DST | --manifest FILE]\n"
+              "       ferry status [--json] [--failures] [SRC DST | --manifest "
+              "FILE]\n"
               "\n"
               "Copies the tree SRC into DST with parallel workers and keeps a\n"
               "journal of every file, so an interrupted copy resumes and a\n"
@@ -268,6 +272,7 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
         case O_QUIET: cli->quiet = true; return 0;
         case O_VERBOSE: cli->verbose = true; return 0;
         case O_JSON: cli->json = true; return 0;
+        case O_FAILURES: cli->failures = true; return 0;
         case O_HELP: cli->command = CMD_HELP; return 0;
         case O_VERSION: cli->command = CMD_VERSION; return 0;
         default: return FERRY_EUSAGE;
@@ -355,6 +360,9 @@ int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
         cli->opt.verify = cli->command == CMD_VERIFY ? cli->verify : 0;
         if (cli->command == CMD_VERIFY && cli->opt.dry_run)
                 return usage(err, "--verify and --dry-run do not go together");
+        if (cli->failures &&
+            (cli->command == CMD_COPY || cli->command == CMD_VERIFY))
+                return usage(err, "--failures goes with status only");
         return 0;
 }
 

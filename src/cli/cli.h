@@ -24,6 +24,7 @@ struct ferry_cli {
         enum ferry_cli_command command;
         enum ferry_verify_mode verify;
         bool quiet, verbose, json;
+        bool failures; /* status: every failure, not the first of each cause */
         const char **excludes; /* owned array; strings borrowed argv */
         size_t n_excludes;
 };

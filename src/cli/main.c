@@ -2,14 +2,16 @@
  * main.c - the ferry command: a thin client of include/ferry.h.
  *
  * Parses the command line (cli.c), installs the signal handlers that ask a
- * run to stop cleanly, and prints what the library reports: progress on
- * stderr, per-file events, the final summary, the list of failures, and the
- * exit code, which is the library's result code (see man/ferry.1), or
- * FERRY_EOUTPUT when standard output could not be written (struct sink).
+ * run to stop cleanly, and prints what the library reports for a copy or a
+ * verify: progress on stderr, per-file events, the final summary, the list
+ * of failures, and the exit code, which is the library's result code (see
+ * man/ferry.1), or FERRY_EOUTPUT when standard output could not be written
+ * (struct sink, report.h). `ferry status` is status.c.
  */
 #define _GNU_SOURCE
 #include "ferry.h"
 #include "cli.h"
+#include "report.h"
 
 #include <errno.h>
 #include <math.h>
@@ -19,49 +21,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-/*
- * Standard output: the -v, dry-run and verify listings, --json, status,
- * --help. Its first write error (a full disk; a pipe whose reader is gone,
- * EPIPE, since SIGPIPE is ignored) is kept here, nothing more is written
- * to it, and main reports it once and exits FERRY_EOUTPUT.
- *
- * A run whose listing cannot be written stops, cleanly, as after SIGINT:
- * files already copied are committed, the rest stays pending, the same
- * command resumes. That is what rsync, cp -v and tar do when the reader
- * of their listing goes away (they stop); copying on would leave a log
- * that ends early without a word, and `ferry -v ... | head` is a look at
- * the start, not a request to copy everything unseen.
- */
-struct sink {
-        int err;      /* errno of the first failed write; 0 */
-        bool stopped; /* a run stopped because of it */
-};
-
-/* Before writing to stdout: false once it has failed. Clears errno, so
- * that a failure of the writes that follow shows with its own. */
-static bool sink_ready(const struct sink *s)
-{
-        errno = 0;
-        return !s->err;
-}
-
-/* After writing to stdout: has it failed? Notes the error the first time
- * it shows. */
-static bool sink_failed(struct sink *s)
-{
-        if (!s->err && ferror(stdout))
-                s->err = errno ? errno : EIO;
-        return s->err != 0;
-}
-
-/* Writes out what stdout holds; false once it has failed. */
-static bool sink_flush(struct sink *s)
-{
-        if (!s->err && fflush(stdout) == EOF)
-                s->err = errno ? errno : EIO;
-        return !sink_failed(s);
-}
 
 /* An output error outweighs what the job found (0, 5, 20, 23, 24), not an
  * error that kept it from working (usage, paths, manifest, lock, internal,
@@ -77,11 +36,6 @@ static int output_code(int code)
         default: return code;
         }
 }
-
-/* SRC and DST as the user named them, for the top of the tree (below). */
-struct top {
-        const char *src, *dst;
-};
 
 /* Rates over the last half minute or so, for a run of days whose speed
  * changes (another source disk, small files after big ones). */
@@ -208,47 +162,15 @@ static void on_progress(const struct ferry_progress *p, void *arg)
         fflush(stderr);
 }
 
-static void put_line(FILE *f, const char *prefix, const char *path, size_t len,
-                     bool quote, const char *detail)
-{
-        fputs(prefix, f);
-        if (len)
-                ferry_cli_put_path(f, path, len, quote);
-        if (detail)
-                fprintf(f, "%s%s", len ? ": " : "", detail);
-        fputc('\n', f);
-}
-
-/*
- * The top of the tree, SRC or DST itself, comes as the path "." (ferry.h),
- * a name no entry can have. It is printed as the directory the user named:
- * a scan error ("cannot read directory: ...", journal.c) is SRC's, any
- * other failure of it (create, owner, mode, times) is DST's.
- */
-static void put_failure(FILE *f, const char *prefix, const char *path,
-                        size_t len, const char *reason, const struct top *top)
-{
-        if (len != 1 || path[0] != '.' || !top->src || !top->dst) {
-                put_line(f, prefix, path, len, true, reason);
-                return;
-        }
-        static const char scan[] = "cannot read directory";
-        bool src = reason && !strncmp(reason, scan, sizeof(scan) - 1);
-        const char *dir = src ? top->src : top->dst;
-        fprintf(f, "%sthe %s directory ", prefix,
-                src ? "source" : "destination");
-        put_line(f, "", dir, strlen(dir), true, reason);
-}
-
 /* A line of the listing on stdout, shown at once; the first that cannot
  * be written stops the run (struct sink). */
 static void put_listed_why(struct out *o, const char *prefix, const char *path,
                            size_t len, const char *why)
 {
-        if (!sink_ready(o->so))
+        if (!ferry_sink_ready(o->so))
                 return;
-        put_line(stdout, prefix, path, len, false, why);
-        if (!sink_flush(o->so))
+        ferry_report_line(stdout, prefix, path, len, false, why);
+        if (!ferry_sink_flush(o->so))
                 ferry_request_stop();
 }
 
@@ -259,7 +181,8 @@ static void put_listed(struct out *o, const char *prefix, const char *path,
 }
 
 static void on_event(enum ferry_event ev, const char *path, size_t len,
-                     const char *detail, void *arg)
+                     const char *detail, const struct ferry_failure *fail,
+                     void *arg)
 {
         struct out *o = arg;
         bool loud = !o->cli->quiet;
@@ -286,30 +209,29 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
         case FERRY_EV_MISSING: put_listed(o, "missing: ", path, len); break;
         case FERRY_EV_FAILED:
                 if (o->cli->command == CMD_VERIFY)
-                        put_failure(stderr, "ferry: failed: ", path, len,
-                                    detail, &o->top);
+                        ferry_report_failure(stderr, "ferry: failed: ", path,
+                                             len, detail, fail, &o->top);
                 break; /* copy failures are listed from the manifest */
         case FERRY_EV_VANISHED:
                 if (loud)
-                        put_line(stderr, "ferry: vanished: ", path, len, true,
-                                 NULL);
+                        ferry_report_line(stderr, "ferry: vanished: ", path,
+                                          len, true, NULL);
                 break;
         case FERRY_EV_SKIPPED:
         case FERRY_EV_WARNING:
                 if (loud)
-                        put_failure(stderr, "ferry: warning: ", path, len,
-                                    detail, &o->top);
+                        ferry_report_failure(stderr, "ferry: warning: ", path,
+                                             len, detail, fail, &o->top);
                 break;
         }
 }
 
-static void on_failure(const char *path, size_t len, const char *reason,
-                       void *arg)
+static void on_failure(const struct ferry_failure_row *r, void *arg)
 {
         struct out *o = arg;
         if (++o->failures_listed <= 100)
-                put_failure(stderr, "ferry: failed: ", path, len, reason,
-                            &o->top);
+                ferry_report_failure(stderr, "ferry: failed: ", r->path,
+                                     r->path_len, r->reason, &r->fail, &o->top);
 }
 
 /* The signals that stop a run cleanly, and which of them (bit i for
@@ -405,7 +327,8 @@ static void list_failures(struct out *o, const char *manifest)
 {
         struct ferry_status_info info;
         struct ferry_error err;
-        if (ferry_status_read(manifest, NULL, NULL, &info, on_failure, o, &err))
+        struct ferry_status_req req = {NULL, on_failure, o, 0};
+        if (ferry_status_read(manifest, NULL, NULL, &req, &info, &err))
                 return;
         if (o->failures_listed > 100)
                 fprintf(stderr,
@@ -443,9 +366,9 @@ static int run_job(struct ferry_cli *cli, struct sink *so)
         so->stopped = so->err && code == FERRY_EINTR;
         if (so->stopped)
                 err.msg[0] = '\0';
-        if (cli->json && sink_ready(so)) {
+        if (cli->json && ferry_sink_ready(so)) {
                 print_json_summary(cli, &sum, code);
-                sink_flush(so);
+                ferry_sink_flush(so);
         } else if (!cli->quiet && !cli->json)
                 print_summary(cli, &sum);
         if (manifest && (sum.files_failed || sum.scan_errors) &&
@@ -460,142 +383,6 @@ static int run_job(struct ferry_cli *cli, struct sink *so)
         return code;
 }
 
-struct status_list {
-        int n; /* JSON: -1 before the first failure, -2 after; text: 0 */
-        struct top top;
-        struct sink *so;
-};
-
-static void status_failure(const char *path, size_t len, const char *reason,
-                           void *arg)
-{
-        struct status_list *l = arg;
-        int *n = &l->n;
-        if (!sink_ready(l->so))
-                return;
-        if (*n < 0) {
-                fputs(*n == -2 ? ", " : "", stdout);
-                fputs("{\"path\": ", stdout);
-                ferry_cli_put_json(stdout, path, len);
-                fputs(", \"reason\": ", stdout);
-                ferry_cli_put_json(stdout, reason, strlen(reason));
-                fputs("}", stdout);
-                *n = -2;
-        } else {
-                put_failure(stdout, "failed: ", path, len, reason, &l->top);
-        }
-        sink_failed(l->so);
-}
-
-static void put_time(const char *label, int64_t t)
-{
-        char buf[64] = "never";
-        if (t) {
-                time_t tt = (time_t)t;
-                struct tm tm;
-                strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S",
-                         localtime_r(&tt, &tm));
-        }
-        printf("%s%s", label, buf);
-}
-
-static void status_text(const struct ferry_status_info *i)
-{
-        printf("manifest: %s\nsource: %s\ndestination: %s\n", i->manifest,
-               i->src, i->dst);
-        if (i->lock_errno)
-                printf("running: unknown (lock '%s.lock': %s)\n", i->manifest,
-                       strerror(i->lock_errno));
-        else if (i->running_pid < 0) /* held, the holder not named */
-                printf("running: yes (pid unknown)\n");
-        else if (i->running_pid)
-                printf("running: yes (pid %ld)\n", i->running_pid);
-        else
-                printf("running: no\n");
-        put_time("last run: ", i->last_start);
-        if (i->last_start) {
-                put_time(", finished ", i->last_end);
-                if (i->last_result >= 0)
-                        printf(", result %d (%s)", i->last_result,
-                               ferry_code_str(i->last_result));
-        }
-        printf("\ndone: %llu files, %llu bytes\npending: %llu files, %llu "
-               "bytes\n"
-               "failed: %llu files\nskipped: %llu files\nvanished: %llu files\n"
-               "not in source: %llu files\ndirectories: %llu\n",
-               (unsigned long long)i->done.files,
-               (unsigned long long)i->done.bytes,
-               (unsigned long long)i->pending.files,
-               (unsigned long long)i->pending.bytes,
-               (unsigned long long)i->failed.files,
-               (unsigned long long)i->skipped.files,
-               (unsigned long long)i->vanished.files,
-               (unsigned long long)i->not_in_source,
-               (unsigned long long)i->dirs);
-}
-
-static void status_json_head(const struct ferry_status_info *i)
-{
-        fputs("{\"manifest\": ", stdout);
-        ferry_cli_put_json(stdout, i->manifest, strlen(i->manifest));
-        fputs(", \"source\": ", stdout);
-        ferry_cli_put_json(stdout, i->src, strlen(i->src));
-        fputs(", \"destination\": ", stdout);
-        ferry_cli_put_json(stdout, i->dst, strlen(i->dst));
-        /* null: whether a run goes on is unknown (lock unreadable) */
-        if (i->lock_errno)
-                fputs(", \"running_pid\": null", stdout);
-        else
-                printf(", \"running_pid\": %ld", i->running_pid);
-        printf(", \"last_start\": %lld, \"last_end\": "
-               "%lld,"
-               " \"last_result\": %d, \"done\": %llu, \"done_bytes\": %llu,"
-               " \"pending\": %llu, \"pending_bytes\": %llu, \"failed\": %llu,"
-               " \"skipped\": %llu, \"vanished\": %llu, \"not_in_source\": "
-               "%llu,"
-               " \"directories\": %llu, \"failures\": [",
-               (long long)i->last_start, (long long)i->last_end, i->last_result,
-               (unsigned long long)i->done.files,
-               (unsigned long long)i->done.bytes,
-               (unsigned long long)i->pending.files,
-               (unsigned long long)i->pending.bytes,
-               (unsigned long long)i->failed.files,
-               (unsigned long long)i->skipped.files,
-               (unsigned long long)i->vanished.files,
-               (unsigned long long)i->not_in_source,
-               (unsigned long long)i->dirs);
-}
-
-static int run_status(const struct ferry_cli *cli, struct sink *so)
-{
-        struct ferry_status_info info;
-        struct ferry_error err = {""};
-        /* failures are printed after the counts: read twice, cheaply */
-        int code = ferry_status_read(cli->opt.manifest, cli->opt.src,
-                                     cli->opt.dst, &info, NULL, NULL, &err);
-        if (code) {
-                fprintf(stderr, "ferry: %s\n", err.msg);
-                return code;
-        }
-        /* SRC and DST as the status names them above its failures */
-        struct status_list list = {
-                cli->json ? -1 : 0, {info.src, info.dst}, so};
-        struct ferry_status_info again;
-        (void)sink_ready(so);
-        if (cli->json)
-                status_json_head(&info);
-        else
-                status_text(&info);
-        sink_failed(so);
-        code = ferry_status_read(cli->opt.manifest, cli->opt.src, cli->opt.dst,
-                                 &again, status_failure, &list, &err);
-        if (cli->json && sink_ready(so))
-                puts("]}");
-        if (code)
-                fprintf(stderr, "ferry: %s\n", err.msg);
-        return code;
-}
-
 int main(int argc, char **argv)
 {
         /* a write to a pipe whose reader is gone fails with EPIPE instead
@@ -605,7 +392,7 @@ int main(int argc, char **argv)
         struct ferry_error err = {""};
         struct sink so = {0, false};
         int code = ferry_cli_parse(argc, argv, &cli, &err);
-        (void)sink_ready(&so);
+        (void)ferry_sink_ready(&so);
         if (code) {
                 fprintf(stderr, "ferry: %s\n", err.msg);
         } else if (cli.command == CMD_HELP) {
@@ -616,12 +403,12 @@ int main(int argc, char **argv)
                         printf("test build: FERRY_FAULT and FERRY_CRASH are "
                                "honoured; not for production use\n");
         } else if (cli.command == CMD_STATUS) {
-                code = run_status(&cli, &so);
+                code = ferry_cli_status(&cli, &so);
         } else {
                 code = run_job(&cli, &so);
         }
         ferry_cli_release(&cli);
-        if (!sink_flush(&so)) {
+        if (!ferry_sink_flush(&so)) {
                 fprintf(stderr,
                         "ferry: cannot write to standard output: %s%s\n",
                         strerror(so.err),

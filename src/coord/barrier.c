@@ -15,6 +15,7 @@
 #include "internal.h"
 
 #include "copy.h"
+#include "failure.h"
 #include "fsio.h"
 #include "owner.h"
 
@@ -117,11 +118,8 @@ void reason(const struct ferry_batch *b, const struct ferry_item *it, char *buf,
 {
         if (it->why_off)
                 snprintf(buf, size, "%s", ferry_batch_at(b, it->why_off));
-        else if (it->err)
-                snprintf(buf, size, "%s: %s", it->what ? it->what : "copy",
-                         strerror(it->err));
         else
-                snprintf(buf, size, "%s", it->what ? it->what : "failed");
+                ferry_failure_message(&it->fail, false, buf, size);
 }
 
 /*
@@ -130,7 +128,8 @@ void reason(const struct ferry_batch *b, const struct ferry_item *it, char *buf,
  * otherwise, and the row fails with why.
  */
 static bool clear_way(struct coord *c, const struct ferry_batch *b,
-                      const struct ferry_item *it, char *why, size_t size)
+                      const struct ferry_item *it, char *why, size_t size,
+                      struct ferry_failure *fail)
 {
         char *what = NULL;
         struct ferry_dst_rec claim;
@@ -150,6 +149,10 @@ static bool clear_way(struct coord *c, const struct ferry_batch *b,
         free(what);
         if (rc && rc != EEXIST && stop_for_dst(c, rc))
                 return true; /* DST failed: the row stays pending */
+        *fail = rc == EEXIST ? ferry_failure_of(FERRY_SIDE_DST,
+                                                FERRY_STEP_NOT_OURS, 0)
+                             : ferry_failure_of(FERRY_SIDE_DST,
+                                                FERRY_STEP_CLEAR, rc);
         if (rc)
                 return false;
         note_low(c, it->id);
@@ -162,7 +165,9 @@ static int record_copy(struct coord *c, const struct ferry_batch *b,
 {
         char why[512];
         int rc = 0;
-        if (it->result == R_IN_WAY && clear_way(c, b, it, why, sizeof(why)))
+        struct ferry_failure fail = it->fail;
+        if (it->result == R_IN_WAY &&
+            clear_way(c, b, it, why, sizeof(why), &fail))
                 return 0; /* stays pending: copied again in a later pass */
         switch (it->result) {
         case R_DONE:
@@ -175,7 +180,7 @@ static int record_copy(struct coord *c, const struct ferry_batch *b,
                 c->sum->files_copied++;
                 c->sum->bytes_copied += it->bytes;
                 c->prog.bytes_done += it->bytes;
-                emit_item(c, FERRY_EV_COPIED, b, it, NULL);
+                emit_item(c, FERRY_EV_COPIED, b, it, NULL, NULL);
                 break;
         case R_IN_WAY: /* why says why it stays */
         case R_FAILED:
@@ -185,20 +190,21 @@ static int record_copy(struct coord *c, const struct ferry_batch *b,
                 if (it->result != R_IN_WAY)
                         reason(b, it, why, sizeof(why));
                 rc = ferry_manifest_file_set_state(c->m, it->id, ST_FAILED,
-                                                   why);
+                                                   &fail, why);
                 if (!rc && !(rc = ferry_manifest_elect_leader(c->m, it->id)))
                         c->fresh = true;
                 c->sum->files_failed++;
                 c->prog.errors++;
-                emit_item(c, FERRY_EV_FAILED, b, it, why);
+                emit_item(c, FERRY_EV_FAILED, b, it, why, &fail);
                 break;
         case R_VANISHED:
                 rc = ferry_manifest_file_set_state(c->m, it->id, ST_VANISHED,
+                                                   &it->fail,
                                                    "vanished from the source");
                 if (!rc && !(rc = ferry_manifest_elect_leader(c->m, it->id)))
                         c->fresh = true;
                 c->sum->files_vanished++;
-                emit_item(c, FERRY_EV_VANISHED, b, it, "vanished");
+                emit_item(c, FERRY_EV_VANISHED, b, it, "vanished", &it->fail);
                 break;
         case R_NOSPACE:
         case R_DSTFAIL: stops_run(c, it); return 0;
@@ -240,7 +246,7 @@ void on_barrier(struct coord *c, struct barrier_job *job)
                                 FERRY_EV_WARNING, "", 0,
                                 "durability barrier on the destination "
                                 "failed; those files will be copied again",
-                                c->opt->cb_arg);
+                                NULL, c->opt->cb_arg);
         }
         for (struct ferry_batch *b = job->list; b; b = b->next) {
                 int64_t last_dir = -1;

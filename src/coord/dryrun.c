@@ -72,7 +72,7 @@ static void would_copy(struct coord *c, const struct ferry_batch *b,
                 return;
         c->sum->files_copied++;
         c->sum->bytes_copied += it->type == FT_REG ? it->st.size : 0;
-        emit_item(c, FERRY_EV_WOULD_COPY, b, it, NULL);
+        emit_item(c, FERRY_EV_WOULD_COPY, b, it, NULL, NULL);
 }
 
 static void would_delete(struct coord *c, const struct ferry_batch *b,

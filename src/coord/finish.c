@@ -17,6 +17,7 @@
 #include "internal.h"
 
 #include "copy.h"
+#include "failure.h"
 #include "fsio.h"
 #include "owner.h"
 
@@ -228,10 +229,10 @@ void each_row(struct coord *c, enum ferry_query q, int64_t start, row_fn fn)
 
 /* What apply_dir_dst did to a directory of DST. */
 struct dir_outcome {
-        int rc;           /* 0, or the error of the step that failed */
-        const char *what; /* that step */
-        int sync_err;     /* --durability=file: the directory's fsync */
-        char why[384];    /* a refused or colliding name, else "" */
+        int rc;               /* 0, or the error of the step that failed */
+        enum ferry_step step; /* that step */
+        int sync_err;         /* --durability=file: the directory's fsync */
+        char why[384];        /* a refused or colliding name, else "" */
 };
 
 /* Makes the directory row it in DST (and its parents), and gives it SRC's
@@ -243,18 +244,18 @@ static void apply_dir_dst(const struct ferry_copy_dirs *d,
                           struct dir_outcome *o)
 {
         int fd = -1;
-        o->what = "create directory";
+        o->step = FERRY_STEP_MKDIR;
         o->sync_err = 0;
         o->rc = ferry_copy_make_dst_dir(d, path, &fd, o->why, sizeof(o->why));
         if (!o->rc && opt->owner && geteuid() == 0 &&
             (o->rc = ferry_fsio_fchown(fd, it->st.uid, it->st.gid)))
-                o->what = "set directory owner";
+                o->step = FERRY_STEP_CHOWN;
         mode_t mode = opt->perms ? it->st.mode & 07777 : 0777 & ~umask;
         if (!o->rc && (o->rc = ferry_fsio_fchmod(fd, mode)))
-                o->what = "set directory mode";
+                o->step = FERRY_STEP_CHMOD;
         if (!o->rc && opt->times &&
             (o->rc = ferry_fsio_futimens(fd, it->st.mtime, it->st.mtime)))
-                o->what = "set directory times";
+                o->step = FERRY_STEP_UTIMES;
         /* --durability=file: the directory's entries (made, deleted) and
          * its metadata, made durable here instead of by a syncfs */
         if (fd >= 0 && opt->durability == FERRY_DURABLE_FILE)
@@ -274,12 +275,17 @@ static void apply_dir(struct coord *c, const struct ferry_batch *b,
         if (o.rc && !o.why[0] && stop_for_dst(c, o.rc))
                 return; /* nobody's failure: the row stays pending */
         if (o.rc) {
-                if (!o.why[0]) /* else a refused or colliding name */
-                        snprintf(o.why, sizeof(o.why), "%s: %s", o.what,
-                                 strerror(o.rc));
+                /* a refused or colliding name says why itself */
+                struct ferry_failure f =
+                        o.why[0] ? ferry_failure_of(FERRY_SIDE_DST,
+                                                    FERRY_STEP_NAME, 0)
+                                 : ferry_failure_of(FERRY_SIDE_DST, o.step,
+                                                    o.rc);
+                if (!o.why[0])
+                        ferry_failure_message(&f, true, o.why, sizeof(o.why));
                 c->sum->files_failed++;
-                emit(c, FERRY_EV_FAILED, "", path, o.why);
-                if (ferry_manifest_dir_set_error(c->m, it->id, o.why))
+                emit_failure(c, FERRY_EV_FAILED, "", path, o.why, &f);
+                if (ferry_manifest_dir_set_error(c->m, it->id, &f, o.why))
                         manifest_error(c);
                 return;
         }

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "internal.h"
 
+#include "failure.h"
 #include "owner.h"
 
 #include <errno.h>
@@ -112,12 +113,14 @@ static int scan_error(struct coord *c, const struct ferry_listing *l,
                       int64_t dir)
 {
         char why[256];
-        snprintf(why, sizeof(why), "cannot read directory: %s",
-                 strerror(l->open_err));
+        struct ferry_failure f =
+                ferry_failure_of(FERRY_SIDE_SRC, l->open_step, l->open_err);
+        ferry_failure_message(&f, true, why, sizeof(why));
         c->sum->scan_errors++;
         c->prog.errors++;
-        emit(c, FERRY_EV_WARNING, "", l->path_len ? l->path : ".", why);
-        int rc = ferry_manifest_dir_set_error(c->m, dir, why);
+        emit_failure(c, FERRY_EV_WARNING, "", l->path_len ? l->path : ".", why,
+                     &f);
+        int rc = ferry_manifest_dir_set_error(c->m, dir, &f, why);
         return rc ? rc
                   : ferry_manifest_keep_subtree(c->m, l->path, l->path_len,
                                                 c->gen);
@@ -199,7 +202,7 @@ void on_listing(struct coord *c, struct ferry_listing *l)
         } else if (!rc && l->open_err)
                 rc = scan_error(c, l, dir);
         else if (!rc && l->first)
-                rc = ferry_manifest_dir_set_error(c->m, dir, NULL);
+                rc = ferry_manifest_dir_set_error(c->m, dir, NULL, NULL);
         if (!rc && l->last && !l->open_err && !c->stop_code &&
             !atomic_load(c->cfg->stop))
                 rc = ferry_manifest_dir_listed(c->m, dir, c->gen, marking,

@@ -183,11 +183,15 @@ void manifest_error(struct coord *c);
 /* dir/name in a buffer of c's, valid until the next call; NULL: no memory */
 const char *join_path(struct coord *c, const char *dir, const char *name,
                       size_t *len);
+/* Tells the caller about dir/name; fail: what failed, or NULL (emit). */
+void emit_failure(struct coord *c, enum ferry_event ev, const char *dir,
+                  const char *name, const char *detail,
+                  const struct ferry_failure *fail);
 void emit(struct coord *c, enum ferry_event ev, const char *dir,
           const char *name, const char *detail);
 void emit_item(struct coord *c, enum ferry_event ev,
                const struct ferry_batch *b, const struct ferry_item *it,
-               const char *detail);
+               const char *detail, const struct ferry_failure *fail);
 void commit(struct coord *c);
 void progress(struct coord *c, bool final);
 void free_list(struct ferry_batch *list);

@@ -181,23 +181,30 @@ const char *join_path(struct coord *c, const char *dir, const char *name,
         return c->pathbuf;
 }
 
-void emit(struct coord *c, enum ferry_event ev, const char *dir,
-          const char *name, const char *detail)
+void emit_failure(struct coord *c, enum ferry_event ev, const char *dir,
+                  const char *name, const char *detail,
+                  const struct ferry_failure *fail)
 {
         if (!c->opt->event)
                 return;
         size_t len = 0;
         const char *path = join_path(c, dir, name, &len);
         if (path)
-                c->opt->event(ev, path, len, detail, c->opt->cb_arg);
+                c->opt->event(ev, path, len, detail, fail, c->opt->cb_arg);
+}
+
+void emit(struct coord *c, enum ferry_event ev, const char *dir,
+          const char *name, const char *detail)
+{
+        emit_failure(c, ev, dir, name, detail, NULL);
 }
 
 void emit_item(struct coord *c, enum ferry_event ev,
                const struct ferry_batch *b, const struct ferry_item *it,
-               const char *detail)
+               const char *detail, const struct ferry_failure *fail)
 {
-        emit(c, ev, ferry_batch_at(b, it->dir_off),
-             ferry_batch_at(b, it->name_off), detail);
+        emit_failure(c, ev, ferry_batch_at(b, it->dir_off),
+                     ferry_batch_at(b, it->name_off), detail, fail);
 }
 
 void commit(struct coord *c)

@@ -128,9 +128,11 @@ static int check_destination(struct coord *c)
         }
         if (!ds.missing)
                 return 0;
+        const struct ferry_failure missing = {FERRY_SIDE_DST,
+                                              FERRY_STEP_MISSING, 0};
         for (unsigned i = 0; i < ds.missing && i < DST_SAMPLE; i++)
                 if (ferry_manifest_file_set_state(c->m, ds.missing_ids[i],
-                                                  ST_PENDING,
+                                                  ST_PENDING, &missing,
                                                   "missing from the "
                                                   "destination") ||
                     ferry_manifest_dir_chain_touch(c->m, ds.missing_ids[i]))

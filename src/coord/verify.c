@@ -10,6 +10,7 @@
 #include "config.h"
 #include "internal.h"
 
+#include "failure.h"
 #include "fsio.h"
 
 #include <errno.h>
@@ -40,7 +41,7 @@ static int claim_mismatch(struct coord *c, const struct ferry_batch *b,
 void record_verify(struct coord *c, const struct ferry_batch *b,
                    const struct ferry_item *it)
 {
-        char why[512];
+        char why[512], what[64];
         int rc = 0;
         c->prog.files_done++;
         c->prog.bytes_done += it->st.size;
@@ -49,12 +50,13 @@ void record_verify(struct coord *c, const struct ferry_batch *b,
         case R_NOFDS: stop_no_fds(c, it->err); return;
         case R_MISMATCH:
         case R_MISSING:
-                snprintf(why, sizeof(why), "verify: %s %s", it->what,
+                ferry_failure_message(&it->fail, false, what, sizeof(what));
+                snprintf(why, sizeof(why), "verify: %s %s", what,
                          it->result == R_MISSING ? "is missing" : "differs");
                 rc = ferry_manifest_file_set_state(c->m, it->id, ST_PENDING,
-                                                   why);
+                                                   &it->fail, why);
                 if (!rc && it->result == R_MISMATCH &&
-                    !strcmp(it->what, "destination"))
+                    it->fail.side == FERRY_SIDE_DST)
                         rc = claim_mismatch(c, b, it);
                 /* a missing file's directories may be made anew */
                 if (!rc && it->result == R_MISSING)
@@ -64,13 +66,13 @@ void record_verify(struct coord *c, const struct ferry_batch *b,
                 emit_item(c,
                           it->result == R_MISSING ? FERRY_EV_MISSING
                                                   : FERRY_EV_MISMATCH,
-                          b, it, it->what);
+                          b, it, what, &it->fail);
                 break;
         default:
                 reason(b, it, why, sizeof(why));
                 c->sum->files_failed++;
                 c->prog.errors++;
-                emit_item(c, FERRY_EV_FAILED, b, it, why);
+                emit_item(c, FERRY_EV_FAILED, b, it, why, &it->fail);
                 break;
         }
         if (rc)
@@ -91,7 +93,7 @@ int ferry_coord_verify(const struct ferry_coord_cfg *cfg,
         /* the totals of the progress line: the done rows (a read
          * transaction of its own, before the verify's) */
         struct ferry_status_info info;
-        if (!ferry_manifest_status(c.m, &info, NULL, NULL)) {
+        if (!ferry_manifest_status(c.m, &info, NULL)) {
                 c.prog.files_total = info.done.files;
                 c.prog.bytes_total = info.done.bytes;
         }

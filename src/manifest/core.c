@@ -186,6 +186,15 @@ void mf_bind_stat(sqlite3_stmt *s, int first, const struct ferry_stat *st)
         sqlite3_bind_int64(s, first + 7, (int64_t)st->ino);
 }
 
+void mf_bind_failure(sqlite3_stmt *s, int first, const struct ferry_failure *f)
+{
+        if (!f)
+                return;
+        sqlite3_bind_int(s, first, (int)f->side);
+        sqlite3_bind_int(s, first + 1, (int)f->step);
+        sqlite3_bind_int(s, first + 2, f->err);
+}
+
 int mf_bind_subtree(sqlite3_stmt *s, int i, const char *path, size_t len)
 {
         char *r = malloc(len + 1);

@@ -47,9 +47,12 @@ static const char *const dirs_sql[S_NSTMTS] = {
                 "UPDATE dirs SET state = " SQL_APPLIED ","
                 " mtime_ns = " SQL_MTIME_NONE " WHERE id = ?1",
         [S_DIR_DELETE] = "DELETE FROM dirs WHERE id = ?1",
+        /* ?3 .. ?5: the failure (mf_bind_failure) */
         [S_DIR_ERROR] =
-                "UPDATE dirs SET error = ?2 WHERE id = ?1"
-                " AND error IS NOT ?2",
+                "UPDATE dirs SET error = ?2, fail_side = ?3,"
+                " fail_step = ?4, fail_errno = ?5 WHERE id = ?1"
+                " AND (error IS NOT ?2 OR fail_side IS NOT ?3"
+                " OR fail_step IS NOT ?4 OR fail_errno IS NOT ?5)",
         /* ?1 below this id, ?2 limit, ?3 generation; deepest first (a
          * directory's row is made after its parent's) */
         [S_WALK_TO_APPLY] =
@@ -90,6 +93,7 @@ int ferry_manifest_dir_delete(struct ferry_manifest *m, int64_t id)
 }
 
 int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
+                                 const struct ferry_failure *f,
                                  const char *error)
 {
         sqlite3_stmt *s = STMT(S_DIR_ERROR);
@@ -98,6 +102,7 @@ int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
         sqlite3_bind_int64(s, 1, id);
         if (error)
                 sqlite3_bind_text(s, 2, error, -1, SQLITE_TRANSIENT);
+        mf_bind_failure(s, 3, error ? f : NULL);
         return mf_exec_stmt(m, s, "directory update");
 }
 
@@ -210,12 +215,15 @@ void ferry_manifest_dir_walk_end(struct ferry_dir_walk *w)
 
 int ferry_manifest_dir_outcome(struct ferry_manifest *m,
                                const struct ferry_dir_row *d,
-                               enum ferry_dir_outcome o, const char *why)
+                               enum ferry_dir_outcome o,
+                               const struct ferry_failure *fail,
+                               const char *why)
 {
         int rc = 0;
         switch (o) {
         case DIR_APPLIED: return ferry_manifest_dir_applied(m, d->id);
-        case DIR_FAILED: return ferry_manifest_dir_set_error(m, d->id, why);
+        case DIR_FAILED:
+                return ferry_manifest_dir_set_error(m, d->id, fail, why);
         case DIR_DEFERRED: return ferry_manifest_dir_defer(m, d->id);
         case DIR_DELETED:
                 /* its parent's mtime changed in DST */

@@ -113,6 +113,9 @@ struct ferry_time mf_column_time(sqlite3_stmt *s, int col);
 const char *mf_column_str(sqlite3_stmt *s, int col);
 /* size, mtime, ctime, mode, uid, gid, dev, ino to first .. first + 7 */
 void mf_bind_stat(sqlite3_stmt *s, int first, const struct ferry_stat *st);
+/* f's side, step and errno to first .. first + 2 (fail_side, fail_step,
+ * fail_errno: sql/005_failure.sql); left NULL when f is NULL */
+void mf_bind_failure(sqlite3_stmt *s, int first, const struct ferry_failure *f);
 /* Binds path and the range of its subtree, ["path/", "path0") ('0'
  * follows '/'), to the parameters i, i + 1 and i + 2; ENOMEM or 0. */
 int mf_bind_subtree(sqlite3_stmt *s, int i, const char *path, size_t len);
@@ -125,6 +128,9 @@ int mf_open_db(struct ferry_manifest *m, const char *name, int oflags,
                bool immutable);
 int mf_check_identity(struct ferry_manifest *m);
 int mf_pragma_int(struct ferry_manifest *m, int id, int64_t *v);
+/* The schema version of the open file (PRAGMA user_version): a manifest
+ * read without write access is not migrated. */
+int mf_schema_version(struct ferry_manifest *m, int64_t *version);
 
 /* reader.c: read-only access for `ferry status` */
 int mf_open_reader(struct ferry_manifest *m, bool wal_frames);

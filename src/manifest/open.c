@@ -71,6 +71,11 @@ int mf_pragma_int(struct ferry_manifest *m, int id, int64_t *v)
         return mf_select_ints(m, mf_stmt(m, T_OPEN, id, open_sql[id]), 0, v, 1);
 }
 
+int mf_schema_version(struct ferry_manifest *m, int64_t *version)
+{
+        return mf_pragma_int(m, O_USER_VERSION, version);
+}
+
 /*
  * What the file says about itself, read before SQLite opens it: SQLite
  * trusts a short file (it reads the missing bytes as zeros) and reads only

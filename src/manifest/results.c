@@ -32,11 +32,14 @@ static const char *const results_sql[S_NSTMTS] = {
                 "UPDATE files SET state = " SQL_DONE ", hash = ?2, size = ?3,"
                 " mtime_ns = ?4, ctime_ns = ?5, mode = ?6, uid = ?7,"
                 " gid = ?8, dev = ?9, ino = ?10, error = NULL,"
+                " fail_side = NULL, fail_step = NULL, fail_errno = NULL,"
                 " attempts = attempts + 1, dst_type = ?11,"
                 " dst_size = ?12, dst_mtime_ns = ?13 WHERE id = ?1",
+        /* ?4 .. ?6: the failure (mf_bind_failure) */
         [S_FILE_STATE] =
                 "UPDATE files SET state = ?2, error = ?3,"
-                " attempts = attempts + (?3 IS NOT NULL) WHERE id = ?1",
+                " attempts = attempts + (?3 IS NOT NULL), fail_side = ?4,"
+                " fail_step = ?5, fail_errno = ?6 WHERE id = ?1",
         [S_FILE_DELETE] = "DELETE FROM files WHERE id = ?1",
         [S_FILE_DST] =
                 "SELECT dst_type, dst_size, dst_mtime_ns FROM files"
@@ -176,7 +179,9 @@ int ferry_manifest_interrupted_since(struct ferry_manifest *m, int64_t run_id,
 }
 
 int ferry_manifest_file_set_state(struct ferry_manifest *m, int64_t id,
-                                  enum ferry_state state, const char *error)
+                                  enum ferry_state state,
+                                  const struct ferry_failure *f,
+                                  const char *error)
 {
         sqlite3_stmt *s = STMT(S_FILE_STATE);
         if (!s)
@@ -185,6 +190,7 @@ int ferry_manifest_file_set_state(struct ferry_manifest *m, int64_t id,
         sqlite3_bind_int(s, 2, state);
         if (error)
                 sqlite3_bind_text(s, 3, error, -1, SQLITE_TRANSIENT);
+        mf_bind_failure(s, 4, f);
         return mf_exec_stmt(m, s, "file update");
 }
 
@@ -221,14 +227,14 @@ static int record_outcome(struct ferry_manifest *m,
                         rc = ferry_manifest_file_set_state(
                                 m, o->id,
                                 o->kind == FO_FAILED ? ST_FAILED : ST_VANISHED,
-                                o->why);
+                                o->fail, o->why);
                 if (!rc && !(rc = ferry_manifest_elect_leader(m, o->id)))
                         *fresh = true;
                 break;
         case FO_AGAIN:
                 if (!rc)
                         rc = ferry_manifest_file_set_state(m, o->id, ST_PENDING,
-                                                           o->why);
+                                                           o->fail, o->why);
                 /* a missing file's directories may be made anew */
                 if (!rc && o->dst_missing)
                         rc = ferry_manifest_dir_chain_touch(m, o->id);

@@ -524,12 +524,13 @@ static int listing_end(struct ferry_manifest *m, const struct ferry_listing *l,
         int rc = 0;
         if (l->open_err) {
                 if (how->error)
-                        rc = ferry_manifest_dir_set_error(m, dir, how->error);
+                        rc = ferry_manifest_dir_set_error(m, dir, how->fail,
+                                                          how->error);
                 if (!rc)
                         rc = ferry_manifest_keep_subtree(m, l->path,
                                                          l->path_len, how->gen);
         } else if (l->first) {
-                rc = ferry_manifest_dir_set_error(m, dir, NULL);
+                rc = ferry_manifest_dir_set_error(m, dir, NULL, NULL);
         }
         if (!rc && l->last && !l->open_err && !how->stopping)
                 rc = ferry_manifest_dir_listed(m, dir, how->gen, marking,

@@ -2,17 +2,39 @@
  * manifest/status.c - what `ferry status` reads, in one read transaction:
  * files and bytes of each row state, the job's SRC and DST, directories
  * and rows gone from SRC, the last run, and each failed row or directory
- * with its reason.
+ * with its reason and cause, grouped by cause.
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* files and bytes in state st */
 #define COUNT_STATE(st) "sum(state = " st "), sum(size * (state = " st "))"
+
+/* Failures grouped by cause (side, step, errno), the most frequent cause
+ * first; within one, directories first, then files by id; at most ?1 of
+ * each cause (0: all). Columns: path, name, error, side, step, errno,
+ * count of the cause, index within it. */
+#define FAILURES_SQL(D_SIDE, D_STEP, D_ERRNO, F_SIDE, F_STEP, F_ERRNO)         \
+        "SELECT path, name, error, side, step, errno, n, k - 1 FROM ("         \
+        " SELECT path, name, error, side, step, errno,"                        \
+        "  count(*) OVER (PARTITION BY side, step, errno) AS n,"               \
+        "  row_number() OVER (PARTITION BY side, step, errno"                  \
+        "   ORDER BY ord, id) AS k"                                            \
+        " FROM (SELECT 0 AS ord, id, path, x'' AS name, error,"                \
+        "   " D_SIDE " AS side, " D_STEP " AS step, " D_ERRNO " AS errno"      \
+        "   FROM dirs WHERE error IS NOT NULL"                                 \
+        "  UNION ALL"                                                          \
+        "  SELECT 1, f.id, d.path, f.name, coalesce(f.error, ''),"             \
+        "   " F_SIDE ", " F_STEP ", " F_ERRNO                                  \
+        "   FROM files f JOIN dirs d ON d.id = f.dir"                          \
+        "   WHERE f.state = " SQL_FAILED "))"                                  \
+        " WHERE ?1 = 0 OR k <= ?1"                                             \
+        " ORDER BY n DESC, side, step, errno, k"
 
 enum status_stmt {
         S_BEGIN,
@@ -24,6 +46,7 @@ enum status_stmt {
         S_DIRS,
         S_LAST_RUN,
         S_FAILURES,
+        S_FAILURES_V4,
         S_NSTMTS
 };
 
@@ -46,11 +69,12 @@ static const char *const status_sql[S_NSTMTS] = {
                 "SELECT started, coalesce(finished, 0),"
                 " coalesce(result, -1) FROM runs ORDER BY id DESC LIMIT 1",
         [S_FAILURES] =
-                "SELECT path, '', error FROM dirs WHERE error IS NOT NULL"
-                " UNION ALL"
-                " SELECT d.path, f.name, coalesce(f.error, '')"
-                " FROM files f JOIN dirs d ON d.id = f.dir"
-                " WHERE f.state = " SQL_FAILED,
+                FAILURES_SQL("fail_side", "fail_step", "fail_errno",
+                             "f.fail_side", "f.fail_step", "f.fail_errno"),
+        /* a manifest before version 5 (read without write access, so not
+         * migrated) records no causes */
+        [S_FAILURES_V4] =
+                FAILURES_SQL("NULL", "NULL", "NULL", "NULL", "NULL", "NULL"),
 };
 // clang-format on
 _Static_assert(S_NSTMTS <= MF_TABLE_MAX, "status.c: statement table too big");
@@ -120,47 +144,78 @@ static int status_last_run(struct ferry_manifest *m,
         return 0;
 }
 
-static int status_failures(struct ferry_manifest *m, ferry_failure_fn fn,
-                           void *arg)
+/* Joins dir and name of the current row of s into *buf ("." for SRC). */
+static int failure_path(sqlite3_stmt *s, char **buf, size_t *cap, size_t *len)
 {
-        sqlite3_stmt *s = STMT(S_FAILURES);
+        size_t dl = (size_t)sqlite3_column_bytes(s, 0);
+        size_t nl = (size_t)sqlite3_column_bytes(s, 1);
+        if (dl + nl + 2 > *cap) {
+                char *p = realloc(*buf, dl + nl + 2);
+                if (!p)
+                        return ENOMEM;
+                *buf = p;
+                *cap = dl + nl + 2;
+        }
+        size_t n = 0;
+        if (dl) {
+                memcpy(*buf, sqlite3_column_blob(s, 0), dl);
+                (*buf)[dl] = nl ? '/' : '\0';
+                n = nl ? dl + 1 : dl;
+        }
+        if (nl)
+                memcpy(*buf + n, sqlite3_column_blob(s, 1), nl);
+        n += nl;
+        if (!n)
+                (*buf)[n++] = '.'; /* SRC itself */
+        (*buf)[n] = '\0';
+        *len = n;
+        return 0;
+}
+
+static int status_failures(struct ferry_manifest *m,
+                           const struct ferry_status_req *req)
+{
+        int64_t version = 0;
+        if (mf_schema_version(m, &version))
+                return FERRY_EMANIFEST;
+        sqlite3_stmt *s = STMT(version < 5 ? S_FAILURES_V4 : S_FAILURES);
         if (!s)
                 return mf_db_fail(m, "read");
+        sqlite3_bind_int64(s, 1, (sqlite3_int64)req->per_cause);
         char *buf = NULL;
         size_t cap = 0;
         int rc;
         while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-                size_t dl = (size_t)sqlite3_column_bytes(s, 0);
-                size_t nl = (size_t)sqlite3_column_bytes(s, 1);
-                if (dl + nl + 2 > cap) {
-                        cap = dl + nl + 2;
-                        char *p = realloc(buf, cap);
-                        if (!p)
-                                break;
-                        buf = p;
-                }
-                size_t n = 0;
-                if (dl) {
-                        memcpy(buf, sqlite3_column_blob(s, 0), dl);
-                        buf[dl] = nl ? '/' : '\0';
-                        n = nl ? dl + 1 : dl;
-                }
-                if (nl)
-                        memcpy(buf + n, sqlite3_column_blob(s, 1), nl);
-                n += nl;
-                if (!n)
-                        buf[n++] = '.'; /* SRC itself */
-                buf[n] = '\0';
-                fn(buf, n, (const char *)sqlite3_column_text(s, 2), arg);
+                struct ferry_failure_row row;
+                if (failure_path(s, &buf, &cap, &row.path_len))
+                        break;
+                row.path = buf;
+                row.reason = (const char *)sqlite3_column_text(s, 2);
+                row.fail.side = (enum ferry_side)sqlite3_column_int(s, 3);
+                row.fail.step = (enum ferry_step)sqlite3_column_int(s, 4);
+                row.fail.err = sqlite3_column_int(s, 5);
+                row.cause_count = (uint64_t)sqlite3_column_int64(s, 6);
+                row.cause_index = (uint64_t)sqlite3_column_int64(s, 7);
+                req->on_failure(&row, req->arg);
         }
         free(buf);
         sqlite3_reset(s);
         return rc == SQLITE_DONE ? 0 : mf_db_fail(m, "read");
 }
 
+/* An immutable read found the manifest changed under it. */
+static int moved(struct ferry_manifest *m)
+{
+        m->moved = true;
+        return mf_fail(m,
+                       "manifest '%s' changed while status read it without "
+                       "write access: run it again",
+                       m->path);
+}
+
 int ferry_manifest_status(struct ferry_manifest *m,
                           struct ferry_status_info *info,
-                          ferry_failure_fn on_failure, void *arg)
+                          const struct ferry_status_req *req)
 {
         /* one read transaction: a consistent snapshot, kept short */
         int rc = mf_exec_sql(m, status_sql[S_BEGIN], "read");
@@ -171,16 +226,21 @@ int ferry_manifest_status(struct ferry_manifest *m,
                 rc = status_meta(m, info);
         if (!rc)
                 rc = status_last_run(m, info);
-        if (!rc && on_failure)
-                rc = status_failures(m, on_failure, arg);
+        /* the counts go out before the failures, from the same read;
+         * a read without write access that was torn already is not
+         * handed on (the caller may read again) */
+        bool early = req && req->on_info && m->immutable;
+        if (!rc && early && !mf_still_alone(m))
+                rc = moved(m);
+        if (!rc && req && req->on_info)
+                req->on_info(info, req->arg);
+        /* failed counts exactly the rows status_failures lists */
+        bool more = !rc && req && req->on_failure && info->failed.files;
+        if (more)
+                rc = status_failures(m, req);
         sqlite3_exec(m->db, status_sql[S_COMMIT], NULL, NULL, NULL);
-        if (m->immutable && !mf_still_alone(m)) {
-                /* what was read may be torn, errors included */
-                m->moved = true;
-                rc = mf_fail(m,
-                             "manifest '%s' changed while status read it "
-                             "without write access: run it again",
-                             m->path);
-        }
+        /* what was read after the early check may be torn, errors too */
+        if (!m->moved && m->immutable && (!early || more) && !mf_still_alone(m))
+                rc = moved(m);
         return rc;
 }

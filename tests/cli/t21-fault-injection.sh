@@ -87,9 +87,10 @@ failures_named() {
 }
 
 # status_lists_failures N: `ferry status` counts N failed files (N > 0) and
-# lists as many "failed: 'PATH': reason" lines.
+# lists as many "failed: 'PATH': reason" lines (--failures: all of each
+# cause, not the first 5).
 status_lists_failures() {
-	"$FERRY" status src dst >"$LOG/status" 2>&1
+	"$FERRY" status --failures src dst >"$LOG/status" 2>&1
 	local n lines
 	n=$(sed -n 's/^failed: \([0-9][0-9]*\) files.*/\1/p' "$LOG/status")
 	lines=$(grep -c -e "^failed: '.*': ..*" \
@@ -364,7 +365,7 @@ for err in 5 28; do
 		test "$("$FERRY" status small dsts | sed -n 's/^failed: \([0-9]*\) files.*/\1/p')" = "$nfiles"
 	why=$([[ $err == 5 ]] && echo 'Input/output error' || echo 'No space left on device')
 	check "$label: status gives each its reason" \
-		test "$("$FERRY" status small dsts |
+		test "$("$FERRY" status --failures small dsts |
 			grep -c "^failed: '.*': read source\( link\)\?: $why")" = "$nfiles"
 	manifest_invariant "$(manifest_path small dsts)" dsts "$label"
 	final_state small dsts
@@ -417,7 +418,7 @@ for retries in 3 2; do
 			grep -qx "failed: the source directory '$(realpath src)': $why" "$LOG/out"
 		run "$FERRY" status --json src dst
 		check "$label: ferry status --json gives its path as \".\"" \
-			grep -qF '"failures": [{"path": ".", "reason": "'"$why"'"}]' "$LOG/out"
+			grep -qF '"failures": [{"path": ".", "reason": "'"$why"'", ' "$LOG/out"
 	fi
 	manifest_invariant "$(manifest_of src)" dst "$label"
 	final_state src dst

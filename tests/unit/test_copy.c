@@ -107,7 +107,6 @@ static struct ferry_item copy_rec(struct fixture *fx, int64_t id,
         CHECK_EQ(ferry_copier_new(&fx->cfg, &c), 0);
         ferry_copier_copy(c, b, it);
         struct ferry_item out = *it;
-        out.what = it->what; /* static strings */
         ferry_copier_free(c);
         ferry_batch_free(b);
         return out;
@@ -247,7 +246,7 @@ static void test_copy_regular(void)
                 CHECK_EQ(it.result, R_DONE);
                 if (it.result != R_DONE)
                         fprintf(stderr, "  %s: %s: %s\n", name,
-                                it.what ? it.what : "?", strerror(it.err));
+                                ferry_step_str(it.fail.step), strerror(it.err));
                 CHECK_EQ(it.bytes, len);
                 CHECK_EQ(it.st.size, len);
                 uint8_t want[16];
@@ -597,7 +596,8 @@ static void test_verify(void)
         close(fd);
         v = verify_one(&fx, WORK_VERIFY_DST, &f, "d", "f");
         CHECK_EQ(v.result, R_MISMATCH);
-        CHECK_STR(v.what, "destination");
+        CHECK_EQ(v.fail.side, FERRY_SIDE_DST);
+        CHECK_EQ(v.fail.step, FERRY_STEP_DIFFERS);
         v = verify_one(&fx, WORK_VERIFY_SRC, &f, "d", "f"); /* SRC is fine */
         CHECK_EQ(v.result, R_DONE);
 
@@ -616,7 +616,8 @@ static void test_verify(void)
         unit_write_file(fx.src, "d/f", data, len);
         v = verify_one(&fx, WORK_VERIFY_SRC, &f, "d", "f");
         CHECK_EQ(v.result, R_MISMATCH);
-        CHECK_STR(v.what, "source");
+        CHECK_EQ(v.fail.side, FERRY_SIDE_SRC);
+        CHECK_EQ(v.fail.step, FERRY_STEP_DIFFERS);
 
         /* a symlink pointing elsewhere */
         unlinkat(fx.dst, "d/l", 0);
@@ -628,7 +629,8 @@ static void test_verify(void)
         unlinkat(fx.dst, "d/f", 0);
         v = verify_one(&fx, WORK_VERIFY_DST, &f, "d", "f");
         CHECK_EQ(v.result, R_MISSING);
-        CHECK_STR(v.what, "destination");
+        CHECK_EQ(v.fail.side, FERRY_SIDE_DST);
+        CHECK_EQ(v.fail.step, FERRY_STEP_MISSING);
         unlinkat(fx.dst, "d/l", 0);
         unlinkat(fx.dst, "d", AT_REMOVEDIR);
         v = verify_one(&fx, WORK_VERIFY_DST, &l, "d", "l");
@@ -665,7 +667,9 @@ static int child_copy(const char *want)
         } else if (!strcmp(want, "eio")) {
                 CHECK_EQ(it.result, R_FAILED);
                 CHECK_EQ(it.err, EIO);
-                CHECK_STR(it.what, "read source");
+                CHECK_EQ(it.fail.side, FERRY_SIDE_SRC);
+                CHECK_EQ(it.fail.step, FERRY_STEP_READ);
+                CHECK_EQ(it.fail.err, EIO);
         } else if (!strcmp(want, "nospace")) {
                 CHECK_EQ(it.result, R_NOSPACE);
                 CHECK_EQ(it.err, ENOSPC);
@@ -719,6 +723,18 @@ static void test_injected_faults(void)
         CHECK_EQ(temps_in(&fx, ""), 1);
         const char *none[] = {dirvar, NULL};
         CHECK(unit_exited(unit_run_child("copy-done", none), 0));
+        /* a sparse file's seeks go through fsio: a fault reaches them */
+        int fd = openat(fx.src, "f", O_RDWR | O_TRUNC);
+        CHECK_EQ(ftruncate(fd, 8 << 20), 0);
+        CHECK_EQ(pwrite(fd, "data", 4, 4 << 20), 4);
+        fstat(fd, &s);
+        close(fd);
+        if ((off_t)s.st_blocks * 512 < (4 << 20)) {
+                unlinkat(fx.dst, "f", 0);
+                const char *seek[] = {"FERRY_FAULT=seek:0:5", dirvar, NULL};
+                CHECK(unit_exited(unit_run_child("copy-eio", seek), 0));
+                CHECK(unit_exited(unit_run_child("copy-done", none), 0));
+        }
         fx_close(&fx, true);
 #endif
 }

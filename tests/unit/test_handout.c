@@ -188,7 +188,7 @@ static void test_low_rows(void)
         for (int64_t id = first; id <= first + 2; id++)
                 mark_done(&fx, id, 1000 + (uint64_t)(id - first));
         CHECK_EQ(ferry_manifest_file_set_state(fx.m, first + 1, ST_PENDING,
-                                               NULL),
+                                               NULL, NULL),
                  0);
         handout_note_low(&fx.h, first + 1);
         handout_note_low(&fx.h, last + 1); /* ahead of the cursor: not */

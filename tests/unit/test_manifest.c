@@ -369,15 +369,13 @@ static void test_refuses_deep_damage(void)
         char *before = slurp(fx.db, &len);
         struct ferry_status_info info;
         CHECK_EQ(ferry_manifest_open(fx.db, MF_CREATE, &fx.m, &fx.err), 0);
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL),
-                 FERRY_EMANIFEST);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL), FERRY_EMANIFEST);
         CHECK(strstr(ferry_manifest_errmsg(fx.m), "is damaged") != NULL);
         fprintf(stderr, "  met later: %s\n", ferry_manifest_errmsg(fx.m));
         ferry_manifest_close(fx.m);
         unsetenv("FERRY_MANIFEST_CHECK");
         CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &fx.m, &fx.err), 0);
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL),
-                 FERRY_EMANIFEST);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL), FERRY_EMANIFEST);
         CHECK(strstr(ferry_manifest_errmsg(fx.m), "is damaged") != NULL);
         ferry_manifest_close(fx.m);
         fx.m = NULL;
@@ -415,7 +413,7 @@ static void test_wal_left_by_a_crash(void)
         struct ferry_status_info info;
         struct ferry_manifest *m = NULL;
         CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &m, &fx.err), 0);
-        CHECK_EQ(ferry_manifest_status(m, &info, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(m, &info, NULL), 0);
         ferry_manifest_close(m);
         CHECK(same_bytes(fx.db, db_bytes, db_len));
         CHECK(same_bytes(wal, wal_bytes, wal_len));
@@ -430,7 +428,7 @@ static void test_wal_left_by_a_crash(void)
         CHECK(same_bytes(fx.db, db_bytes, db_len));
         CHECK(same_bytes(wal, wal_bytes, wal_len));
         CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &m, &fx.err), 0);
-        CHECK_EQ(ferry_manifest_status(m, &info, NULL, NULL), FERRY_EMANIFEST);
+        CHECK_EQ(ferry_manifest_status(m, &info, NULL), FERRY_EMANIFEST);
         ferry_manifest_close(m);
         CHECK(same_bytes(fx.db, db_bytes, db_len));
         CHECK(same_bytes(wal, wal_bytes, wal_len));
@@ -452,7 +450,7 @@ static void test_status_leaves_no_wal(void)
         struct ferry_status_info info;
         struct ferry_manifest *r = NULL;
         CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &r, &fx.err), 0);
-        CHECK_EQ(ferry_manifest_status(r, &info, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(r, &info, NULL), 0);
         CHECK_EQ(info.pending.files, 100);
         ferry_manifest_close(r);
         CHECK(!file_exists(wal) && !file_exists(shm));
@@ -460,15 +458,17 @@ static void test_status_leaves_no_wal(void)
         /* while a writer works: status reads, and the writer goes on */
         CHECK_EQ(ferry_manifest_open(fx.db, MF_CREATE, &fx.m, &fx.err), 0);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, 1, ST_DONE, NULL), 0);
+        CHECK_EQ(ferry_manifest_file_set_state(fx.m, 1, ST_DONE, NULL, NULL),
+                 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &r, &fx.err), 0);
-        CHECK_EQ(ferry_manifest_status(r, &info, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(r, &info, NULL), 0);
         CHECK_EQ(info.done.files, 1);
         ferry_manifest_close(r);
         CHECK(file_exists(wal));
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, 2, ST_DONE, NULL), 0);
+        CHECK_EQ(ferry_manifest_file_set_state(fx.m, 2, ST_DONE, NULL, NULL),
+                 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         ferry_manifest_close(fx.m);
         fx.m = NULL;
@@ -505,7 +505,7 @@ static void test_bind_job(void)
         CHECK_EQ(ferry_manifest_bind_job(fx.m, "/the/src", "/the/dst"), 0);
         struct ferry_status_info info;
         memset(&info, 0, sizeof(info));
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL), 0);
         CHECK_STR(info.src, "/the/src");
         CHECK_STR(info.dst, "/the/dst");
         fx_close(&fx);
@@ -636,7 +636,7 @@ static void test_upserts_and_byte_names(void)
         /* the first is copied, the second fails */
         CHECK_EQ(ferry_manifest_file_done(fx.m, &done), 0);
         CHECK_EQ(ferry_manifest_file_set_state(fx.m, b->items[1].id, ST_FAILED,
-                                               "read source: EIO"),
+                                               NULL, "read source: EIO"),
                  0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, "SELECT state FROM files WHERE id = ?1",
@@ -831,7 +831,9 @@ static void test_hardlinks(void)
                 it.hash[i] = (uint8_t)(i * 17);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         CHECK_EQ(ferry_manifest_file_done(fx.m, &it), 0);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, p, ST_FAILED, "boom"), 0);
+        CHECK_EQ(
+                ferry_manifest_file_set_state(fx.m, p, ST_FAILED, NULL, "boom"),
+                0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
 
         fill_all(&fx, Q_NEXT_PASS, gen, &b);
@@ -878,9 +880,11 @@ static void test_hardlinks(void)
         int64_t l1 = add_file(&fx, root, "l1", 500, 7, 3, 10, gen, true);
         int64_t l2 = add_file(&fx, root, "l2", 500, 7, 3, 10, gen, true);
         int64_t l3 = add_file(&fx, root, "l3", 500, 7, 3, 10, gen, true);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, l1, ST_FAILED, "x"), 0);
+        CHECK_EQ(ferry_manifest_file_set_state(fx.m, l1, ST_FAILED, NULL, "x"),
+                 0);
         CHECK_EQ(ferry_manifest_elect_leader(fx.m, l1), 0);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, l2, ST_FAILED, "y"), 0);
+        CHECK_EQ(ferry_manifest_file_set_state(fx.m, l2, ST_FAILED, NULL, "y"),
+                 0);
         CHECK_EQ(ferry_manifest_elect_leader(fx.m, l2), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, hl, l3), -1);
@@ -1067,16 +1071,110 @@ struct failures {
         char path[256];
         size_t len;
         char reason[128];
+        struct ferry_failure fail;
+        uint64_t count, index;
 };
 
-static void on_failure(const char *path, size_t len, const char *reason,
-                       void *arg)
+static void on_failure(const struct ferry_failure_row *r, void *arg)
 {
         struct failures *f = arg;
         f->calls++;
-        f->len = len;
-        snprintf(f->path, sizeof(f->path), "%.*s", (int)len, path);
-        snprintf(f->reason, sizeof(f->reason), "%s", reason);
+        f->len = r->path_len;
+        snprintf(f->path, sizeof(f->path), "%.*s", (int)r->path_len, r->path);
+        snprintf(f->reason, sizeof(f->reason), "%s", r->reason);
+        f->fail = r->fail;
+        f->count = r->cause_count;
+        f->index = r->cause_index;
+}
+
+/* The failures a status hands on, in order (up to 16). */
+struct failure_list {
+        int n;
+        char path[16][32];
+        struct ferry_failure fail[16];
+        uint64_t count[16], index[16];
+};
+
+static void list_failure(const struct ferry_failure_row *r, void *arg)
+{
+        struct failure_list *l = arg;
+        if (l->n >= 16)
+                return;
+        snprintf(l->path[l->n], sizeof(l->path[0]), "%.*s", (int)r->path_len,
+                 r->path);
+        l->fail[l->n] = r->fail;
+        l->count[l->n] = r->cause_count;
+        l->index[l->n] = r->cause_index;
+        l->n++;
+}
+
+static void count_info(const struct ferry_status_info *info, void *arg)
+{
+        struct failure_list *l = arg;
+        CHECK_EQ(l->n, 0); /* before any failure */
+        CHECK_EQ(info->failed.files, 6);
+        l->n = 0;
+}
+
+/* Failures come grouped by cause, the most frequent first, at most
+ * per_cause of each, with the cause's count; rows of an older ferry (no
+ * cause) group together; the counts go out first, from the same read. */
+static void test_status_causes(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        int64_t gen, root, d;
+        bool is_new;
+        struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        ferry_manifest_next_gen(fx.m, &gen);
+        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new,
+                                  &unit_marking);
+        ferry_manifest_dir_upsert(fx.m, "d", 1, &dst, gen, &d, &is_new,
+                                  &unit_marking);
+        const struct ferry_failure acces = {FERRY_SIDE_SRC, FERRY_STEP_OPEN,
+                                            EACCES};
+        const struct ferry_failure full = {FERRY_SIDE_DST, FERRY_STEP_WRITE,
+                                           ENOSPC};
+        const char *names[] = {"a", "b", "c", "e", "f"};
+        for (int i = 0; i < 5; i++) {
+                int64_t id = add_file(&fx, root, names[i], 10 + (uint64_t)i, 7,
+                                      1, 1, gen, true);
+                ferry_manifest_file_set_state(fx.m, id, ST_FAILED,
+                                              i < 3 ? &acces : NULL, "x");
+        }
+        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, d, &full, "y"), 0);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+
+        struct failure_list l;
+        memset(&l, 0, sizeof(l));
+        struct ferry_status_req req = {count_info, list_failure, &l, 0};
+        struct ferry_status_info info;
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, &req), 0);
+        CHECK_EQ(l.n, 6);
+        static const char *const order[] = {"a", "b", "c", "e", "f", "d"};
+        for (int i = 0; i < 6 && i < l.n; i++)
+                CHECK_STR(l.path[i], order[i]);
+        CHECK_EQ(l.count[0], 3);
+        CHECK_EQ(l.index[2], 2);
+        CHECK_EQ(l.fail[0].err, EACCES);
+        CHECK_EQ(l.fail[3].side, FERRY_SIDE_NONE); /* no cause recorded */
+        CHECK_EQ(l.count[3], 2);
+        CHECK_EQ(l.index[3], 0);
+        CHECK_EQ(l.fail[5].side, FERRY_SIDE_DST);
+        CHECK_EQ(l.fail[5].step, FERRY_STEP_WRITE);
+        CHECK_EQ(l.count[5], 1);
+
+        /* at most 2 of each cause */
+        memset(&l, 0, sizeof(l));
+        req.per_cause = 2;
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, &req), 0);
+        CHECK_EQ(l.n, 5);
+        CHECK_STR(l.path[1], "b");
+        CHECK_EQ(l.count[1], 3); /* the count is the cause's, in all */
+        CHECK_STR(l.path[2], "e");
+        CHECK_STR(l.path[4], "d");
+        fx_close(&fx);
 }
 
 static void test_status_counts(void)
@@ -1113,9 +1211,10 @@ static void test_status_counts(void)
         it.id = done2;
         it.st = mkstat(S_IFREG | 0644, 20, 5000, 2, 1);
         CHECK_EQ(ferry_manifest_file_done(fx.m, &it), 0);
-        ferry_manifest_file_set_state(fx.m, failed, ST_FAILED,
+        const struct ferry_failure eio = {FERRY_SIDE_SRC, FERRY_STEP_READ, EIO};
+        ferry_manifest_file_set_state(fx.m, failed, ST_FAILED, &eio,
                                       "read source: Input/output error");
-        ferry_manifest_file_set_state(fx.m, gone, ST_VANISHED, NULL);
+        ferry_manifest_file_set_state(fx.m, gone, ST_VANISHED, NULL, NULL);
         CHECK_EQ(ferry_manifest_run_finish(fx.m, run, FERRY_EPARTIAL), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
 
@@ -1123,7 +1222,8 @@ static void test_status_counts(void)
         struct failures fl;
         memset(&info, 0, sizeof(info));
         memset(&fl, 0, sizeof(fl));
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, on_failure, &fl), 0);
+        struct ferry_status_req req = {NULL, on_failure, &fl, 0};
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, &req), 0);
         CHECK_EQ(info.done.files, 2);
         CHECK_EQ(info.done.bytes, 30);
         CHECK_EQ(info.pending.files, 1);
@@ -1142,6 +1242,11 @@ static void test_status_counts(void)
         CHECK_EQ(fl.len, 8);
         CHECK_MEM(fl.path, "d\n1/bad\xff", 8);
         CHECK_STR(fl.reason, "read source: Input/output error");
+        CHECK_EQ(fl.fail.side, FERRY_SIDE_SRC); /* the cause, as recorded */
+        CHECK_EQ(fl.fail.step, FERRY_STEP_READ);
+        CHECK_EQ(fl.fail.err, EIO);
+        CHECK_EQ(fl.count, 1);
+        CHECK_EQ(fl.index, 0);
 
         uint64_t n = 0, bytes = 0;
         CHECK_EQ(ferry_manifest_not_done(fx.m, gen, &n), 0);
@@ -1155,7 +1260,7 @@ static void test_status_counts(void)
         CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &ro, &fx.err), 0);
         struct ferry_status_info info2;
         memset(&info2, 0, sizeof(info2));
-        CHECK_EQ(ferry_manifest_status(ro, &info2, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(ro, &info2, NULL), 0);
         CHECK_EQ(info2.done.files, 2);
         CHECK_EQ(info2.failed.files, 1);
         ferry_manifest_close(ro);
@@ -1163,9 +1268,7 @@ static void test_status_counts(void)
         struct ferry_error err;
         memset(&info2, 0, sizeof(info2));
         memset(&fl, 0, sizeof(fl));
-        CHECK_EQ(ferry_status_read(fx.db, NULL, NULL, &info2, on_failure, &fl,
-                                   &err),
-                 0);
+        CHECK_EQ(ferry_status_read(fx.db, NULL, NULL, &req, &info2, &err), 0);
         CHECK_EQ(info2.pending.files, 1);
         CHECK_EQ(info2.running_pid, 0);
         CHECK_EQ(fl.calls, 1);
@@ -1177,7 +1280,7 @@ static void test_status_counts(void)
         ferry_manifest_next_gen(fx.m, &gen);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         memset(&info, 0, sizeof(info));
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL), 0);
         CHECK_EQ(info.failed.files, 0);
         CHECK_EQ(info.pending.files, 2);
         CHECK_EQ(info.not_in_source, 0);
@@ -1192,7 +1295,7 @@ static void test_status_counts(void)
         CHECK(!replaced);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         memset(&info, 0, sizeof(info));
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL), 0);
         CHECK_EQ(info.done.files, 2);
 
         /* a replaced destination: everything done is pending again */
@@ -1200,7 +1303,7 @@ static void test_status_counts(void)
         CHECK_EQ(ferry_manifest_reset_done(fx.m), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         memset(&info, 0, sizeof(info));
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL, NULL), 0);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL), 0);
         CHECK_EQ(info.done.files, 0);
         CHECK_EQ(info.pending.files, 4);
         CHECK_EQ(
@@ -1339,7 +1442,9 @@ static void test_keep_subtree(void)
         ferry_manifest_dir_upsert(fx.m, "a", 1, &dst, gen, &again, &is_new,
                                   &unit_marking);
         CHECK_EQ(ferry_manifest_keep_subtree(fx.m, "a", 1, gen), 0);
-        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, id[1],
+        const struct ferry_failure acces = {FERRY_SIDE_SRC, FERRY_STEP_OPENDIR,
+                                            EACCES};
+        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, id[1], &acces,
                                               "cannot read: Permission denied"),
                  0);
         /* the root was read whole and named no file: its row is gone */
@@ -1374,17 +1479,21 @@ static void test_keep_subtree(void)
         memset(&info, 0, sizeof(info));
         struct failures fl;
         memset(&fl, 0, sizeof(fl));
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, on_failure, &fl), 0);
+        struct ferry_status_req req = {NULL, on_failure, &fl, 0};
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, &req), 0);
         CHECK_EQ(fl.calls, 1);
         CHECK_STR(fl.path, "a");
         CHECK_STR(fl.reason, "cannot read: Permission denied");
+        CHECK_EQ(fl.fail.side, FERRY_SIDE_SRC);
+        CHECK_EQ(fl.fail.step, FERRY_STEP_OPENDIR);
+        CHECK_EQ(fl.fail.err, EACCES);
         CHECK_EQ(info.not_in_source, 6); /* files not kept */
         /* NULL clears it */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, id[1], NULL), 0);
+        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, id[1], NULL, NULL), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         memset(&fl, 0, sizeof(fl));
-        CHECK_EQ(ferry_manifest_status(fx.m, &info, on_failure, &fl), 0);
+        CHECK_EQ(ferry_manifest_status(fx.m, &info, &req), 0);
         CHECK_EQ(fl.calls, 0);
         fx_close(&fx);
 }
@@ -1917,8 +2026,8 @@ static void apply_all(struct ferry_manifest *m, int64_t gen)
         CHECK_EQ(ferry_manifest_dir_walk(m, DIRS_TO_APPLY, gen, &w), 0);
         while (w && !ferry_manifest_dir_walk_next(m, w, &rows, &n) && n)
                 for (size_t i = 0; i < n; i++)
-                        CHECK_EQ(ferry_manifest_dir_outcome(m, &rows[i],
-                                                            DIR_APPLIED, NULL),
+                        CHECK_EQ(ferry_manifest_dir_outcome(
+                                         m, &rows[i], DIR_APPLIED, NULL, NULL),
                                  0);
         ferry_manifest_dir_walk_end(w);
 }
@@ -1965,9 +2074,13 @@ static void test_record_listing(void)
         CHECK_EQ(ferry_manifest_handout(m, &h, b, 8, UINT64_MAX), 0);
         CHECK_EQ(b->n, 4);
         CHECK(ferry_manifest_handout_passed(&h, b->items[3].id));
+        const struct ferry_failure eio = {FERRY_SIDE_SRC, FERRY_STEP_READ, EIO};
         struct ferry_outcome o[] = {
                 {.kind = FO_DONE, .id = b->items[0].id, .item = &b->items[0]},
-                {.kind = FO_FAILED, .id = b->items[1].id, .why = "EIO"},
+                {.kind = FO_FAILED,
+                 .id = b->items[1].id,
+                 .why = "EIO",
+                 .fail = &eio},
                 {.kind = FO_DONE, .id = b->items[2].id, .item = &b->items[2]},
         };
         bool fresh = false;
@@ -1979,9 +2092,12 @@ static void test_record_listing(void)
         walked(m, DIRS_TO_APPLY, gen, buf, sizeof(buf));
         CHECK_STR(buf, "");
         struct ferry_dst_rec claim = {FT_REG, 3, {7, 0}};
+        const struct ferry_failure missing = {FERRY_SIDE_DST,
+                                              FERRY_STEP_MISSING, 0};
         struct ferry_outcome again = {.kind = FO_AGAIN,
                                       .id = b->items[2].id,
                                       .why = "verify: destination is missing",
+                                      .fail = &missing,
                                       .dst_missing = true,
                                       .claim = &claim};
         CHECK_EQ(ferry_manifest_record_outcomes(m, &again, 1, NULL), 0);
@@ -2035,7 +2151,7 @@ static void test_record_listing(void)
                 CHECK_STR(rows[0].path, "d");
                 CHECK(rows[0].parent > 0);
                 CHECK_EQ(ferry_manifest_dir_outcome(m, &rows[0], DIR_DELETED,
-                                                    NULL),
+                                                    NULL, NULL),
                          0);
         }
         ferry_manifest_dir_walk_end(w);
@@ -2083,6 +2199,103 @@ static void test_record_listing_unread(void)
         l = chunk("nowhere", 1, false, true, root, 1);
         CHECK(ferry_manifest_record_listing(m, l, &how, out) != 0);
         ferry_listing_free(l);
+        ferry_manifest_close(m);
+}
+
+/* The failures a status of m (in a write transaction) hands on. */
+static void status_of(struct ferry_manifest *m, struct failure_list *l,
+                      struct ferry_status_info *info)
+{
+        memset(l, 0, sizeof(*l));
+        struct ferry_status_req req = {NULL, list_failure, l, 0};
+        CHECK_EQ(ferry_manifest_commit(m), 0);
+        CHECK_EQ(ferry_manifest_status(m, info, &req), 0);
+        CHECK_EQ(ferry_manifest_begin(m), 0);
+}
+
+/* A failure's cause is kept beside its message by the operation-level
+ * calls: a file's (record_outcomes), a directory's metadata (dir_outcome)
+ * and an unreadable directory (record_listing); a failure recorded again
+ * without one has none. */
+static void test_outcomes_keep_causes(void)
+{
+        struct ferry_manifest *m = mem_open();
+        if (!m)
+                return;
+        int64_t gen = 0;
+        uint64_t files, bytes;
+        struct ferry_entry_rec out[4];
+        const char *root[] = {"a", "b", NULL}, *none[] = {NULL};
+        CHECK_EQ(ferry_manifest_scan_start(m, &gen, &files, &bytes), 0);
+        CHECK_EQ(record(m, chunk("", 50, true, true, root, 2), gen, false, out),
+                 0);
+        int64_t a = out[0].id, b = out[1].id;
+        CHECK_EQ(
+                record(m, chunk("d", 60, true, true, none, 0), gen, false, out),
+                0);
+        const struct ferry_failure acces = {FERRY_SIDE_SRC, FERRY_STEP_OPENDIR,
+                                            EACCES};
+        struct ferry_listing *l = chunk("u", 61, true, true, none, 0);
+        l->open_err = EACCES;
+        struct ferry_listing_rec how = {
+                .gen = gen,
+                .error = "cannot read directory: Permission denied",
+                .fail = &acces};
+        CHECK_EQ(ferry_manifest_record_listing(m, l, &how, out), 0);
+        ferry_listing_free(l);
+        CHECK_EQ(ferry_manifest_scan_complete(m, gen), 0);
+
+        const struct ferry_failure eio = {FERRY_SIDE_SRC, FERRY_STEP_READ, EIO};
+        const struct ferry_failure eperm = {FERRY_SIDE_DST, FERRY_STEP_CHMOD,
+                                            EPERM};
+        struct ferry_outcome o[] = {
+                {.kind = FO_FAILED, .id = a, .why = "read", .fail = &eio},
+                {.kind = FO_FAILED, .id = b, .why = "old"}, /* no cause */
+        };
+        CHECK_EQ(ferry_manifest_record_outcomes(m, o, 2, NULL), 0);
+        struct ferry_dir_walk *w = NULL;
+        const struct ferry_dir_row *rows;
+        size_t n = 0;
+        CHECK_EQ(ferry_manifest_dir_walk(m, DIRS_TO_APPLY, gen, &w), 0);
+        while (w && !ferry_manifest_dir_walk_next(m, w, &rows, &n) && n)
+                for (size_t i = 0; i < n; i++) {
+                        bool d = !strcmp(rows[i].path, "d");
+                        CHECK_EQ(ferry_manifest_dir_outcome(
+                                         m, &rows[i],
+                                         d ? DIR_FAILED : DIR_APPLIED,
+                                         d ? &eperm : NULL,
+                                         d ? "set directory mode" : NULL),
+                                 0);
+                }
+        ferry_manifest_dir_walk_end(w);
+
+        /* by cause: none (b), SRC opendir (u), SRC read (a), DST (d) */
+        struct failure_list fl;
+        struct ferry_status_info info;
+        status_of(m, &fl, &info);
+        CHECK_EQ(info.failed.files, 4);
+        CHECK_EQ(fl.n, 4);
+        static const char *const order[] = {"b", "u", "a", "d"};
+        for (int i = 0; i < 4 && i < fl.n; i++)
+                CHECK_STR(fl.path[i], order[i]);
+        CHECK_EQ(fl.fail[0].side, FERRY_SIDE_NONE);
+        CHECK_EQ(fl.fail[1].side, FERRY_SIDE_SRC);
+        CHECK_EQ(fl.fail[1].step, FERRY_STEP_OPENDIR);
+        CHECK_EQ(fl.fail[1].err, EACCES);
+        CHECK_EQ(fl.fail[2].step, FERRY_STEP_READ);
+        CHECK_EQ(fl.fail[2].err, EIO);
+        CHECK_EQ(fl.fail[3].side, FERRY_SIDE_DST);
+        CHECK_EQ(fl.fail[3].step, FERRY_STEP_CHMOD);
+        CHECK_EQ(fl.fail[3].err, EPERM);
+
+        /* a failed again without a cause: a and b are one cause now */
+        o[0].fail = NULL;
+        CHECK_EQ(ferry_manifest_record_outcomes(m, o, 1, NULL), 0);
+        status_of(m, &fl, &info);
+        CHECK_EQ(fl.n, 4);
+        CHECK_STR(fl.path[0], "a");
+        CHECK_EQ(fl.count[0], 2);
+        CHECK_EQ(fl.fail[0].side, FERRY_SIDE_NONE);
         ferry_manifest_close(m);
 }
 
@@ -2150,6 +2363,7 @@ int main(int argc, char **argv)
         RUN(test_hardlinks);
         RUN(test_fill_limits_and_queries);
         RUN(test_status_counts);
+        RUN(test_status_causes);
         RUN(test_sample_done);
         RUN(test_keep_subtree);
         RUN(test_listed_marking);
@@ -2159,5 +2373,6 @@ int main(int argc, char **argv)
         RUN(test_record_listing);
         RUN(test_record_listing_unread);
         RUN(test_outcomes_elect_leaders);
+        RUN(test_outcomes_keep_causes);
         return unit_done();
 }

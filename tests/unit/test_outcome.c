@@ -27,15 +27,19 @@ struct fixture {
         struct coord c;
         int64_t root;
         int warnings;
+        struct ferry_failure failed; /* of the last FERRY_EV_FAILED */
 };
 
 static void on_event(enum ferry_event ev, const char *path, size_t len,
-                     const char *detail, void *arg)
+                     const char *detail, const struct ferry_failure *fail,
+                     void *arg)
 {
         struct fixture *fx = arg;
         (void)path, (void)len, (void)detail;
         if (ev == FERRY_EV_WARNING)
                 fx->warnings++;
+        if (ev == FERRY_EV_FAILED)
+                fx->failed = fail ? *fail : (struct ferry_failure){0};
 }
 
 static void fx_open(struct fixture *fx)
@@ -120,7 +124,10 @@ static struct ferry_batch *hand_out(struct fixture *fx, enum ferry_result r)
                 it->result = r;
                 it->bytes = r == R_DONE ? it->st.size : 0;
                 it->err = r == R_DONE ? 0 : r == R_NOSPACE ? ENOSPC : EACCES;
-                it->what = r == R_DONE ? NULL : "open source";
+                it->fail = (struct ferry_failure){
+                        r == R_DONE ? FERRY_SIDE_NONE : FERRY_SIDE_SRC,
+                        r == R_DONE ? FERRY_STEP_NONE : FERRY_STEP_OPEN,
+                        it->err};
         }
         return b;
 }
@@ -214,6 +221,10 @@ static void test_failed_leader_hands_over(void)
         if (job)
                 on_barrier(c, job);
         CHECK_EQ(fx.sum.files_failed, 1);
+        /* the event carries the worker's failure, as data */
+        CHECK_EQ(fx.failed.side, FERRY_SIDE_SRC);
+        CHECK_EQ(fx.failed.step, FERRY_STEP_OPEN);
+        CHECK_EQ(fx.failed.err, EACCES);
         CHECK(!c->fresh); /* the election was committed with the rest */
         /* the follower is copied on its own now, with its data */
         struct ferry_batch *next = ferry_batch_new(WORK_COPY, 8);

@@ -1,0 +1,99 @@
+/*
+ * copier.h - what the files of the copier share (private to copy*.c).
+ *
+ * One copier (struct ferry_copier) is one worker's state. Its work is
+ * split by concern:
+ *   copy.c       the copier's life, its directory cache, and the procedure
+ *                of one row (attempts, retries, results);
+ *   copy_data.c  reading, hashing and writing data (sparse files too),
+ *                the file's metadata, and verify's re-reading;
+ *   copy_dst.c   what is put in DST and how: temp files, directories, and
+ *                rule 9 (replace only what is ferry's);
+ *   retry.c      the retry policy (retry.h), shared with the scanner.
+ * A step that fails names its side and step (struct step, ferry.h's
+ * struct ferry_failure); nothing reads the words of a message.
+ */
+#ifndef FERRY_COPIER_H
+#define FERRY_COPIER_H
+
+#include "copy.h"
+
+#include <xxhash.h>
+
+#define BUF_SIZE (128 * 1024)
+
+struct ferry_copier {
+        struct ferry_copy_cfg cfg;
+        XXH3_state_t *xxh;
+        char *buf;
+        bool root;
+        int64_t dir_id; /* the directory the fds below belong to */
+        int src_dir, dst_dir;
+        int src_err, dst_err; /* why a descriptor is missing */
+        char dir_why[384];    /* the reason for dst_err (names), or "" */
+        /* the current item's own reason (names, rule 9), or "" */
+        char why[384];
+        enum ferry_step why_step; /* which kind of refusal why is */
+};
+
+/* A step of a copy or verify that can fail: its side and what it does
+ * (ferry.h). Decisions (a full or failed DST, a vanished source file) go
+ * by these, never by the words of a message. Defined in copy.c. */
+struct step {
+        enum ferry_side side;
+        enum ferry_step step;
+};
+
+extern const struct step S_COPY;
+extern const struct step S_OPEN_SRC;
+extern const struct step S_OPEN_SRC_DIR;
+extern const struct step S_READ_SRC;
+extern const struct step S_READ_SRC_LINK;
+extern const struct step S_STAT_SRC;
+extern const struct step S_MAKE_DIR;
+extern const struct step S_CREATE;
+extern const struct step S_CREATE_LINK;
+extern const struct step S_WRITE;
+extern const struct step S_FSYNC;
+extern const struct step S_CLOSE;
+extern const struct step S_OWNER;
+extern const struct step S_MODE;
+extern const struct step S_TIMES;
+extern const struct step S_LINK_OWNER;
+extern const struct step S_LINK_TIMES;
+extern const struct step S_LINK;
+extern const struct step S_RENAME;
+extern const struct step S_VERIFY_DST;
+extern const struct step S_VERIFY_SRC;
+
+/* copy.c: opens the directories of it unless cached; closes them. */
+void ferry_copier_enter_dir(struct ferry_copier *c, const struct ferry_batch *b,
+                            const struct ferry_item *it);
+void ferry_copier_leave_dir(struct ferry_copier *c);
+/* copy.c: it failed at step s with err (R_FAILED, R_NOSPACE, R_NOFDS). */
+void ferry_copier_set_result(struct ferry_item *it, int err,
+                             const struct step *s);
+/* copy.c: true (and it is R_DSTFAIL) when err at s is DST's own failure. */
+bool ferry_copier_dst_gone(struct ferry_copier *c, struct ferry_item *it,
+                           int err, const struct step *s);
+/* copy.c: it ran out of descriptors: wait, and true to start it over. */
+bool ferry_copier_wait_fds(struct ferry_copier *c, struct ferry_item *it,
+                           int64_t *since);
+
+/* copy_data.c: opens SRC's file name for reading (no atime, no FIFO hang). */
+int ferry_copier_open_source(struct ferry_copier *c, const char *name, int *fd);
+/* copy_data.c: writes the data and metadata of one attempt from in to out;
+ * *changed when the source moved under us; *step: what failed. */
+int ferry_copier_data(struct ferry_copier *c, int in, int out,
+                      const struct ferry_stat *before, struct ferry_item *it,
+                      bool *changed, const struct step **step);
+
+/* copy_dst.c: creates temp file tmp in the DST directory (a leftover of a
+ * crashed run is removed first). */
+int ferry_copier_create_temp(struct ferry_copier *c, const char *tmp, int *fd);
+/* copy_dst.c: renames tmp over name under rule 9 and the case rules. */
+int ferry_copier_install(struct ferry_copier *c, const struct ferry_item *it,
+                         const struct ferry_stat *src, const char *tmp,
+                         const char *name);
+
+#endif

@@ -1,0 +1,212 @@
+/*
+ * copy_dst.c - what the copier puts in DST, and how (copier.h).
+ *
+ * Temp names, DST directories (made, opened, given back owner access),
+ * temp files, and rule 9 (DESIGN.md): a copy is renamed over an existing
+ * entry only when that entry is ferry's (ferry_copy_matches,
+ * ferry_copy_is_ours); anything else is left alone with the reason why
+ * (c->why, FERRY_STEP_NOT_OURS).
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "copier.h"
+
+#include "fsio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void ferry_copy_temp_name(const char *name, int64_t id, char *out)
+{
+        char suffix[40];
+        int slen = snprintf(suffix, sizeof(suffix), ".%lld.ferry-part",
+                            (long long)id);
+        size_t keep = strlen(name);
+        size_t room = NAME_MAX - 1 - (size_t)slen;
+        if (keep > room)
+                keep = room;
+        out[0] = '.';
+        memcpy(out + 1, name, keep);
+        memcpy(out + 1 + keep, suffix, (size_t)slen + 1);
+}
+
+int ferry_copy_open_dst_dir(int dstfd, const char *path, bool create, int *fd)
+{
+        int rc = create ? ferry_fsio_make_dirs(dstfd, path, fd)
+                        : ferry_fsio_open_dir(dstfd, path, fd);
+        if (rc != EACCES || geteuid() == 0 || !path[0])
+                return rc;
+        /* an earlier run gave the directory a mode without owner access
+         * (the source's): take it back, the end of the run restores it */
+        struct ferry_stat st;
+        if (ferry_fsio_statat(dstfd, path, &st) || st.uid != geteuid() ||
+            !S_ISDIR(st.mode) ||
+            ferry_fsio_fchmodat(dstfd, path, (st.mode & 07777) | S_IRWXU))
+                return rc;
+        return create ? ferry_fsio_make_dirs(dstfd, path, fd)
+                      : ferry_fsio_open_dir(dstfd, path, fd);
+}
+
+int ferry_copy_make_dst_dir(const struct ferry_copy_dirs *d, const char *path,
+                            int *fd, char *why, size_t size)
+{
+        why[0] = '\0';
+        if (ferry_names_dir_refused(d->names, path, why, size))
+                return EINVAL;
+        bool clash = false;
+        int rc = ferry_names_dir_clash(d->names, d->dstfd, d->srcfd, path,
+                                       &clash, why, size);
+        if (!rc && !clash)
+                rc = ferry_copy_open_dst_dir(d->dstfd, path, true, fd);
+        /* again for the components that only an EACCES fix-up could make
+         * (the others are known fine by now: no system call) */
+        if (!rc && !clash)
+                rc = ferry_names_dir_clash(d->names, d->dstfd, d->srcfd, path,
+                                           &clash, why, size);
+        if (rc || clash)
+                ferry_fsio_close(fd);
+        return clash ? EEXIST : rc;
+}
+
+/* Creates the temp file for it; a leftover of a crashed run is removed. */
+/* Not root and the destination directory is read-only (its mode came from
+ * the source on an earlier run): give the owner write access back; the
+ * directory's own mode is applied again at the end of the run. */
+static bool make_dir_writable(struct ferry_copier *c)
+{
+        struct ferry_stat st;
+        if (c->root || ferry_fsio_fstat(c->dst_dir, &st) ||
+            st.uid != geteuid() || (st.mode & S_IWUSR))
+                return false;
+        return ferry_fsio_fchmod(c->dst_dir,
+                                 (st.mode & 07777) | S_IWUSR | S_IXUSR) == 0;
+}
+
+int ferry_copier_create_temp(struct ferry_copier *c, const char *tmp, int *fd)
+{
+        int rc = ferry_fsio_openat(c->dst_dir, tmp,
+                                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+                                   0600, fd);
+        if (rc == EACCES && make_dir_writable(c))
+                rc = ferry_fsio_openat(c->dst_dir, tmp,
+                                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+                                       0600, fd);
+        if (rc != EEXIST)
+                return rc;
+        ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
+        return ferry_fsio_openat(c->dst_dir, tmp,
+                                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600,
+                                 fd);
+}
+
+/* Coarsest mtime a destination keeps: FAT's 2 s (exFAT 10 ms, exfat-fuse
+ * whole seconds). */
+#define MTIME_SLACK_NS 2000000000LL
+
+static bool is_type(const struct ferry_stat *st, enum ferry_ftype t)
+{
+        return t == FT_REG ? S_ISREG(st->mode)
+                           : t == FT_LINK && S_ISLNK(st->mode);
+}
+
+static bool near_time(struct ferry_time a, struct ferry_time b)
+{
+        return ferry_time_near(a, b, MTIME_SLACK_NS);
+}
+
+bool ferry_copy_matches(const struct ferry_dst_rec *rec,
+                        const struct ferry_stat *d)
+{
+        return rec->type && is_type(d, rec->type) && d->size == rec->size &&
+               near_time(d->mtime, rec->mtime);
+}
+
+bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,
+                        const struct ferry_item *it,
+                        const struct ferry_stat *src,
+                        const struct ferry_stat *d)
+{
+        if (ferry_copy_matches(&it->dst, d))
+                return true;
+        if (!is_type(d, it->type))
+                return false;
+        if (d->size == src->size && cfg->times &&
+            near_time(d->mtime, src->mtime))
+                return true;
+        return cfg->written_since && d->ctime.sec >= cfg->written_since;
+}
+
+const char *ferry_copy_kind(const struct ferry_stat *d)
+{
+        return S_ISREG(d->mode)   ? "file"
+               : S_ISLNK(d->mode) ? "symlink"
+               : S_ISDIR(d->mode) ? "directory"
+                                  : "special file";
+}
+
+void ferry_copy_refusal(const struct ferry_item *it, const struct ferry_stat *d,
+                        char *why, size_t size)
+{
+        snprintf(why, size,
+                 "not replaced: the destination has a %s here that %s",
+                 ferry_copy_kind(d),
+                 it->dst.type ? "was changed since ferry copied it"
+                              : "ferry did not write (another job's or a "
+                                "user's)");
+}
+
+/* Puts tmp in place as name under rule 9: a new name with no-replace, an
+ * entry that is ferry's over it; an entry that is not is left alone
+ * (EEXIST, c->why says why), a directory goes to the coordinator (EISDIR). */
+static int place(struct ferry_copier *c, const struct ferry_item *it,
+                 const struct ferry_stat *src, const char *tmp,
+                 const char *name)
+{
+        int rc = ferry_fsio_rename_noreplace(c->dst_dir, tmp, name);
+        if (rc != EEXIST)
+                return rc;
+        struct ferry_stat d, t;
+        if ((rc = ferry_fsio_statat(c->dst_dir, name, &d)))
+                return rc == ENOENT ? EAGAIN : rc; /* gone meanwhile: again */
+        if (S_ISDIR(d.mode))
+                return EISDIR;
+        /* a hardlink follower's name that already links to the copy */
+        bool linked = it->link_off && !ferry_fsio_statat(c->dst_dir, tmp, &t) &&
+                      t.ino == d.ino && t.dev == d.dev;
+        if (!linked && !ferry_copy_is_ours(&c->cfg, it, src, &d)) {
+                /* on a case-insensitive DST it may be the copy of a row
+                 * of another spelling: the coordinator knows (ENOTUNIQ) */
+                if (ferry_names_case_insensitive(c->cfg.names))
+                        return ENOTUNIQ;
+                ferry_copy_refusal(it, &d, c->why, sizeof(c->why));
+                c->why_step = FERRY_STEP_NOT_OURS;
+                return EEXIST;
+        }
+        return ferry_fsio_renameat(c->dst_dir, tmp, name);
+}
+
+/* Renames tmp over name (place). On a case-insensitive DST, the copy of
+ * another source file whose name differs only by case is not replaced:
+ * EEXIST, and c->why says so. */
+int ferry_copier_install(struct ferry_copier *c, const struct ferry_item *it,
+                         const struct ferry_stat *src, const char *tmp,
+                         const char *name)
+{
+        bool clash = false;
+        ferry_names_lock(c->cfg.names, it->dir_id, name);
+        int rc = ferry_names_clash(c->cfg.names, c->dst_dir, c->src_dir, name,
+                                   src, &clash, c->why, sizeof(c->why));
+        if (!rc && clash)
+                rc = EEXIST;
+        else if (!rc)
+                rc = place(c, it, src, tmp, name);
+        ferry_names_unlock(c->cfg.names, it->dir_id, name);
+        if (!rc)
+                ferry_fsio_crashpoint("after_rename");
+        return rc;
+}
