@@ -494,8 +494,7 @@ void coord_release(struct coord *c)
         ferry_queue_release(&c->inbox);
         ferry_queue_release(&c->work);
         ferry_queue_release(&c->bar.q);
-        for (unsigned i = 0; i < DIR_CACHE; i++)
-                free(c->in.dcache[i].path);
+        free(c->in.recs);
         ferry_fold_free(c->fin.fold);
         free(c->pathbuf);
         c->sum->seconds = now() - c->t0;
@@ -507,7 +506,7 @@ static bool barrier_left_files(struct coord *c)
 {
         uint64_t files = 0, bytes = 0;
         if (!c->bar.failed || c->opt->dry_run ||
-            ferry_manifest_pending(c->m, c->gen, &files, &bytes))
+            ferry_manifest_count(c->m, COUNT_TO_COPY, c->gen, &files, &bytes))
                 return c->bar.failed;
         if (files && !c->err->msg[0])
                 snprintf(c->err->msg, sizeof(c->err->msg),

@@ -125,7 +125,7 @@ static void test_first_pass_then_followers(void)
         CHECK_EQ(next(&fx, true, ids, 64), 0);
         CHECK_EQ(fx.phase, PH_LATER_PASS);
         CHECK_EQ(fx.h.pass, 2);
-        CHECK_EQ(fx.h.cursor, 0);
+        CHECK_EQ(fx.h.at.pos, 0);
         /* the follower, its leader done; done rows are not handed out */
         n = next(&fx, false, ids, 64);
         CHECK_EQ(n, 1);
@@ -180,7 +180,7 @@ static void test_low_rows(void)
         CHECK_EQ(next(&fx, true, ids, 64), BATCH_ITEMS);
         CHECK_EQ(ids[0], first);
         CHECK_EQ(next(&fx, true, ids, 64), 40 - BATCH_ITEMS);
-        CHECK_EQ(fx.h.cursor, last);
+        CHECK_EQ(fx.h.at.pos, last);
         /* the scan is not over: no later pass, however settled */
         CHECK_EQ(next(&fx, true, ids, 64), 0);
         CHECK_EQ(fx.phase, PH_SCANNING);
