@@ -43,6 +43,7 @@
 #include "coord.h"
 
 #include "batch.h"
+#include "buf.h"
 #include "names_fold.h"
 #include "queue.h"
 
@@ -157,8 +158,7 @@ struct coord {
         struct finish fin;
         struct ferry_progress prog;
         double t0, last_prog, last_commit;
-        char *pathbuf; /* join_path's */
-        size_t pathcap;
+        struct ferry_buf path; /* join_path's */
 };
 
 typedef void (*row_fn)(struct coord *c, const struct ferry_batch *b,

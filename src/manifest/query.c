@@ -7,6 +7,8 @@
 #define _GNU_SOURCE
 #include "manifest/internal.h"
 
+#include "buf.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +128,14 @@ static int put_blob(struct ferry_batch *b, sqlite3_stmt *s, int col,
         return ferry_batch_str(b, p ? p : "", n, off);
 }
 
+/* Appends blob column col (none when it is empty). */
+static void add_blob(struct ferry_buf *b, sqlite3_stmt *s, int col)
+{
+        const void *p = sqlite3_column_blob(s, col);
+        if (p)
+                ferry_buf_add(b, p, (size_t)sqlite3_column_bytes(s, col));
+}
+
 /* The leader's destination path "dir/name" of a hardlink follower. */
 static int put_leader(struct ferry_batch *b, sqlite3_stmt *s,
                       struct ferry_item *it)
@@ -135,22 +145,15 @@ static int put_leader(struct ferry_batch *b, sqlite3_stmt *s,
             sqlite3_column_int(s, 17) != ST_DONE ||
             !sqlite3_column_int(s, 18) || sqlite3_column_bytes(s, 21) != 16)
                 return 0;
-        const char *dir = sqlite3_column_blob(s, 19);
-        size_t dlen = (size_t)sqlite3_column_bytes(s, 19);
-        const char *name = sqlite3_column_blob(s, 20);
-        size_t nlen = (size_t)sqlite3_column_bytes(s, 20);
-        char *path = malloc(dlen + nlen + 2);
-        if (!path)
-                return ENOMEM;
-        size_t n = 0;
-        if (dlen) {
-                memcpy(path, dir, dlen);
-                path[dlen] = '/';
-                n = dlen + 1;
-        }
-        memcpy(path + n, name ? name : "", nlen);
-        int rc = ferry_batch_str(b, path, n + nlen, &it->link_off);
-        free(path);
+        struct ferry_buf path = FERRY_BUF_INIT;
+        add_blob(&path, s, 19);
+        if (path.len)
+                ferry_buf_add(&path, "/", 1);
+        add_blob(&path, s, 20);
+        int rc = path.oom ? ENOMEM
+                          : ferry_batch_str(b, path.buf, path.len,
+                                            &it->link_off);
+        ferry_buf_release(&path);
         memcpy(it->hash, sqlite3_column_blob(s, 21), 16);
         return rc;
 }

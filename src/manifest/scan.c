@@ -12,6 +12,8 @@
 #define _GNU_SOURCE
 #include "manifest/internal.h"
 
+#include "buf.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -494,17 +496,12 @@ static int listing_dir(struct ferry_manifest *m, const struct ferry_listing *l,
 static int replaced_dir(struct ferry_manifest *m, const struct ferry_listing *l,
                         const struct ferry_entry *e, int64_t gen)
 {
-        size_t n = l->path_len ? l->path_len + 1 : 0, len = n + e->name_len;
-        char *path = malloc(len + 1);
-        if (!path)
-                return mf_fail(m, "out of memory");
-        memcpy(path, l->path, l->path_len);
-        if (n)
-                path[n - 1] = '/';
-        memcpy(path + n, l->arena + e->name_off, e->name_len);
-        path[len] = '\0';
-        int rc = mf_subtree_removed(m, path, len, gen);
-        free(path);
+        struct ferry_buf path = FERRY_BUF_INIT;
+        ferry_buf_add(&path, l->path, l->path_len);
+        ferry_buf_add_path(&path, l->arena + e->name_off);
+        int rc = path.oom ? mf_fail(m, "out of memory")
+                          : mf_subtree_removed(m, path.buf, path.len, gen);
+        ferry_buf_release(&path);
         return rc;
 }
 
