@@ -1,7 +1,9 @@
 /*
  * manifest/internal.h - what the files of src/manifest/ share: the
  * manifest struct, the statement cache, the SQL spelling of row values,
- * and the helpers that bind and read columns (times, names, stats).
+ * the helpers that bind and read columns (times, names, stats), and the
+ * steps the operation-level calls of manifest.h are built from (mf_*:
+ * private to src/manifest/ and its white-box unit tests).
  *
  * Each file of src/manifest/ owns one verb of the manifest and one
  * statement table: an enum of its statements beside their SQL, prepared

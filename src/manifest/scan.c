@@ -5,6 +5,9 @@
  * of directories it did not see, those below a directory that became a
  * file (all ST_REMOVED); keeping rows part of a scan (a directory it could
  * not read) and, when --delete is refused, undoing this scan's removals.
+ * Its operation-level calls are scan_start, record_listing (which keeps
+ * the few directories being listed in a small cache, m->dcache) and
+ * scan_complete.
  *
  * A file row is part of scan gen when its gen is gen (the scan wrote it)
  * or when its directory's listed is gen (sql/002_listed.sql).
