@@ -5,12 +5,13 @@
  * speaks SQL, and nothing here is SQLite's, so that another backend
  * (PostgreSQL, DESIGN.md) implements this file.
  *
- * Only the journal thread holds a writable manifest; `ferry status` opens
- * one read-only. All functions return an enum ferry_code (0 = ok) and, on
- * failure, leave a message in the error passed to ferry_manifest_open (kept
- * in the manifest and readable with ferry_manifest_errmsg).
+ * Only the coordinator thread (coord.h) holds a writable manifest; `ferry
+ * status` opens one read-only. All functions return an enum ferry_code (0 = ok)
+ * and, on failure, leave a message in the error passed to ferry_manifest_open
+ * (kept in the manifest and readable with ferry_manifest_errmsg).
  *
- * Calling sequence of a run (the operation-level calls, at the end):
+ * Calling sequence of a run (the operation-level calls, at the end of
+ * this file):
  *   ferry_manifest_open(path, MF_CREATE, &m, &err);
  *   ferry_manifest_bind_job(m, src, dst);
  *   ferry_manifest_begin(m); ferry_manifest_run_start(m, cmd, &run);
@@ -27,69 +28,69 @@
  * ---- The life of a file row (files.state, enum ferry_state) ----------
  *
  *   scan: new entry                     scan: changed entry (any state,
- *   (file_upsert, record_listing)       removed too) -> pending / skipped
- *         |                                   (file_upsert, record_listing)
+ *   (record_listing)                    removed too) -> pending / skipped
+ *         |                                   (record_listing)
  *         v
  *   +-----------+  done and durable: barrier, then COMMIT   +--------+
  *   |  PENDING  | ----------------------------------------> |  DONE  |
- *   |           |  (file_done; record_outcomes FO_DONE)      |        |
+ *   |           |  (record_outcomes FO_DONE)                 |        |
  *   |           | <---------------------------------------- |        |
  *   +-----------+  verify found DST differing or missing,   +--------+
- *     |  ^   ^ ^   the DST sample found it missing (file_set_state
- *     |  |   | |   ST_PENDING + dir_chain_touch; FO_AGAIN), DST was
- *     |  |   | |   replaced (reset_done)
+ *     |  ^   ^ ^   the DST sample found it missing
+ *     |  |   | |   (record_outcomes FO_AGAIN), DST was replaced
+ *     |  |   | |   (reset_done)
  *     |  |   | |
- *     |  |   | +-- FAILED: at the start of every run (retry_failed,
- *     |  |   |     scan_start)
+ *     |  |   | +-- FAILED: at the start of every run (scan_start)
  *     |  |   +---- VANISHED: the scan sees the entry again, unchanged
- *     |  |         (file_upsert, S_FILE_SEEN)
+ *     |  |         (record_listing)
  *     |  +-------- REMOVED: --delete refused, this scan's removals undone:
  *     |            to done (hash, no error), skipped (special) or pending
- *     |            (keep_removed, delete_refused)
+ *     |            (delete_refused)
  *     |
- *     +-> FAILED    the copy failed (file_set_state ST_FAILED, then
- *     |             elect_leader; FO_FAILED)
- *     +-> VANISHED  SRC's entry was gone when copied (file_set_state
- *                   ST_VANISHED, then elect_leader; FO_VANISHED)
+ *     +-> FAILED    the copy failed (record_outcomes FO_FAILED)
+ *     +-> VANISHED  SRC's entry was gone when copied (record_outcomes
+ *                   FO_VANISHED)
  *
  *   SKIPPED: a new or changed special file (fifo, device, socket) is
  *   skipped, never copied; it leaves SKIPPED only as every state does:
  *
  *   any state but REMOVED --> REMOVED   the entry is no longer in SRC:
- *       a marking scan did not see it (dir_listed), its directory was not
- *       seen by a complete scan (mark_unseen, scan_complete), a directory
- *       above it became a file (subtree_removed, record_listing), or it
- *       became a directory (dir_upsert). REMOVED's gen is the scan that
- *       removed it.
+ *       a scan that read its directory whole did not see it, a directory
+ *       above it became a file, or it became a directory (record_listing),
+ *       or its directory was not seen by a complete scan (scan_complete).
+ *       REMOVED's gen is the scan that removed it.
  *   REMOVED, VANISHED --> (row deleted)   --delete deleted the DST entry
- *       or found it not ferry's (file_delete; forget_file).
+ *       or found it not ferry's (forget_file).
  *
  *   Nothing else writes files.state. Hardlink groups (files.hl) change no
  *   state: a failed, vanished or removed first name hands the group on
- *   (elect_leader, elect_leaders; links.c).
+ *   (record_outcomes FO_FAILED and FO_VANISHED, scan_complete; links.c).
  *
  * ---- The life of a directory row (dirs) -----------------------------
  *
  *   state: TO_APPLY (DS_TO_APPLY: mode and times still to set in DST) or
  *   APPLIED.
- *     (new row) --> TO_APPLY                       dir_upsert
- *     any --> TO_APPLY  its metadata changed in SRC (dir_upsert); a new
- *         subdirectory, a file copied into it or deleted from it, a
- *         subdirectory deleted (dir_touch); a file of it found missing in
- *         DST, for it and every directory above (dir_chain_touch); DST
- *         replaced (reset_done)
- *     TO_APPLY --> APPLIED   set in DST (dir_applied; DIR_APPLIED), or
- *         left to the next run, whose scan finds it changed (dir_defer;
- *         DIR_DEFERRED)
+ *     (new row) --> TO_APPLY                       record_listing
+ *     any --> TO_APPLY  its metadata changed in SRC, or a new subdirectory
+ *         (record_listing); a file copied into it (record_outcomes
+ *         FO_DONE) or deleted from it (forget_file), a subdirectory deleted
+ *         (dir_outcome DIR_DELETED); a file of it found missing in DST, for
+ *         it and every directory above (record_outcomes FO_AGAIN with
+ *         dst_missing); DST replaced (reset_done)
+ *     TO_APPLY --> APPLIED   set in DST (dir_outcome DIR_APPLIED), or
+ *         left to the next run, whose scan finds it changed (dir_outcome
+ *         DIR_DEFERRED; delete_refused for SRC's root)
  *     any --> (row deleted)  not seen by a complete scan, and --delete
- *         ran (dir_delete; DIR_DELETED)
+ *         ran (dir_outcome DIR_DELETED or DIR_FORGOTTEN)
  *   listed: MARKING (-1) while a scan marks its file rows one by one (new
- *   or changed: dir_upsert), else the last scan that saw all its rows
- *   (dir_listed, or keep_subtree for an unreadable directory's subtree).
+ *   or changed), else the last scan that saw all its rows, or that could
+ *   not read it and so keeps its subtree's rows (record_listing).
  *   error: why the directory could not be read or set up, with its cause
  *   (fail_side, fail_step, fail_errno: struct ferry_failure) beside it
- *   (dir_set_error; DIR_FAILED; record_listing), cleared by the next scan
+ *   (record_listing; dir_outcome DIR_FAILED), cleared by the next scan
  *   that reads it. A file row's error has its cause beside it the same way.
+ *
+ *   manifest/internal.h names the steps inside each of these calls.
  */
 #ifndef FERRY_MANIFEST_H
 #define FERRY_MANIFEST_H
@@ -125,20 +126,6 @@ enum ferry_manifest_flags {
 /* UP_RESUMED: unchanged, but not copied yet (pending or failed before). */
 enum ferry_upsert { UP_NEW = 1, UP_CHANGED, UP_UNCHANGED, UP_RESUMED };
 
-/* What ferry_manifest_fill selects. */
-enum ferry_query {
-        Q_FIRST_PASS = 0, /* pending rows, not hardlink followers */
-        Q_NEXT_PASS,      /* pending rows whose leader is not pending */
-        Q_VERIFY,         /* done files and symlinks of the latest scan */
-        Q_PENDING,        /* dry run: all pending rows */
-        Q_REMOVED_FILES,  /* rows removed from SRC, or vanished */
-        Q_STALE_TEMPS,    /* pending rows not seen: may have a temp file */
-        Q_REMOVED_DIRS,   /* dirs not seen by this scan, deepest first */
-        Q_PENDING_DIRS, /* dirs whose metadata must be applied, deepest first */
-        Q_ONE_PENDING,  /* the row *cursor if pending, not a follower */
-        Q_NQUERIES
-};
-
 struct ferry_manifest;
 
 int ferry_manifest_open(const char *path, int flags,
@@ -155,8 +142,6 @@ int ferry_manifest_begin(struct ferry_manifest *m);
 int ferry_manifest_commit(struct ferry_manifest *m);
 int ferry_manifest_rollback(struct ferry_manifest *m);
 
-/* Starts a scan generation (stored in meta) and returns it. */
-int ferry_manifest_next_gen(struct ferry_manifest *m, int64_t *gen);
 int ferry_manifest_run_start(struct ferry_manifest *m, const char *command,
                              int64_t *run_id);
 int ferry_manifest_run_finish(struct ferry_manifest *m, int64_t run_id,
@@ -196,136 +181,14 @@ int ferry_manifest_note(struct ferry_manifest *m, const char *key, char *buf,
                         size_t size);
 int ferry_manifest_set_note(struct ferry_manifest *m, const char *key,
                             const char *value);
-/* Failed rows of earlier runs become pending again. */
-int ferry_manifest_retry_failed(struct ferry_manifest *m);
-
-/*
- * Scan results. A file row is part of scan gen when its gen is gen (the
- * scan wrote it) or when its directory's listed is gen (the scan read the
- * directory whole and saw all its rows), and it is not ST_REMOVED. An
- * unchanged directory's unchanged rows are only read, so a no-op re-run
- * writes about one row per directory (sql/002_listed.sql).
- *
- * dir_upsert says whether the directory is new and whether its rows must be
- * marked one by one (*marking: new, changed or interrupted while marking);
- * dir_find gives the same for a later chunk of its listing.
- */
-int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
-                              size_t len, const struct ferry_stat *st,
-                              int64_t gen, int64_t *id, bool *is_new,
-                              bool *marking);
-int ferry_manifest_dir_find(struct ferry_manifest *m, const char *path,
-                            size_t len, int64_t *id, bool *marking);
-/* The whole listing of a directory was recorded: seen entries in all. Rows
- * a marking scan did not write become ST_REMOVED; an unmarked directory's
- * rows are counted, and if they are more than the entries seen, all are
- * kept this time and the next scan marks them. */
-int ferry_manifest_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
-                              bool marking, uint64_t seen);
-/* A file at path replaced a directory: the rows below it are ST_REMOVED. */
-int ferry_manifest_subtree_removed(struct ferry_manifest *m, const char *path,
-                                   size_t len, int64_t gen);
-/* After a complete scan: rows of directories it did not see are removed. */
-int ferry_manifest_mark_unseen(struct ferry_manifest *m, int64_t gen);
-/* Marks a directory's metadata as to be applied again. */
-int ferry_manifest_dir_touch(struct ferry_manifest *m, int64_t id);
-/* The same for the directory of file row file and all above it: the copy
- * of a file found missing in DST may make them anew (mode 0700). */
-int ferry_manifest_dir_chain_touch(struct ferry_manifest *m, int64_t file);
-int ferry_manifest_dir_applied(struct ferry_manifest *m, int64_t id);
-/* The directory's metadata is not applied now but by the next run: marked
- * applied, and recorded so that the next scan finds it changed. */
-int ferry_manifest_dir_defer(struct ferry_manifest *m, int64_t id);
-int ferry_manifest_dir_delete(struct ferry_manifest *m, int64_t id);
-/* Records why a directory failed (NULL clears it). */
-int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
-                                 const struct ferry_failure *f,
-                                 const char *error);
-/* Keeps every row below path (a directory the scan could not read) part
- * of generation gen. */
-int ferry_manifest_keep_subtree(struct ferry_manifest *m, const char *path,
-                                size_t len, int64_t gen);
-
-/* Records one scanned non-directory entry; *res says what the row became.
- * dir_is_new skips the lookup; without marking, an unchanged done row is
- * only read. */
-int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
-                               bool dir_is_new, bool marking, const char *name,
-                               size_t len, const struct ferry_stat *st,
-                               int64_t gen, bool hard_links,
-                               enum ferry_upsert *res);
-
-/* Hardlink groups whose first name (hl = -1) is gone or failed: the next
- * name becomes the first (copied with data) and the others, the old first
- * name included, link to it. One row, or every removed/vanished first name
- * (after a complete scan). */
-int ferry_manifest_elect_leader(struct ferry_manifest *m, int64_t id);
-int ferry_manifest_elect_leaders(struct ferry_manifest *m);
-
-/* The row id of the last upsert that found an existing row (UP_CHANGED or
- * UP_RESUMED). */
-int64_t ferry_manifest_upserted(const struct ferry_manifest *m);
-
-/* Results of work. */
-int ferry_manifest_file_done(struct ferry_manifest *m,
-                             const struct ferry_item *it);
-/* What ferry last put in DST for the row (dir, name): rec->type 0 when
- * nothing, or no such row. */
-int ferry_manifest_file_dst(struct ferry_manifest *m, int64_t dir,
-                            const char *name, size_t len,
-                            struct ferry_dst_rec *rec);
-/* Records rec as what DST holds for row id (verify: the entry it found
- * differing is ferry's to repair). */
-int ferry_manifest_file_set_dst(struct ferry_manifest *m, int64_t id,
-                                const struct ferry_dst_rec *rec);
 /* When the runs before run_id that may have left copies in DST without
  * their done marks (killed, a power cut, a stop) started, in seconds since
  * the epoch: the earliest run since the last one that ended after
  * recording every result (exit 0, 23 or 24); 0 when there is none. */
 int ferry_manifest_interrupted_since(struct ferry_manifest *m, int64_t run_id,
                                      int64_t *since);
-/* error: the message (NULL: none, and attempts do not count up); f: what
- * failed, stored beside it (sql/005_failure.sql), NULL for none. */
-int ferry_manifest_file_set_state(struct ferry_manifest *m, int64_t id,
-                                  enum ferry_state state,
-                                  const struct ferry_failure *f,
-                                  const char *error);
-int ferry_manifest_file_delete(struct ferry_manifest *m, int64_t id);
-
-/*
- * Appends up to max rows of query q with id beyond *cursor to b (items and
- * their paths in b's arena) and moves *cursor past them. Ascending queries
- * start at cursor 0, descending ones (dirs) at INT64_MAX. Stops early once
- * the rows add up to max_bytes. Copy passes hand out rows of generation
- * gen only.
- */
-int ferry_manifest_fill(struct ferry_manifest *m, enum ferry_query q,
-                        int64_t gen, int64_t *cursor, struct ferry_batch *b,
-                        size_t max, uint64_t max_bytes);
-
-/* Files and bytes of regular files still to copy (hardlink followers
- * excluded from the bytes). */
-int ferry_manifest_pending(struct ferry_manifest *m, int64_t gen,
-                           uint64_t *files, uint64_t *bytes);
-/* The highest file row id, uncommitted rows included. */
-int ferry_manifest_max_id(struct ferry_manifest *m, int64_t *id);
 /* The generation of the latest scan (0 before the first). */
 int ferry_manifest_current_gen(struct ferry_manifest *m, int64_t *gen);
-/* Done rows (--delete's guard). */
-int ferry_manifest_count_done(struct ferry_manifest *m, uint64_t *files);
-/* Rows that scan gen found gone from SRC (state removed, generation gen). */
-int ferry_manifest_count_removed(struct ferry_manifest *m, int64_t gen,
-                                 uint64_t *files);
-/* --delete refused: the rows scan gen found gone from SRC get the state
- * they had before it (done, skipped or pending), so that the same SRC, back
- * again, is neither deleted nor copied again. Rows removed by earlier scans
- * stay removed. */
-int ferry_manifest_keep_removed(struct ferry_manifest *m, int64_t gen);
-/* Rows of generation gen that are pending or failed (verify: not copied
- * yet). */
-int ferry_manifest_not_done(struct ferry_manifest *m, int64_t gen,
-                            uint64_t *files);
-
 /* Fills info and, in the same read transaction, hands info and the failed
  * rows (grouped by cause, req->per_cause of each) on as req says (may be
  * NULL). */
@@ -342,8 +205,8 @@ bool ferry_manifest_moved(const struct ferry_manifest *m);
  * Each call below does one step of a run whole, with the rules it depends
  * on (which rows a listing removes, who becomes a hardlink group's first
  * name, which directories must have their metadata applied again) kept
- * beside the SQL. They are built from the calls above, which stay until
- * the coordinator no longer uses them.
+ * beside the SQL. A file row is part of scan gen when the scan recorded
+ * it or saw it in a directory it read whole, and it is not gone from SRC.
  */
 
 /* Starts a scan: a new generation, the failed rows of earlier runs made
@@ -378,7 +241,7 @@ struct ferry_entry_rec {
  * failure, res is 0 for the entries not recorded), the rows
  * below an entry that replaced a directory removed, the directory's
  * error, and, for the last chunk of a listing read whole, the directory
- * listed (rows not seen removed: ferry_manifest_dir_listed). A directory
+ * listed (rows not seen removed). A directory
  * read in part (l->open_err) keeps every row below it part of gen.
  */
 int ferry_manifest_record_listing(struct ferry_manifest *m,
@@ -455,8 +318,11 @@ int ferry_manifest_record_outcomes(struct ferry_manifest *m,
  * directory's metadata applied again when DST's entry was deleted. */
 int ferry_manifest_forget_file(struct ferry_manifest *m,
                                const struct ferry_item *it, bool deleted);
-/* --delete refused: this scan's removals undone (keep_removed) and SRC's
- * root directory's metadata left to the next run. */
+/* --delete refused: the rows scan gen found gone from SRC get the state
+ * they had before it (done, skipped or pending), so that the same SRC,
+ * back again, is neither deleted nor copied again (rows removed by earlier
+ * scans stay removed); and SRC's root directory's metadata is left to the
+ * next run (it may be a mount point's). */
 int ferry_manifest_delete_refused(struct ferry_manifest *m, int64_t gen);
 
 /* A directory row. path is relative to SRC ("" for its root). */
@@ -487,7 +353,8 @@ void ferry_manifest_dir_walk_end(struct ferry_dir_walk *w);
 enum ferry_dir_outcome {
         DIR_APPLIED = 1, /* metadata set in DST */
         DIR_FAILED,      /* could not be set: why and fail kept */
-        DIR_DEFERRED,    /* left to the next run (dir_defer) */
+        DIR_DEFERRED,    /* left to the next run: marked applied, and
+                            the next scan finds it changed */
         DIR_DELETED,     /* deleted from DST: its parent's metadata to
                             apply again, the row forgotten */
         DIR_FORGOTTEN,   /* gone, not deleted from DST: row forgotten */
@@ -509,5 +376,16 @@ enum ferry_count {
 /* bytes may be NULL; it is set for COUNT_TO_COPY only (else 0). */
 int ferry_manifest_count(struct ferry_manifest *m, enum ferry_count what,
                          int64_t gen, uint64_t *files, uint64_t *bytes);
+
+/* What in DST is ferry's (owner.h: rule 9). Paths are relative to SRC
+ * and DST ("" for the root), as the manifest spells them. */
+/* *known: the manifest has directory path (SRC had it, so ferry made it
+ * in DST). */
+int ferry_manifest_dir_known(struct ferry_manifest *m, const char *path,
+                             bool *known);
+/* What ferry last put in DST at dir/name: rec->type 0 when nothing (no
+ * such row, or nothing copied). */
+int ferry_manifest_dst_at(struct ferry_manifest *m, const char *dir,
+                          const char *name, struct ferry_dst_rec *rec);
 
 #endif

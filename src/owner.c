@@ -31,11 +31,17 @@ static bool is_temp(const char *name)
         return name[0] == '.' && n > k && !strcmp(name + n - k, temp_suffix);
 }
 
-/* The manifest's id of SRC directory path, 0 when it has none. */
-static int dir_id(struct ferry_manifest *m, const char *path, int64_t *id)
+/* Whether the manifest has SRC directory path (ferry made it in DST). */
+static int dir_known(struct ferry_manifest *m, const char *path, bool *known)
 {
-        return ferry_manifest_dir_find(m, path, strlen(path), id, NULL) ? EIO
-                                                                        : 0;
+        return ferry_manifest_dir_known(m, path, known) ? EIO : 0;
+}
+
+/* What ferry last put in DST at dir/name (rec->type 0: nothing). */
+static int dst_at(struct ferry_manifest *m, const char *dir, const char *name,
+                  struct ferry_dst_rec *rec)
+{
+        return ferry_manifest_dst_at(m, dir, name, rec) ? EIO : 0;
 }
 
 /*
@@ -45,12 +51,12 @@ static int dir_id(struct ferry_manifest *m, const char *path, int64_t *id)
 static int tree_is_ours(struct ferry_manifest *m, int fd, const char *path,
                         bool *ours, char **foreign)
 {
-        int64_t id;
-        int rc = dir_id(m, path, &id);
+        bool known;
+        int rc = dir_known(m, path, &known);
         *ours = false;
         if (rc)
                 return rc;
-        if (!id) {
+        if (!known) {
                 *foreign = strdup(path);
                 return *foreign ? 0 : ENOMEM;
         }
@@ -88,9 +94,8 @@ static int tree_is_ours(struct ferry_manifest *m, int fd, const char *path,
                         continue;
                 }
                 struct ferry_dst_rec rec;
-                if (ferry_manifest_file_dst(m, id, n, strlen(n), &rec))
-                        rc = EIO;
-                else if (!ferry_copy_matches(&rec, &st)) {
+                rc = dst_at(m, path, n, &rec);
+                if (!rc && !ferry_copy_matches(&rec, &st)) {
                         *ours = false;
                         *foreign = sub;
                         sub = NULL;
@@ -207,14 +212,10 @@ static int file_in_way(struct ferry_manifest *m, int dstfd, const char *dir,
                         continue;
                 }
                 /* path is now the entry in the way, its parent before c */
-                int64_t id = 0;
                 struct ferry_dst_rec rec = {0};
                 if (c > path)
                         c[-1] = '\0';
-                rc = dir_id(m, c > path ? path : "", &id);
-                if (!rc && id &&
-                    ferry_manifest_file_dst(m, id, c, strlen(c), &rec))
-                        rc = EIO;
+                rc = dst_at(m, c > path ? path : "", c, &rec);
                 if (c > path)
                         c[-1] = '/';
                 if (!rc && !ferry_copy_matches(&rec, &st))
@@ -287,7 +288,6 @@ static int other_in_way(struct ferry_manifest *m, int dstfd,
                         char *why, size_t size)
 {
         char *real = NULL;
-        int64_t id = 0;
         struct ferry_dst_rec rec = {0};
         struct ferry_stat st;
         int fd = -1, rc = stored_path(names, dstfd, dir, name, &real, &fd);
@@ -300,10 +300,7 @@ static int other_in_way(struct ferry_manifest *m, int dstfd,
         if (slash)
                 *slash = '\0';
         if (!rc)
-                rc = dir_id(m, slash ? real : "", &id);
-        if (!rc && id &&
-            ferry_manifest_file_dst(m, id, base, strlen(base), &rec))
-                rc = EIO;
+                rc = dst_at(m, slash ? real : "", base, &rec);
         if (slash)
                 *slash = '/';
         if (!rc && ferry_copy_matches(&rec, &st))

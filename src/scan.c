@@ -21,6 +21,7 @@
 #include "scan.h"
 
 #include "batch.h"
+#include "buf.h"
 #include "fsio.h"
 #include "retry.h"
 
@@ -128,8 +129,7 @@ struct reader {
         struct ferry_listing *cur;
         struct pending_dir *subdirs; /* found in the current chunk */
         size_t seen;                 /* entries listed so far */
-        char *relbuf;                /* dir path + '/' + name, for patterns */
-        size_t relcap;
+        struct ferry_buf rel;        /* dir path + '/' + name, for patterns */
 };
 
 /* Queues the current chunk, then releases the subdirectories it named. */
@@ -149,30 +149,22 @@ static int flush_chunk(struct reader *r, bool last)
         return r->cur ? 0 : ENOMEM;
 }
 
-static const char *rel_path(struct reader *r, const char *name, size_t len)
+/* dir/name, valid until the next call; NULL when out of memory. */
+static const char *rel_path(struct reader *r, const char *name)
 {
-        size_t need = r->dir->len + len + 2;
-        if (need > r->relcap) {
-                char *p = realloc(r->relbuf, need);
-                if (!p)
-                        return NULL;
-                r->relbuf = p;
-                r->relcap = need;
-        }
-        size_t n = 0;
-        if (r->dir->len) {
-                memcpy(r->relbuf, r->dir->path, r->dir->len);
-                r->relbuf[r->dir->len] = '/';
-                n = r->dir->len + 1;
-        }
-        memcpy(r->relbuf + n, name, len + 1);
-        return r->relbuf;
+        ferry_buf_reset(&r->rel);
+        ferry_buf_add(&r->rel, r->dir->path, r->dir->len);
+        ferry_buf_add_path(&r->rel, name);
+        if (!r->rel.oom)
+                return r->rel.buf;
+        ferry_buf_release(&r->rel); /* a later call may find memory */
+        return NULL;
 }
 
 static int add_subdir(struct reader *r, const char *name, size_t len,
                       const struct ferry_stat *st)
 {
-        const char *rel = rel_path(r, name, len);
+        const char *rel = rel_path(r, name);
         if (!rel)
                 return ENOMEM;
         struct pending_dir *d =
@@ -191,7 +183,7 @@ static bool excluded(struct reader *r, const char *name, size_t len,
         if (!p)
                 return false;
         const char *rel =
-                ferry_patterns_need_path(p) ? rel_path(r, name, len) : NULL;
+                ferry_patterns_need_path(p) ? rel_path(r, name) : NULL;
         return ferry_patterns_match(p, rel, name, is_dir);
 }
 
@@ -309,7 +301,7 @@ static void read_dir(struct reader *r)
 static void *scan_thread(void *arg)
 {
         struct ferry_scan *sc = arg;
-        struct reader r = {.sc = sc};
+        struct reader r = {.sc = sc, .rel = FERRY_BUF_INIT};
         struct pending_dir *dir;
         while ((dir = pop_dir(sc))) {
                 r.dir = dir;
@@ -333,7 +325,7 @@ static void *scan_thread(void *arg)
                 }
                 free(dir);
         }
-        free(r.relbuf);
+        ferry_buf_release(&r.rel);
         return NULL;
 }
 

@@ -122,26 +122,50 @@ void reason(const struct ferry_batch *b, const struct ferry_item *it, char *buf,
                 ferry_failure_message(&it->fail, false, buf, size);
 }
 
+/* The outcomes of a batch's results, recorded together
+ * (ferry_manifest_record_outcomes), with what they point to. */
+struct outcomes {
+        struct ferry_outcome o[BATCH_ITEMS];
+        struct ferry_dst_rec claim[BATCH_ITEMS];
+        struct ferry_failure fail[BATCH_ITEMS];
+        char why[BATCH_ITEMS][512];
+        size_t n;
+};
+
+static void record_outcomes(struct coord *c, struct outcomes *out)
+{
+        bool fresh = false;
+        if (out->n && c->stop_code != FERRY_EMANIFEST &&
+            ferry_manifest_record_outcomes(c->m, out->o, out->n, &fresh))
+                manifest_error(c);
+        if (fresh)
+                c->fresh = true;
+        out->n = 0;
+}
+
+/* The next outcome's slot (its why, fail and claim beside it). */
+static struct ferry_outcome *next_outcome(struct coord *c, struct outcomes *out)
+{
+        if (out->n == BATCH_ITEMS)
+                record_outcomes(c, out); /* a batch is no bigger */
+        return &out->o[out->n++];
+}
+
 /*
  * An entry of another type in the way of it (R_IN_WAY): removed when it is
  * ferry's, and the row stays pending for a later pass to copy; left alone
- * otherwise, and the row fails with why.
+ * otherwise, and the row fails with why. A claimed entry (claim->type set)
+ * is the row's from now on.
  */
 static bool clear_way(struct coord *c, const struct ferry_batch *b,
                       const struct ferry_item *it, char *why, size_t size,
-                      struct ferry_failure *fail)
+                      struct ferry_failure *fail, struct ferry_dst_rec *claim)
 {
         char *what = NULL;
-        struct ferry_dst_rec claim;
         int rc = ferry_owner_clear_way(c->m, c->cfg->dstfd, c->cfg->names,
                                        ferry_batch_at(b, it->dir_off),
                                        ferry_batch_at(b, it->name_off), it->err,
-                                       true, &what, &claim, why, size);
-        if (!rc && claim.type &&
-            ferry_manifest_file_set_dst(c->m, it->id, &claim)) {
-                manifest_error(c);
-                rc = EIO;
-        }
+                                       true, &what, claim, why, size);
         if (!rc && what) {
                 c->sum->files_deleted++;
                 emit(c, FERRY_EV_DELETED, "", what, NULL);
@@ -159,24 +183,34 @@ static bool clear_way(struct coord *c, const struct ferry_batch *b,
         return true;
 }
 
-static int record_copy(struct coord *c, const struct ferry_batch *b,
-                       const struct ferry_item *it, bool durable,
-                       int64_t *last_dir)
+/* Adds what became of it to out (nothing: it stays pending). */
+static void record_copy(struct coord *c, const struct ferry_batch *b,
+                        const struct ferry_item *it, bool durable,
+                        struct outcomes *out)
 {
-        char why[512];
-        int rc = 0;
-        struct ferry_failure fail = it->fail;
+        struct ferry_outcome *o = next_outcome(c, out);
+        size_t k = (size_t)(o - out->o);
+        char *why = out->why[k];
+        size_t size = sizeof(out->why[k]);
+        struct ferry_failure *fail = &out->fail[k];
+        struct ferry_dst_rec *claim = &out->claim[k];
+        *o = (struct ferry_outcome){.id = it->id};
+        *fail = it->fail;
         if (it->result == R_IN_WAY &&
-            clear_way(c, b, it, why, sizeof(why), &fail))
-                return 0; /* stays pending: copied again in a later pass */
+            clear_way(c, b, it, why, size, fail, claim)) {
+                if (claim->type) /* stays pending: copied again later */
+                        *o = (struct ferry_outcome){
+                                .kind = FO_CLAIM, .id = it->id, .claim = claim};
+                else
+                        out->n--;
+                return;
+        }
         switch (it->result) {
         case R_DONE:
                 if (!durable)
-                        return 0; /* stays pending: copied again later */
-                rc = ferry_manifest_file_done(c->m, it);
-                if (!rc && *last_dir != it->dir_id)
-                        rc = ferry_manifest_dir_touch(c->m, it->dir_id);
-                *last_dir = it->dir_id;
+                        break; /* stays pending: copied again later */
+                o->kind = FO_DONE;
+                o->item = it;
                 c->sum->files_copied++;
                 c->sum->bytes_copied += it->bytes;
                 c->prog.bytes_done += it->bytes;
@@ -188,31 +222,30 @@ static int record_copy(struct coord *c, const struct ferry_batch *b,
         case R_MISMATCH:
         case R_MISSING:
                 if (it->result != R_IN_WAY)
-                        reason(b, it, why, sizeof(why));
-                rc = ferry_manifest_file_set_state(c->m, it->id, ST_FAILED,
-                                                   &fail, why);
-                if (!rc && !(rc = ferry_manifest_elect_leader(c->m, it->id)))
-                        c->fresh = true;
+                        reason(b, it, why, size);
+                o->kind = FO_FAILED;
+                o->why = why;
+                o->fail = fail;
                 c->sum->files_failed++;
                 c->prog.errors++;
-                emit_item(c, FERRY_EV_FAILED, b, it, why, &fail);
+                emit_item(c, FERRY_EV_FAILED, b, it, why, fail);
                 break;
         case R_VANISHED:
-                rc = ferry_manifest_file_set_state(c->m, it->id, ST_VANISHED,
-                                                   &it->fail,
-                                                   "vanished from the source");
-                if (!rc && !(rc = ferry_manifest_elect_leader(c->m, it->id)))
-                        c->fresh = true;
+                o->kind = FO_VANISHED;
+                o->why = "vanished from the source";
+                o->fail = &it->fail;
                 c->sum->files_vanished++;
                 emit_item(c, FERRY_EV_VANISHED, b, it, "vanished", &it->fail);
                 break;
         case R_NOSPACE:
-        case R_DSTFAIL: stops_run(c, it); return 0;
-        case R_NOFDS: stop_no_fds(c, it->err); return 0;
-        case R_NONE: return 0;
+        case R_DSTFAIL: stops_run(c, it); break;
+        case R_NOFDS: stop_no_fds(c, it->err); break;
+        case R_NONE: break;
         }
-        c->prog.files_done++;
-        return rc;
+        if (o->kind)
+                c->prog.files_done++;
+        else
+                out->n--; /* nothing to record */
 }
 
 /* A barrier failed: files of this run are in place in DST without their
@@ -248,12 +281,15 @@ void on_barrier(struct coord *c, struct barrier_job *job)
                                 "failed; those files will be copied again",
                                 NULL, c->opt->cb_arg);
         }
+        /* one batch's outcomes at a time: a directory is touched once
+         * for the files copied into it */
+        struct outcomes out;
+        out.n = 0;
         for (struct ferry_batch *b = job->list; b; b = b->next) {
-                int64_t last_dir = -1;
                 for (size_t i = 0; i < b->n && c->stop_code != FERRY_EMANIFEST;
                      i++)
-                        if (record_copy(c, b, &b->items[i], durable, &last_dir))
-                                manifest_error(c);
+                        record_copy(c, b, &b->items[i], durable, &out);
+                record_outcomes(c, &out);
                 c->ho.outstanding -= b->n;
         }
         free_list(job->list);

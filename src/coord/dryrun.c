@@ -115,10 +115,10 @@ int dry_run(struct coord *c)
         stop_threads(c);
         if (!c->stop_code) {
                 set_phase(c, PH_FINISHING);
-                each_row(c, Q_PENDING, 0, would_copy);
+                each_row(c, PASS_DRY_RUN, would_copy);
                 if (c->opt->delete_removed && !c->sum->scan_errors) {
                         check_delete(c);
-                        each_row(c, Q_REMOVED_FILES, 0, would_delete);
+                        each_row(c, PASS_REMOVED, would_delete);
                         report_held(c);
                 }
         }

@@ -10,7 +10,8 @@
  * (delete_file_dst, delete_dir_dst, apply_dir_dst, remove_temp) that
  * touches neither the coordinator nor the manifest, apart from the one
  * that records its outcome (delete_file, delete_dir, apply_dir): the DST
- * part could run on a worker. each_row runs one over a query's rows.
+ * part could run on a worker. each_row runs one over a pass's file rows,
+ * each_dir over a set of directory rows.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -119,6 +120,7 @@ static void delete_file(struct coord *c, const struct ferry_batch *b,
         if (delete_held(c, dir, name, false))
                 return; /* --max-delete: keep the row */
         int err = 0;
+        bool deleted = false;
         char why[256];
         if (protected_path(c, dir, name, false) || other_spelling(c, dir, name))
                 goto forget;
@@ -127,8 +129,7 @@ static void delete_file(struct coord *c, const struct ferry_batch *b,
         case DD_DELETED:
                 c->sum->files_deleted++;
                 emit(c, FERRY_EV_DELETED, dir, name, NULL);
-                if (ferry_manifest_dir_touch(c->m, it->dir_id))
-                        manifest_error(c);
+                deleted = true;
                 break;
         case DD_GONE: break;
         case DD_OWN:
@@ -150,7 +151,7 @@ static void delete_file(struct coord *c, const struct ferry_batch *b,
                 return; /* keep the row: try again next time */
         }
 forget:
-        if (ferry_manifest_file_delete(c->m, it->id))
+        if (ferry_manifest_forget_file(c->m, it, deleted))
                 manifest_error(c);
 }
 
@@ -172,10 +173,10 @@ static int delete_dir_dst(int dstfd, const char *path)
         return ferry_fsio_rmdirat(dstfd, path);
 }
 
-static void delete_dir(struct coord *c, const struct ferry_batch *b,
-                       const struct ferry_item *it)
+static void delete_dir(struct coord *c, const struct ferry_dir_row *d)
 {
-        const char *path = ferry_batch_at(b, it->dir_off);
+        const char *path = d->path;
+        enum ferry_dir_outcome o = DIR_FORGOTTEN;
         if (delete_held(c, "", path, true))
                 return; /* --max-delete: keep the row */
         if (!protected_path(c, "", path, true) &&
@@ -184,9 +185,7 @@ static void delete_dir(struct coord *c, const struct ferry_batch *b,
                 if (!rc) {
                         c->sum->files_deleted++;
                         emit(c, FERRY_EV_DELETED, "", path, NULL);
-                        if (it->dir_id &&
-                            ferry_manifest_dir_touch(c->m, it->dir_id))
-                                manifest_error(c);
+                        o = DIR_DELETED;
                 } else if (rc != ENOENT && stop_for_dst(c, rc)) {
                         return; /* DST failed: keep the row */
                 } else if (rc != ENOENT) {
@@ -201,22 +200,22 @@ static void delete_dir(struct coord *c, const struct ferry_batch *b,
                                         c, fsync_dst_dir(c->cfg->dstfd, path));
                 }
         }
-        if (ferry_manifest_dir_delete(c->m, it->id))
+        if (ferry_manifest_dir_outcome(c->m, d, o, NULL, NULL))
                 manifest_error(c);
 }
 
-/* Runs fn over every row of query q, a chunk at a time. */
-void each_row(struct coord *c, enum ferry_query q, int64_t start, row_fn fn)
+/* Runs fn over every file row of pass p, a chunk at a time. */
+void each_row(struct coord *c, enum ferry_pass p, row_fn fn)
 {
-        int64_t cursor = start; /* the hand-out's is done with */
+        struct ferry_handout h; /* the copy's hand-out is done with */
+        ferry_manifest_handout_start(&h, p, c->gen);
         while (!c->stop_code) {
                 struct ferry_batch *b = ferry_batch_new(0, 256);
                 if (!b) {
                         set_error(c, FERRY_EINTERNAL, "out of memory");
                         return;
                 }
-                if (ferry_manifest_fill(c->m, q, c->gen, &cursor, b, 256,
-                                        UINT64_MAX))
+                if (ferry_manifest_handout(c->m, &h, b, 256, UINT64_MAX))
                         manifest_error(c);
                 size_t n = b->n;
                 for (size_t i = 0; i < n && !c->stop_code; i++)
@@ -225,6 +224,27 @@ void each_row(struct coord *c, enum ferry_query q, int64_t start, row_fn fn)
                 if (!n)
                         return;
         }
+}
+
+/* Runs fn over every directory row of set, deepest first. */
+static void each_dir(struct coord *c, enum ferry_dir_set set, dir_fn fn)
+{
+        struct ferry_dir_walk *w = NULL;
+        if (ferry_manifest_dir_walk(c->m, set, c->gen, &w)) {
+                manifest_error(c);
+                return;
+        }
+        while (!c->stop_code) {
+                const struct ferry_dir_row *rows;
+                size_t n = 0;
+                if (ferry_manifest_dir_walk_next(c->m, w, &rows, &n))
+                        manifest_error(c);
+                for (size_t i = 0; i < n && !c->stop_code; i++)
+                        fn(c, &rows[i]);
+                if (!n)
+                        break;
+        }
+        ferry_manifest_dir_walk_end(w);
 }
 
 /* What apply_dir_dst did to a directory of DST. */
@@ -240,21 +260,21 @@ struct dir_outcome {
  * neither the coordinator nor the manifest: apply_dir records. */
 static void apply_dir_dst(const struct ferry_copy_dirs *d,
                           const struct ferry_options *opt, mode_t umask,
-                          const char *path, const struct ferry_item *it,
-                          struct dir_outcome *o)
+                          const struct ferry_dir_row *it, struct dir_outcome *o)
 {
+        const char *path = it->path;
         int fd = -1;
         o->step = FERRY_STEP_MKDIR;
         o->sync_err = 0;
         o->rc = ferry_copy_make_dst_dir(d, path, &fd, o->why, sizeof(o->why));
         if (!o->rc && opt->owner && geteuid() == 0 &&
-            (o->rc = ferry_fsio_fchown(fd, it->st.uid, it->st.gid)))
+            (o->rc = ferry_fsio_fchown(fd, it->uid, it->gid)))
                 o->step = FERRY_STEP_CHOWN;
-        mode_t mode = opt->perms ? it->st.mode & 07777 : 0777 & ~umask;
+        mode_t mode = opt->perms ? it->mode & 07777 : 0777 & ~umask;
         if (!o->rc && (o->rc = ferry_fsio_fchmod(fd, mode)))
                 o->step = FERRY_STEP_CHMOD;
         if (!o->rc && opt->times &&
-            (o->rc = ferry_fsio_futimens(fd, it->st.mtime, it->st.mtime)))
+            (o->rc = ferry_fsio_futimens(fd, it->mtime, it->mtime)))
                 o->step = FERRY_STEP_UTIMES;
         /* --durability=file: the directory's entries (made, deleted) and
          * its metadata, made durable here instead of by a syncfs */
@@ -263,14 +283,13 @@ static void apply_dir_dst(const struct ferry_copy_dirs *d,
         ferry_fsio_close(&fd);
 }
 
-static void apply_dir(struct coord *c, const struct ferry_batch *b,
-                      const struct ferry_item *it)
+static void apply_dir(struct coord *c, const struct ferry_dir_row *it)
 {
-        const char *path = ferry_batch_at(b, it->dir_off);
+        const char *path = it->path;
         struct ferry_copy_dirs d = {c->cfg->srcfd, c->cfg->dstfd,
                                     c->cfg->names};
         struct dir_outcome o;
-        apply_dir_dst(&d, c->opt, c->umask, path, it, &o);
+        apply_dir_dst(&d, c->opt, c->umask, it, &o);
         note_tree_sync(c, o.sync_err);
         if (o.rc && !o.why[0] && stop_for_dst(c, o.rc))
                 return; /* nobody's failure: the row stays pending */
@@ -285,11 +304,11 @@ static void apply_dir(struct coord *c, const struct ferry_batch *b,
                         ferry_failure_message(&f, true, o.why, sizeof(o.why));
                 c->sum->files_failed++;
                 emit_failure(c, FERRY_EV_FAILED, "", path, o.why, &f);
-                if (ferry_manifest_dir_set_error(c->m, it->id, &f, o.why))
+                if (ferry_manifest_dir_outcome(c->m, it, DIR_FAILED, &f, o.why))
                         manifest_error(c);
                 return;
         }
-        if (ferry_manifest_dir_applied(c->m, it->id))
+        if (ferry_manifest_dir_outcome(c->m, it, DIR_APPLIED, NULL, NULL))
                 manifest_error(c);
 }
 
@@ -308,15 +327,15 @@ static void remove_temp(struct coord *c, const struct ferry_batch *b,
 
 void finish_tree(struct coord *c)
 {
-        each_row(c, Q_STALE_TEMPS, 0, remove_temp);
+        each_row(c, PASS_STALE_TEMPS, remove_temp);
         bool deleted = false;
         if (c->opt->delete_removed) {
                 if (c->sum->scan_errors)
                         emit(c, FERRY_EV_WARNING, "", "",
                              "the scan had errors: nothing deleted");
                 else if (check_delete(c)) {
-                        each_row(c, Q_REMOVED_FILES, 0, delete_file);
-                        each_row(c, Q_REMOVED_DIRS, INT64_MAX, delete_dir);
+                        each_row(c, PASS_REMOVED, delete_file);
+                        each_dir(c, DIRS_REMOVED, delete_dir);
                         report_held(c);
                         deleted = true;
                 } else if (c->fin.refused) {
@@ -324,7 +343,7 @@ void finish_tree(struct coord *c)
                 }
         }
         record_source(c, deleted);
-        each_row(c, Q_PENDING_DIRS, INT64_MAX, apply_dir);
+        each_dir(c, DIRS_TO_APPLY, apply_dir);
         /* Deletions touch their directory, so apply_dir met every
          * directory changed above: with --durability=file it fsynced each
          * (no syncfs, which that mode is for file systems that lack). */

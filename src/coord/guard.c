@@ -65,7 +65,7 @@ static bool source_suspect(struct coord *c, char *why, size_t size)
         uint64_t done = 0;
         if (n <= DELETE_HANDFUL)
                 return false;
-        if (ferry_manifest_count_done(c->m, &done)) {
+        if (ferry_manifest_count(c->m, COUNT_DONE, 0, &done, NULL)) {
                 manifest_error(c);
                 return false;
         }
@@ -90,7 +90,7 @@ bool check_delete(struct coord *c)
 {
         char why[768];
         c->fin.to_delete = 0;
-        each_row(c, Q_REMOVED_FILES, 0, count_deletable);
+        each_row(c, PASS_REMOVED, count_deletable);
         if (c->stop_code || !c->fin.to_delete || c->opt->delete_anyway ||
             !source_suspect(c, why, sizeof(why)))
                 return !c->stop_code;
@@ -112,10 +112,7 @@ bool check_delete(struct coord *c)
  * root, perhaps a mount point, does not give its metadata to DST's. */
 void keep_source_rows(struct coord *c)
 {
-        int64_t root = 0;
-        if (ferry_manifest_keep_removed(c->m, c->gen) ||
-            ferry_manifest_dir_find(c->m, "", 0, &root, NULL) ||
-            (root && ferry_manifest_dir_defer(c->m, root)))
+        if (ferry_manifest_delete_refused(c->m, c->gen))
                 manifest_error(c);
         commit(c); /* whatever becomes of DST's barrier below */
 }
@@ -128,7 +125,8 @@ void record_source(struct coord *c, bool deleted)
         if (!c->in.src_was[0] || c->stop_code || c->sum->scan_errors ||
             c->fin.refused)
                 return;
-        if (!deleted && ferry_manifest_count_removed(c->m, c->gen, &gone)) {
+        if (!deleted &&
+            ferry_manifest_count(c->m, COUNT_GONE, c->gen, &gone, NULL)) {
                 manifest_error(c);
                 return;
         }

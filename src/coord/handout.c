@@ -1,8 +1,9 @@
 /*
  * coord/handout.c - what goes to the workers next.
  *
- * Owns the hand-out's state (struct handout): the pass, its cursor, the
- * low rows, and the count of batches and items out. Pass 1 (phases
+ * Owns the hand-out's state (struct handout): the pass and where the
+ * manifest's hand-out of it is (struct ferry_handout), the low rows, and
+ * the count of batches and items out. Pass 1 (phases
  * SCANNING and FIRST_PASS) follows the scan by row id, so that copying
  * overlaps the scan, and skips hardlink followers; it also hands out, by
  * id, rows that became pending behind its cursor (note_low). The later
@@ -40,18 +41,25 @@ void handout_init(struct handout *h, int work_kind, unsigned max_in_flight)
  * flight. Beyond LOW_ROWS they wait for the second pass. */
 void handout_note_low(struct handout *h, int64_t id)
 {
-        if (id > 0 && id <= h->cursor && h->n_low < LOW_ROWS)
+        if (ferry_manifest_handout_passed(&h->at, id) && h->n_low < LOW_ROWS)
                 h->low[h->n_low++] = id;
 }
 
-static int fill(struct handout *h, struct ferry_manifest *m, int64_t gen,
-                enum ferry_query q, struct ferry_batch **out)
+/* Pass p of generation gen from its first row, unless it is the one
+ * going on. */
+static void keep_pass(struct handout *h, enum ferry_pass p, int64_t gen)
+{
+        if (h->at.pass != p || h->at.gen != gen)
+                ferry_manifest_handout_start(&h->at, p, gen);
+}
+
+static int fill(struct handout *h, struct ferry_manifest *m,
+                struct ferry_batch **out)
 {
         struct ferry_batch *b = ferry_batch_new(h->work_kind, BATCH_ITEMS);
         if (!b)
                 return FERRY_EINTERNAL;
-        if (ferry_manifest_fill(m, q, gen, &h->cursor, b, BATCH_ITEMS,
-                                BATCH_BYTES)) {
+        if (ferry_manifest_handout(m, &h->at, b, BATCH_ITEMS, BATCH_BYTES)) {
                 ferry_batch_free(b);
                 return FERRY_EMANIFEST;
         }
@@ -63,7 +71,7 @@ static int fill(struct handout *h, struct ferry_manifest *m, int64_t gen,
 }
 
 /* The rows noted by handout_note_low, a batch of them at a time. */
-static int fill_low(struct handout *h, struct ferry_manifest *m, int64_t gen,
+static int fill_low(struct handout *h, struct ferry_manifest *m,
                     struct ferry_batch **out)
 {
         if (!h->n_low)
@@ -76,8 +84,7 @@ static int fill_low(struct handout *h, struct ferry_manifest *m, int64_t gen,
         while (h->n_low && b->n < BATCH_ITEMS && bytes < BATCH_BYTES) {
                 int64_t id = h->low[--h->n_low];
                 size_t before = b->n;
-                if (ferry_manifest_fill(m, Q_ONE_PENDING, gen, &id, b, 1,
-                                        UINT64_MAX)) {
+                if (ferry_manifest_handout_again(m, &h->at, id, b)) {
                         rc = FERRY_EMANIFEST;
                         break;
                 }
@@ -97,14 +104,15 @@ static int first_pass(struct handout *h, struct ferry_manifest *m, int64_t gen,
                       bool settled, enum run_phase *phase,
                       struct ferry_batch **out)
 {
-        int rc = fill_low(h, m, gen, out);
+        keep_pass(h, PASS_COPY_FIRST, gen);
+        int rc = fill_low(h, m, out);
         if (!rc && !*out)
-                rc = fill(h, m, gen, Q_FIRST_PASS, out);
+                rc = fill(h, m, out);
         if (rc || *out || *phase == PH_SCANNING || !settled)
                 return rc;
         *phase = PH_LATER_PASS;
         h->pass = 2;
-        h->cursor = 0;
+        ferry_manifest_handout_start(&h->at, PASS_COPY_NEXT, gen);
         h->pass_gave = false;
         return 0;
 }
@@ -117,8 +125,9 @@ static int later_pass(struct handout *h, struct ferry_manifest *m, int64_t gen,
                       bool settled, enum run_phase *phase,
                       struct ferry_batch **out)
 {
+        keep_pass(h, PASS_COPY_NEXT, gen);
         for (;;) {
-                int rc = fill(h, m, gen, Q_NEXT_PASS, out);
+                int rc = fill(h, m, out);
                 if (rc)
                         return rc;
                 if (*out) {
@@ -132,7 +141,7 @@ static int later_pass(struct handout *h, struct ferry_manifest *m, int64_t gen,
                         return 0;
                 }
                 h->pass++;
-                h->cursor = 0;
+                ferry_manifest_handout_start(&h->at, PASS_COPY_NEXT, gen);
                 h->pass_gave = false;
         }
 }
@@ -146,7 +155,8 @@ int handout_next(struct handout *h, struct ferry_manifest *m, int64_t gen,
         case PH_FIRST_PASS: return first_pass(h, m, gen, settled, phase, out);
         case PH_LATER_PASS: return later_pass(h, m, gen, settled, phase, out);
         case PH_VERIFYING: {
-                int rc = fill(h, m, gen, Q_VERIFY, out);
+                keep_pass(h, PASS_VERIFY, gen);
+                int rc = fill(h, m, out);
                 if (!*out)
                         *phase = PH_DRAINING;
                 return rc;

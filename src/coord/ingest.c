@@ -2,12 +2,14 @@
  * coord/ingest.c - the scan's results into manifest rows.
  *
  * Owns what the coordinator does with a listing (MSG_LISTING: a chunk of
- * one SRC directory) and with the scan's end (MSG_SCAN_DONE): directory
- * and file rows upserted, the small cache of directory rows, SRC's
- * identity, what a directory that could not be read keeps, rows of a
- * replaced directory removed, the counts of the summary and progress, and,
- * once the scan is complete, rows it did not see marked gone and the DST
- * space check.
+ * one SRC directory) and with the scan's end (MSG_SCAN_DONE): the
+ * listing recorded whole by the manifest (ferry_manifest_record_listing:
+ * rows, what a directory that could not be read keeps, rows of a replaced
+ * directory removed), what it found handed to the hand-out (rows to copy,
+ * rows the first pass went past), SRC's identity, the warnings, the
+ * counts of the summary and progress, and, once the scan is complete,
+ * rows it did not see marked gone (ferry_manifest_scan_complete) and the
+ * DST space check.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -23,67 +25,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-
-static struct dir_slot *dcache_find(struct coord *c, const char *path,
-                                    size_t len)
-{
-        for (unsigned i = 0; i < DIR_CACHE; i++) {
-                struct dir_slot *s = &c->in.dcache[i];
-                if (s->path && s->len == len && !memcmp(s->path, path, len))
-                        return s;
-        }
-        return NULL;
-}
-
-static void dcache_put(struct coord *c, const char *path, size_t len,
-                       int64_t id, bool is_new, bool marking)
-{
-        struct dir_slot *s = &c->in.dcache[c->in.dcache_next++ % DIR_CACHE];
-        free(s->path);
-        s->path = malloc(len + 1);
-        if (!s->path)
-                return;
-        memcpy(s->path, path, len + 1);
-        s->len = len;
-        s->id = id;
-        s->is_new = is_new;
-        s->marking = marking;
-}
-
-static int listing_dir(struct coord *c, const struct ferry_listing *l,
-                       int64_t *id, bool *is_new, bool *marking)
-{
-        if (l->first) {
-                int rc = ferry_manifest_dir_upsert(c->m, l->path, l->path_len,
-                                                   &l->dir_st, c->gen, id,
-                                                   is_new, marking);
-                if (!rc)
-                        dcache_put(c, l->path, l->path_len, *id, *is_new,
-                                   *marking);
-                return rc;
-        }
-        struct dir_slot *s = dcache_find(c, l->path, l->path_len);
-        if (s) {
-                *id = s->id;
-                *is_new = s->is_new;
-                *marking = s->marking;
-                return 0;
-        }
-        *is_new = false;
-        return ferry_manifest_dir_find(c->m, l->path, l->path_len, id, marking);
-}
-
-/* A new file in a known directory may have replaced a directory: the rows
- * below that one are gone from SRC (before DST's directory is replaced). */
-static int replaced_dir(struct coord *c, const struct ferry_listing *l,
-                        const struct ferry_entry *e)
-{
-        size_t len;
-        const char *path = join_path(c, l->path, l->arena + e->name_off, &len);
-        if (!path)
-                return -1;
-        return ferry_manifest_subtree_removed(c->m, path, len, c->gen);
-}
 
 static void count_entry(struct coord *c, const struct ferry_listing *l,
                         const struct ferry_entry *e, enum ferry_upsert res)
@@ -107,23 +48,20 @@ static void count_entry(struct coord *c, const struct ferry_listing *l,
                 c->prog.bytes_total += e->st.size;
 }
 
-/* A directory the scan could not read: say so, record why, and keep what
- * the manifest knew below it as seen, so nothing there looks deleted. */
-static int scan_error(struct coord *c, const struct ferry_listing *l,
-                      int64_t dir)
+/* A directory the scan could not read: say so (the manifest kept why
+ * with it, and what it knew below it as seen, so that nothing there looks
+ * deleted). */
+static void tell_scan_error(struct coord *c, const struct ferry_listing *l,
+                            const struct ferry_failure *f, const char *why)
 {
-        char why[256];
-        struct ferry_failure f =
-                ferry_failure_of(FERRY_SIDE_SRC, l->open_step, l->open_err);
-        ferry_failure_message(&f, true, why, sizeof(why));
+        if (ferry_fsio_out_of_fds(l->open_err)) {
+                stop_no_fds(c, l->open_err); /* not the directory's fault */
+                return;
+        }
         c->sum->scan_errors++;
         c->prog.errors++;
         emit_failure(c, FERRY_EV_WARNING, "", l->path_len ? l->path : ".", why,
-                     &f);
-        int rc = ferry_manifest_dir_set_error(c->m, dir, &f, why);
-        return rc ? rc
-                  : ferry_manifest_keep_subtree(c->m, l->path, l->path_len,
-                                                c->gen);
+                     f);
 }
 
 /* A directory of SRC is DST's root (a bind mount, which the checks before
@@ -163,50 +101,64 @@ static int check_source(struct coord *c, const struct ferry_stat *st)
         return 0;
 }
 
+/* Room for the outcomes of a listing of n entries. */
+static struct ferry_entry_rec *entry_recs(struct coord *c, size_t n)
+{
+        if (n > c->in.recs_cap) {
+                struct ferry_entry_rec *r = realloc(c->in.recs, n * sizeof(*r));
+                if (!r)
+                        return NULL;
+                c->in.recs = r;
+                c->in.recs_cap = n;
+        }
+        return c->in.recs;
+}
+
 void on_listing(struct coord *c, struct ferry_listing *l)
 {
-        int64_t dir = 0;
-        bool is_new = false, marking = true;
         if (l->first && ferry_own_is_dst(c->cfg->own, &l->dir_st)) {
                 nested_dst(c, l);
                 ferry_listing_free(l);
                 return;
         }
+        struct ferry_entry_rec *out = entry_recs(c, l->n ? l->n : 1);
+        if (!out) {
+                set_error(c, FERRY_EINTERNAL, "out of memory");
+                ferry_listing_free(l);
+                return;
+        }
         c->dirty = true;
-        int rc = listing_dir(c, l, &dir, &is_new, &marking);
+        char why[256] = "";
+        struct ferry_failure f = {0};
+        bool fds = ferry_fsio_out_of_fds(l->open_err);
+        if (l->open_err && !fds) { /* kept with the directory */
+                f = ferry_failure_of(FERRY_SIDE_SRC, l->open_step, l->open_err);
+                ferry_failure_message(&f, true, why, sizeof(why));
+        }
+        struct ferry_listing_rec how = {
+                .gen = c->gen,
+                .hard_links = c->opt->hard_links,
+                .error = l->open_err && !fds ? why : NULL,
+                .fail = l->open_err && !fds ? &f : NULL,
+                .stopping = c->stop_code || atomic_load(c->cfg->stop),
+        };
+        int rc = ferry_manifest_record_listing(c->m, l, &how, out);
         if (l->first && l->path_len)
                 c->in.dirs_seen++;
         else if (!rc && l->first)
                 rc = check_source(c, &l->dir_st);
-        if (!rc && !dir)
-                rc = -1; /* a chunk whose directory is unknown: cannot be */
-        for (size_t i = 0; i < l->n && !rc; i++) {
-                const struct ferry_entry *e = &l->entries[i];
-                enum ferry_upsert res = 0;
-                rc = ferry_manifest_file_upsert(
-                        c->m, dir, is_new, marking, l->arena + e->name_off,
-                        e->name_len, &e->st, c->gen, c->opt->hard_links, &res);
+        for (size_t i = 0; i < l->n; i++) {
+                enum ferry_upsert res = out[i].res;
+                if (!res)
+                        continue; /* not recorded */
                 if (res == UP_NEW || res == UP_CHANGED)
                         c->fresh = true;
-                if ((res == UP_CHANGED || res == UP_RESUMED) && c->ho.pass == 1)
-                        note_low(c, ferry_manifest_upserted(c->m));
-                if (!rc && (res == UP_NEW || res == UP_CHANGED) && !is_new)
-                        rc = replaced_dir(c, l, e);
-                if (!rc)
-                        count_entry(c, l, e, res);
+                if (out[i].again && c->ho.pass == 1)
+                        note_low(c, out[i].id);
+                count_entry(c, l, &l->entries[i], res);
         }
-        if (!rc && ferry_fsio_out_of_fds(l->open_err)) {
-                stop_no_fds(c, l->open_err); /* not the directory's fault */
-                rc = ferry_manifest_keep_subtree(c->m, l->path, l->path_len,
-                                                 c->gen);
-        } else if (!rc && l->open_err)
-                rc = scan_error(c, l, dir);
-        else if (!rc && l->first)
-                rc = ferry_manifest_dir_set_error(c->m, dir, NULL, NULL);
-        if (!rc && l->last && !l->open_err && !c->stop_code &&
-            !atomic_load(c->cfg->stop))
-                rc = ferry_manifest_dir_listed(c->m, dir, c->gen, marking,
-                                               l->seen);
+        if (!rc && l->open_err)
+                tell_scan_error(c, l, &f, why);
         if (rc)
                 manifest_error(c);
         ferry_listing_free(l);
@@ -229,7 +181,7 @@ static void check_space(struct coord *c)
 {
         uint64_t files, bytes;
         struct statvfs vfs;
-        if (ferry_manifest_pending(c->m, c->gen, &files, &bytes)) {
+        if (ferry_manifest_count(c->m, COUNT_TO_COPY, c->gen, &files, &bytes)) {
                 manifest_error(c);
                 return;
         }
@@ -259,8 +211,7 @@ void on_scan_done(struct coord *c)
         /* The scan is complete: rows of directories it did not see are gone
          * from SRC, and hardlink groups whose first name is gone get another
          * before their other names are handed out (the next pass). */
-        if (ferry_manifest_mark_unseen(c->m, c->gen) ||
-            ferry_manifest_elect_leaders(c->m)) {
+        if (ferry_manifest_scan_complete(c->m, c->gen)) {
                 manifest_error(c);
                 return;
         }

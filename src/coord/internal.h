@@ -5,8 +5,8 @@
  * The coordinator is one thread (coord.h); its files are its roles:
  *   run.c      the loop, dispatch, threads, the phase, errors, result codes
  *   start.c    the start of a copy run: the run's row, the DST sample
- *   ingest.c   scan results into manifest rows (and the directory cache)
- *   handout.c  what is handed out next: passes, low rows, the cursor
+ *   ingest.c   scan results into manifest rows, and what they found
+ *   handout.c  what is handed out next: passes, low rows
  *   barrier.c  the barrier thread and recording copy results (rule 1)
  *   verify.c   recording --verify's results, and the verify run
  *   finish.c   end-of-run tree work: temps, --delete, directory metadata
@@ -43,6 +43,7 @@
 #include "coord.h"
 
 #include "batch.h"
+#include "buf.h"
 #include "names_fold.h"
 #include "queue.h"
 
@@ -52,9 +53,8 @@
 #define BATCH_ITEMS     32
 #define BATCH_BYTES     (32ull << 20)
 #define MAX_OUTSTANDING 4096 /* items handed out but not yet committed */
-#define LOW_ROWS        4096 /* changed rows waiting below the cursor */
+#define LOW_ROWS        4096 /* changed rows the pass went past */
 #define MAX_PASSES      4
-#define DIR_CACHE       8
 /* set_phase and assert_run_state check (a bug stops the run at once, as
  * assert would) in testing and debug builds */
 #if defined(FERRY_TESTING) || !defined(NDEBUG)
@@ -83,9 +83,9 @@ struct handout {
         bool hand_out;  /* false in a dry run: nothing is handed out */
         int pass;       /* 1 in SCANNING and FIRST_PASS, then 2..MAX_PASSES */
         bool pass_gave; /* this later pass handed something out */
-        int64_t cursor; /* the pass's last row id handed out */
-        /* rows that became pending below the first pass's cursor (changed
-         * or resumed rows keep their ids): handed out by id, so that a
+        struct ferry_handout at; /* where the manifest's pass is */
+        /* rows that became pending where the first pass went past
+         * (changed or resumed rows keep their ids): handed out by id, so that a
          * re-run copies them while it scans, not after */
         int64_t low[LOW_ROWS];
         size_t n_low;
@@ -111,20 +111,12 @@ struct barrier {
         bool failed;                 /* a barrier of this run failed */
 };
 
-struct dir_slot {
-        char *path;
-        size_t len;
-        int64_t id;
-        bool is_new;
-        bool marking;
-};
-
 /* What ingesting the scan's listings keeps (ingest.c). */
 struct ingest {
         bool scan_done; /* MSG_SCAN_DONE came (or no scan: verify); read
                            where the phase cannot tell: in STOPPING */
-        struct dir_slot dcache[DIR_CACHE];
-        unsigned dcache_next;
+        struct ferry_entry_rec *recs; /* what a listing's entries became */
+        size_t recs_cap;
         uint64_t dirs_seen; /* directories the scan listed, SRC not counted */
         char src_id[64];    /* SRC's root now, "dev:ino" */
         char src_was[64];   /* the one recorded, when it differs */
@@ -166,12 +158,12 @@ struct coord {
         struct finish fin;
         struct ferry_progress prog;
         double t0, last_prog, last_commit;
-        char *pathbuf; /* join_path's */
-        size_t pathcap;
+        struct ferry_buf path; /* join_path's */
 };
 
 typedef void (*row_fn)(struct coord *c, const struct ferry_batch *b,
                        const struct ferry_item *it);
+typedef void (*dir_fn)(struct coord *c, const struct ferry_dir_row *d);
 
 /* run.c: phase, errors, events, the transaction */
 void set_phase(struct coord *c, enum run_phase to);
@@ -244,7 +236,7 @@ void record_verify(struct coord *c, const struct ferry_batch *b,
                    const struct ferry_item *it);
 
 /* finish.c */
-void each_row(struct coord *c, enum ferry_query q, int64_t start, row_fn fn);
+void each_row(struct coord *c, enum ferry_pass p, row_fn fn);
 bool protected_path(struct coord *c, const char *dir, const char *name,
                     bool is_dir);
 void finish_tree(struct coord *c);

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "internal.h"
 
+#include "buf.h"
 #include "copy.h"
 #include "fsio.h"
 #include "scan.h"
@@ -161,24 +162,15 @@ void manifest_error(struct coord *c)
 const char *join_path(struct coord *c, const char *dir, const char *name,
                       size_t *len)
 {
-        size_t dl = strlen(dir), nl = strlen(name);
-        if (dl + nl + 2 > c->pathcap) {
-                size_t cap = (dl + nl + 2) * 2;
-                char *p = realloc(c->pathbuf, cap);
-                if (!p)
-                        return NULL;
-                c->pathbuf = p;
-                c->pathcap = cap;
+        ferry_buf_reset(&c->path);
+        ferry_buf_adds(&c->path, dir);
+        ferry_buf_add_path(&c->path, name);
+        if (c->path.oom) {
+                ferry_buf_release(&c->path); /* a later call may find memory */
+                return NULL;
         }
-        size_t n = 0;
-        if (dl) {
-                memcpy(c->pathbuf, dir, dl);
-                c->pathbuf[dl] = '/';
-                n = dl + 1;
-        }
-        memcpy(c->pathbuf + n, name, nl + 1);
-        *len = n + nl;
-        return c->pathbuf;
+        *len = c->path.len;
+        return c->path.buf;
 }
 
 void emit_failure(struct coord *c, enum ferry_event ev, const char *dir,
@@ -469,6 +461,7 @@ int coord_init(struct coord *c, const struct ferry_coord_cfg *cfg,
 {
         memset(c, 0, sizeof(*c));
         memset(sum, 0, sizeof(*sum));
+        ferry_buf_init(&c->path);
         c->cfg = cfg;
         c->opt = cfg->opt;
         c->m = cfg->m;
@@ -494,10 +487,9 @@ void coord_release(struct coord *c)
         ferry_queue_release(&c->inbox);
         ferry_queue_release(&c->work);
         ferry_queue_release(&c->bar.q);
-        for (unsigned i = 0; i < DIR_CACHE; i++)
-                free(c->in.dcache[i].path);
+        free(c->in.recs);
         ferry_fold_free(c->fin.fold);
-        free(c->pathbuf);
+        ferry_buf_release(&c->path);
         c->sum->seconds = now() - c->t0;
 }
 
@@ -507,7 +499,7 @@ static bool barrier_left_files(struct coord *c)
 {
         uint64_t files = 0, bytes = 0;
         if (!c->bar.failed || c->opt->dry_run ||
-            ferry_manifest_pending(c->m, c->gen, &files, &bytes))
+            ferry_manifest_count(c->m, COUNT_TO_COPY, c->gen, &files, &bytes))
                 return c->bar.failed;
         if (files && !c->err->msg[0])
                 snprintf(c->err->msg, sizeof(c->err->msg),

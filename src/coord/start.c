@@ -130,13 +130,18 @@ static int check_destination(struct coord *c)
                 return 0;
         const struct ferry_failure missing = {FERRY_SIDE_DST,
                                               FERRY_STEP_MISSING, 0};
+        struct ferry_outcome again[DST_SAMPLE];
+        size_t n = 0;
         for (unsigned i = 0; i < ds.missing && i < DST_SAMPLE; i++)
-                if (ferry_manifest_file_set_state(c->m, ds.missing_ids[i],
-                                                  ST_PENDING, &missing,
-                                                  "missing from the "
-                                                  "destination") ||
-                    ferry_manifest_dir_chain_touch(c->m, ds.missing_ids[i]))
-                        return -1;
+                again[n++] = (struct ferry_outcome){
+                        .kind = FO_AGAIN,
+                        .id = ds.missing_ids[i],
+                        .why = "missing from the destination",
+                        .fail = &missing,
+                        .dst_missing = true,
+                };
+        if (ferry_manifest_record_outcomes(c->m, again, n, NULL))
+                return -1;
         char why[160];
         snprintf(why, sizeof(why),
                  "%u of %u copied files looked at are missing from the "
@@ -154,10 +159,8 @@ int begin_run(struct coord *c)
         if (ferry_manifest_begin(c->m) ||
             ferry_manifest_run_start(c->m, c->cfg->command, &c->run_id) ||
             written_since(c) || check_destination(c) ||
-            ferry_manifest_next_gen(c->m, &c->gen) ||
-            ferry_manifest_retry_failed(c->m) ||
-            ferry_manifest_pending(c->m, 0, &c->prog.files_total,
-                                   &c->prog.bytes_total)) {
+            ferry_manifest_scan_start(c->m, &c->gen, &c->prog.files_total,
+                                      &c->prog.bytes_total)) {
                 manifest_error(c);
                 return c->stop_code;
         }

@@ -19,10 +19,12 @@
 #include <string.h>
 
 /* --verify found this DST file differing from its copy: what DST holds now
- * is recorded as ferry's, so the next run repairs it (rule 9 would keep a
- * file that changed since ferry copied it). */
-static int claim_mismatch(struct coord *c, const struct ferry_batch *b,
-                          const struct ferry_item *it)
+ * is to be recorded as ferry's (*rec), so the next run repairs it (rule 9
+ * would keep a file that changed since ferry copied it). False when there
+ * is nothing to claim: the copy replaces nothing. */
+static bool claim_mismatch(struct coord *c, const struct ferry_batch *b,
+                           const struct ferry_item *it,
+                           struct ferry_dst_rec *rec)
 {
         struct ferry_stat st;
         int dfd = -1,
@@ -33,15 +35,16 @@ static int claim_mismatch(struct coord *c, const struct ferry_batch *b,
                                        &st);
         ferry_fsio_close(&dfd);
         if (rc)
-                return 0; /* nothing to claim: the copy replaces nothing */
-        struct ferry_dst_rec rec = {it->type, st.size, st.mtime};
-        return ferry_manifest_file_set_dst(c->m, it->id, &rec);
+                return false;
+        *rec = (struct ferry_dst_rec){it->type, st.size, st.mtime};
+        return true;
 }
 
 void record_verify(struct coord *c, const struct ferry_batch *b,
                    const struct ferry_item *it)
 {
         char why[512], what[64];
+        struct ferry_dst_rec rec;
         int rc = 0;
         c->prog.files_done++;
         c->prog.bytes_done += it->st.size;
@@ -49,18 +52,23 @@ void record_verify(struct coord *c, const struct ferry_batch *b,
         case R_DONE: c->sum->verified++; return;
         case R_NOFDS: stop_no_fds(c, it->err); return;
         case R_MISMATCH:
-        case R_MISSING:
+        case R_MISSING: {
                 ferry_failure_message(&it->fail, false, what, sizeof(what));
                 snprintf(why, sizeof(why), "verify: %s %s", what,
                          it->result == R_MISSING ? "is missing" : "differs");
-                rc = ferry_manifest_file_set_state(c->m, it->id, ST_PENDING,
-                                                   &it->fail, why);
-                if (!rc && it->result == R_MISMATCH &&
-                    it->fail.side == FERRY_SIDE_DST)
-                        rc = claim_mismatch(c, b, it);
+                bool claim = it->result == R_MISMATCH &&
+                             it->fail.side == FERRY_SIDE_DST &&
+                             claim_mismatch(c, b, it, &rec);
                 /* a missing file's directories may be made anew */
-                if (!rc && it->result == R_MISSING)
-                        rc = ferry_manifest_dir_chain_touch(c->m, it->id);
+                struct ferry_outcome o = {
+                        .kind = FO_AGAIN,
+                        .id = it->id,
+                        .why = why,
+                        .fail = &it->fail,
+                        .dst_missing = it->result == R_MISSING,
+                        .claim = claim ? &rec : NULL,
+                };
+                rc = ferry_manifest_record_outcomes(c->m, &o, 1, NULL);
                 c->sum->verified++;
                 c->sum->mismatched++;
                 emit_item(c,
@@ -68,6 +76,7 @@ void record_verify(struct coord *c, const struct ferry_batch *b,
                                                   : FERRY_EV_MISMATCH,
                           b, it, what, &it->fail);
                 break;
+        }
         default:
                 reason(b, it, why, sizeof(why));
                 c->sum->files_failed++;
@@ -100,7 +109,7 @@ int ferry_coord_verify(const struct ferry_coord_cfg *cfg,
         /* rows the latest scan did not see are no longer part of SRC */
         if (ferry_manifest_begin(c.m) ||
             ferry_manifest_current_gen(c.m, &c.gen) ||
-            ferry_manifest_not_done(c.m, c.gen, &not_done)) {
+            ferry_manifest_count(c.m, COUNT_NOT_DONE, c.gen, &not_done, NULL)) {
                 manifest_error(&c);
         } else {
                 c.in.scan_done = true; /* no scan: the latest one's rows */

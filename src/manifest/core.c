@@ -7,6 +7,8 @@
 #define _GNU_SOURCE
 #include "manifest/internal.h"
 
+#include "buf.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -197,16 +199,16 @@ void mf_bind_failure(sqlite3_stmt *s, int first, const struct ferry_failure *f)
 
 int mf_bind_subtree(sqlite3_stmt *s, int i, const char *path, size_t len)
 {
-        char *r = malloc(len + 1);
-        if (!r)
+        struct ferry_buf r = FERRY_BUF_INIT;
+        ferry_buf_add(&r, path, len);
+        ferry_buf_add(&r, "/", 1);
+        if (r.oom)
                 return ENOMEM;
-        memcpy(r, path, len);
         mf_bind_bytes(s, i, path, len);
-        r[len] = '/';
-        sqlite3_bind_blob(s, i + 1, r, (int)len + 1, SQLITE_TRANSIENT);
-        r[len] = '0';
-        sqlite3_bind_blob(s, i + 2, r, (int)len + 1, SQLITE_TRANSIENT);
-        free(r);
+        sqlite3_bind_blob(s, i + 1, r.buf, (int)r.len, SQLITE_TRANSIENT);
+        r.buf[len] = '0'; /* '0' follows '/' */
+        sqlite3_bind_blob(s, i + 2, r.buf, (int)r.len, SQLITE_TRANSIENT);
+        ferry_buf_release(&r);
         return 0;
 }
 

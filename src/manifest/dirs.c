@@ -67,34 +67,33 @@ _Static_assert(S_NSTMTS <= MF_TABLE_MAX, "dirs.c: statement table too big");
 
 #define STMT(id) mf_stmt(m, T_DIRS, id, dirs_sql[id])
 
-int ferry_manifest_dir_touch(struct ferry_manifest *m, int64_t id)
+int mf_dir_touch(struct ferry_manifest *m, int64_t id)
 {
         return mf_exec_id(m, STMT(S_DIR_TOUCH), id, "directory update");
 }
 
-int ferry_manifest_dir_chain_touch(struct ferry_manifest *m, int64_t file)
+int mf_dir_chain_touch(struct ferry_manifest *m, int64_t file)
 {
         return mf_exec_id(m, STMT(S_DIR_CHAIN_TOUCH), file, "directory update");
 }
 
-int ferry_manifest_dir_applied(struct ferry_manifest *m, int64_t id)
+int mf_dir_applied(struct ferry_manifest *m, int64_t id)
 {
         return mf_exec_id(m, STMT(S_DIR_APPLIED), id, "directory update");
 }
 
-int ferry_manifest_dir_defer(struct ferry_manifest *m, int64_t id)
+int mf_dir_defer(struct ferry_manifest *m, int64_t id)
 {
         return mf_exec_id(m, STMT(S_DIR_DEFER), id, "update");
 }
 
-int ferry_manifest_dir_delete(struct ferry_manifest *m, int64_t id)
+int mf_dir_delete(struct ferry_manifest *m, int64_t id)
 {
         return mf_exec_id(m, STMT(S_DIR_DELETE), id, "directory delete");
 }
 
-int ferry_manifest_dir_set_error(struct ferry_manifest *m, int64_t id,
-                                 const struct ferry_failure *f,
-                                 const char *error)
+int mf_dir_set_error(struct ferry_manifest *m, int64_t id,
+                     const struct ferry_failure *f, const char *error)
 {
         sqlite3_stmt *s = STMT(S_DIR_ERROR);
         if (!s)
@@ -221,16 +220,15 @@ int ferry_manifest_dir_outcome(struct ferry_manifest *m,
 {
         int rc = 0;
         switch (o) {
-        case DIR_APPLIED: return ferry_manifest_dir_applied(m, d->id);
-        case DIR_FAILED:
-                return ferry_manifest_dir_set_error(m, d->id, fail, why);
-        case DIR_DEFERRED: return ferry_manifest_dir_defer(m, d->id);
+        case DIR_APPLIED: return mf_dir_applied(m, d->id);
+        case DIR_FAILED: return mf_dir_set_error(m, d->id, fail, why);
+        case DIR_DEFERRED: return mf_dir_defer(m, d->id);
         case DIR_DELETED:
                 /* its parent's mtime changed in DST */
                 if (d->parent)
-                        rc = ferry_manifest_dir_touch(m, d->parent);
-                return rc ? rc : ferry_manifest_dir_delete(m, d->id);
-        case DIR_FORGOTTEN: return ferry_manifest_dir_delete(m, d->id);
+                        rc = mf_dir_touch(m, d->parent);
+                return rc ? rc : mf_dir_delete(m, d->id);
+        case DIR_FORGOTTEN: return mf_dir_delete(m, d->id);
         }
         return mf_fail(m, "manifest: no such directory outcome %d", (int)o);
 }

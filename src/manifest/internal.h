@@ -1,7 +1,9 @@
 /*
  * manifest/internal.h - what the files of src/manifest/ share: the
  * manifest struct, the statement cache, the SQL spelling of row values,
- * and the helpers that bind and read columns (times, names, stats).
+ * the helpers that bind and read columns (times, names, stats), and the
+ * steps the operation-level calls of manifest.h are built from (mf_*:
+ * private to src/manifest/ and its white-box unit tests).
  *
  * Each file of src/manifest/ owns one verb of the manifest and one
  * statement table: an enum of its statements beside their SQL, prepared
@@ -69,11 +71,10 @@ struct mf_dir_slot {
 struct ferry_manifest {
         sqlite3 *db;
         sqlite3_stmt *stmt[MF_NTABLES][MF_TABLE_MAX];
-        char *path;       /* for messages */
-        int64_t upserted; /* the row of the last changed or resumed upsert */
-        bool immutable;   /* read as a file nobody writes: reader.c */
-        bool moved;       /* ... and it changed meanwhile: read it again */
-        struct stat st;   /* the file before an immutable read began */
+        char *path;     /* for messages */
+        bool immutable; /* read as a file nobody writes: reader.c */
+        bool moved;     /* ... and it changed meanwhile: read it again */
+        struct stat st; /* the file before an immutable read began */
         struct mf_dir_slot dcache[MF_DIR_CACHE];
         unsigned dcache_next;
         char errmsg[1024];
@@ -140,5 +141,111 @@ bool mf_still_alone(const struct ferry_manifest *m);
 /* links.c: the hl column for a new or changed row (0: NULL) */
 int mf_hardlink_of(struct ferry_manifest *m, const struct ferry_stat *st,
                    bool hard_links, int64_t self, int64_t *hl);
+/* Hardlink groups whose first name (hl = -1) is gone or failed: the next
+ * name becomes the first (copied with data) and the others, the old first
+ * name included, link to it. One row, or every removed/vanished first name
+ * (after a complete scan). */
+int mf_elect_leader(struct ferry_manifest *m, int64_t id);
+int mf_elect_leaders(struct ferry_manifest *m);
+
+/* meta.c: starts a scan generation (stored in meta) and returns it */
+int mf_next_gen(struct ferry_manifest *m, int64_t *gen);
+
+/*
+ * scan.c: the steps of record_listing and scan_complete. A file row is
+ * part of scan gen when its gen is gen (the scan wrote it) or when its
+ * directory's listed is gen (the scan read the directory whole and saw all
+ * its rows), and it is not ST_REMOVED. An unchanged directory's unchanged
+ * rows are only read, so a no-op re-run writes about one row per
+ * directory (sql/002_listed.sql).
+ *
+ * dir_upsert says whether the directory is new and whether its rows must
+ * be marked one by one (*marking: new, changed or interrupted while
+ * marking); dir_find gives the same for a later chunk of its listing
+ * (marking may be NULL), and *id 0 when there is no such directory.
+ */
+int mf_dir_upsert(struct ferry_manifest *m, const char *path, size_t len,
+                  const struct ferry_stat *st, int64_t gen, int64_t *id,
+                  bool *is_new, bool *marking);
+int mf_dir_find(struct ferry_manifest *m, const char *path, size_t len,
+                int64_t *id, bool *marking);
+/* The whole listing of a directory was recorded: seen entries in all. Rows
+ * a marking scan did not write become ST_REMOVED; an unmarked directory's
+ * rows are counted, and if they are more than the entries seen, all are
+ * kept this time and the next scan marks them. */
+int mf_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
+                  bool marking, uint64_t seen);
+/* A file at path replaced a directory: the rows below it are ST_REMOVED. */
+int mf_subtree_removed(struct ferry_manifest *m, const char *path, size_t len,
+                       int64_t gen);
+/* After a complete scan: rows of directories it did not see are removed. */
+int mf_mark_unseen(struct ferry_manifest *m, int64_t gen);
+/* Keeps every row below path (a directory the scan could not read) part
+ * of generation gen. */
+int mf_keep_subtree(struct ferry_manifest *m, const char *path, size_t len,
+                    int64_t gen);
+/* Records one scanned non-directory entry of directory dir in *o (what the
+ * row became, its id, whether to hand it out again). dir_is_new skips the
+ * lookup; without marking, an unchanged done row is only read. */
+int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
+                   bool marking, const char *name, size_t len,
+                   const struct ferry_stat *st, int64_t gen, bool hard_links,
+                   struct ferry_entry_rec *o);
+/* --delete refused: the rows scan gen found gone from SRC get the state
+ * they had before it (done, skipped or pending), so that the same SRC,
+ * back again, is neither deleted nor copied again. Rows removed by earlier
+ * scans stay removed. */
+int mf_keep_removed(struct ferry_manifest *m, int64_t gen);
+
+/* dirs.c: a directory's metadata to apply again (touch), the same for the
+ * directory of file row file and all above it (chain_touch: the copy of a
+ * file found missing in DST may make them anew, mode 0700), applied, left
+ * to the next run (defer: marked applied, and recorded so that the next
+ * scan finds it changed), deleted, its error (NULL clears it). */
+int mf_dir_touch(struct ferry_manifest *m, int64_t id);
+int mf_dir_chain_touch(struct ferry_manifest *m, int64_t file);
+int mf_dir_applied(struct ferry_manifest *m, int64_t id);
+int mf_dir_defer(struct ferry_manifest *m, int64_t id);
+int mf_dir_delete(struct ferry_manifest *m, int64_t id);
+int mf_dir_set_error(struct ferry_manifest *m, int64_t id,
+                     const struct ferry_failure *f, const char *error);
+
+/* results.c: a row done (it's st, hash and DST record), its state set
+ * (error: the message, NULL: none, and attempts do not count up; f: what
+ * failed, stored beside it, sql/005_failure.sql, NULL for none), deleted;
+ * what ferry last put in DST for the row (dir, name): rec->type 0 when
+ * nothing, or no such row; failed rows of earlier runs pending again. */
+int mf_file_done(struct ferry_manifest *m, const struct ferry_item *it);
+int mf_file_set_state(struct ferry_manifest *m, int64_t id,
+                      enum ferry_state state, const struct ferry_failure *f,
+                      const char *error);
+int mf_file_delete(struct ferry_manifest *m, int64_t id);
+int mf_file_dst(struct ferry_manifest *m, int64_t dir, const char *name,
+                size_t len, struct ferry_dst_rec *rec);
+int mf_retry_failed(struct ferry_manifest *m);
+
+/* query.c: the hand-out queries (the passes of manifest.h, and one row by
+ * id), first in query.c's statement table. */
+enum mf_query {
+        Q_FIRST_PASS = 0, /* pending rows, not hardlink followers */
+        Q_NEXT_PASS,      /* pending rows whose leader is not pending */
+        Q_VERIFY,         /* done files and symlinks of the latest scan */
+        Q_PENDING,        /* dry run: all pending rows */
+        Q_REMOVED_FILES,  /* rows removed from SRC, or vanished */
+        Q_STALE_TEMPS,    /* pending rows not seen: may have a temp file */
+        Q_ONE_PENDING,    /* the row *cursor if pending, not a follower */
+        Q_NQUERIES
+};
+/*
+ * Appends up to max rows of query q with id beyond *cursor to b (items and
+ * their paths in b's arena) and moves *cursor past them. Stops early once
+ * the rows add up to max_bytes. Copy passes hand out rows of generation
+ * gen only.
+ */
+int mf_fill(struct ferry_manifest *m, enum mf_query q, int64_t gen,
+            int64_t *cursor, struct ferry_batch *b, size_t max,
+            uint64_t max_bytes);
+/* The highest file row id, uncommitted rows included. */
+int mf_max_id(struct ferry_manifest *m, int64_t *id);
 
 #endif

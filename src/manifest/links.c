@@ -119,12 +119,12 @@ static int elect(struct ferry_manifest *m, int64_t old)
         return mf_exec_stmt(m, s, "file update");
 }
 
-int ferry_manifest_elect_leader(struct ferry_manifest *m, int64_t id)
+int mf_elect_leader(struct ferry_manifest *m, int64_t id)
 {
         return elect(m, id);
 }
 
-int ferry_manifest_elect_leaders(struct ferry_manifest *m)
+int mf_elect_leaders(struct ferry_manifest *m)
 {
         int64_t cursor = 0;
         int rc = 0;

@@ -161,7 +161,7 @@ int ferry_manifest_set_note(struct ferry_manifest *m, const char *key,
         return meta_set_text(m, key, value);
 }
 
-int ferry_manifest_next_gen(struct ferry_manifest *m, int64_t *gen)
+int mf_next_gen(struct ferry_manifest *m, int64_t *gen)
 {
         sqlite3_stmt *row;
         int rc = meta_get(m, "gen", &row);

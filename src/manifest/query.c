@@ -1,17 +1,19 @@
 /*
  * manifest/query.c - reading rows out: the hand-out queries of the copy,
- * verify and clean-up passes (ferry_manifest_fill: items and their paths
+ * verify and clean-up passes (mf_fill: items and their paths
  * into a batch), the counts of rows still to copy, done, removed or not
  * done, and the even sample of done rows that checks DST.
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
 
+#include "buf.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The statements: first the hand-out queries, by enum ferry_query. */
+/* The statements: first the hand-out queries, by enum mf_query. */
 enum query_stmt {
         S_PENDING_COUNT = Q_NQUERIES,
         S_MAX_ID,
@@ -81,19 +83,10 @@ static const char *const query_sql[S_NSTMTS] = {
                 " AND id > ?1"
                 " ORDER BY id LIMIT ?2))"
                 " ORDER BY f.id LIMIT ?2",
-        [Q_REMOVED_DIRS] =
-                "SELECT id, coalesce(parent, 0), path, '', 0, 0, mtime_ns, 0,"
-                " mode, uid, gid, 0, 0, NULL, NULL, NULL, NULL FROM dirs"
-                " WHERE gen < ?3 AND id < ?1 ORDER BY id DESC LIMIT ?2",
         [Q_ONE_PENDING] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
                 " WHERE f.id = ?1 AND f.state = " SQL_PENDING " AND f.gen = ?3"
                 " AND (f.hl IS NULL OR f.hl = " SQL_LEADER ") LIMIT ?2",
-        [Q_PENDING_DIRS] =
-                "SELECT id, id, path, '', 0, 0, mtime_ns, 0, mode, uid, gid,"
-                " 0, 0, NULL, NULL, NULL, NULL FROM dirs"
-                " WHERE state = " SQL_TO_APPLY " AND gen = ?3 AND id < ?1"
-                " ORDER BY id DESC LIMIT ?2",
         [S_PENDING_COUNT] =
                 "SELECT count(*), sum(CASE WHEN type = " SQL_REG
                 " AND (hl IS NULL OR hl = " SQL_LEADER ") THEN size END)"
@@ -135,6 +128,14 @@ static int put_blob(struct ferry_batch *b, sqlite3_stmt *s, int col,
         return ferry_batch_str(b, p ? p : "", n, off);
 }
 
+/* Appends blob column col (none when it is empty). */
+static void add_blob(struct ferry_buf *b, sqlite3_stmt *s, int col)
+{
+        const void *p = sqlite3_column_blob(s, col);
+        if (p)
+                ferry_buf_add(b, p, (size_t)sqlite3_column_bytes(s, col));
+}
+
 /* The leader's destination path "dir/name" of a hardlink follower. */
 static int put_leader(struct ferry_batch *b, sqlite3_stmt *s,
                       struct ferry_item *it)
@@ -144,27 +145,20 @@ static int put_leader(struct ferry_batch *b, sqlite3_stmt *s,
             sqlite3_column_int(s, 17) != ST_DONE ||
             !sqlite3_column_int(s, 18) || sqlite3_column_bytes(s, 21) != 16)
                 return 0;
-        const char *dir = sqlite3_column_blob(s, 19);
-        size_t dlen = (size_t)sqlite3_column_bytes(s, 19);
-        const char *name = sqlite3_column_blob(s, 20);
-        size_t nlen = (size_t)sqlite3_column_bytes(s, 20);
-        char *path = malloc(dlen + nlen + 2);
-        if (!path)
-                return ENOMEM;
-        size_t n = 0;
-        if (dlen) {
-                memcpy(path, dir, dlen);
-                path[dlen] = '/';
-                n = dlen + 1;
-        }
-        memcpy(path + n, name ? name : "", nlen);
-        int rc = ferry_batch_str(b, path, n + nlen, &it->link_off);
-        free(path);
+        struct ferry_buf path = FERRY_BUF_INIT;
+        add_blob(&path, s, 19);
+        if (path.len)
+                ferry_buf_add(&path, "/", 1);
+        add_blob(&path, s, 20);
+        int rc = path.oom ? ENOMEM
+                          : ferry_batch_str(b, path.buf, path.len,
+                                            &it->link_off);
+        ferry_buf_release(&path);
         memcpy(it->hash, sqlite3_column_blob(s, 21), 16);
         return rc;
 }
 
-static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum ferry_query q)
+static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum mf_query q)
 {
         struct ferry_item *it = &b->items[b->n];
         memset(it, 0, sizeof(*it));
@@ -194,9 +188,9 @@ static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum ferry_query q)
         return 0;
 }
 
-int ferry_manifest_fill(struct ferry_manifest *m, enum ferry_query q,
-                        int64_t gen, int64_t *cursor, struct ferry_batch *b,
-                        size_t max, uint64_t max_bytes)
+int mf_fill(struct ferry_manifest *m, enum mf_query q, int64_t gen,
+            int64_t *cursor, struct ferry_batch *b, size_t max,
+            uint64_t max_bytes)
 {
         uint64_t bytes = 0;
         sqlite3_stmt *s = STMT((int)q);
@@ -228,7 +222,7 @@ int ferry_manifest_sample_done(struct ferry_manifest *m, unsigned n,
 {
         *seen = 0;
         int64_t max = 0;
-        int rc = ferry_manifest_max_id(m, &max);
+        int rc = mf_max_id(m, &max);
         if (rc || !n || max < 1)
                 return rc;
         sqlite3_stmt *s = STMT(S_SAMPLE);
@@ -261,8 +255,8 @@ int ferry_manifest_sample_done(struct ferry_manifest *m, unsigned n,
         return rc;
 }
 
-int ferry_manifest_pending(struct ferry_manifest *m, int64_t gen,
-                           uint64_t *files, uint64_t *bytes)
+static int count_to_copy(struct ferry_manifest *m, int64_t gen, uint64_t *files,
+                         uint64_t *bytes)
 {
         int64_t v[2] = {0, 0};
         int rc = mf_select_ints(m, STMT(S_PENDING_COUNT), gen, v, 2);
@@ -271,7 +265,7 @@ int ferry_manifest_pending(struct ferry_manifest *m, int64_t gen,
         return rc;
 }
 
-int ferry_manifest_max_id(struct ferry_manifest *m, int64_t *id)
+int mf_max_id(struct ferry_manifest *m, int64_t *id)
 {
         return mf_select_ints(m, STMT(S_MAX_ID), 0, id, 1);
 }
@@ -286,26 +280,9 @@ static int count_rows(struct ferry_manifest *m, int id, int64_t gen,
         return rc;
 }
 
-int ferry_manifest_count_done(struct ferry_manifest *m, uint64_t *files)
-{
-        return count_rows(m, S_COUNT_DONE, 0, files);
-}
-
-int ferry_manifest_count_removed(struct ferry_manifest *m, int64_t gen,
-                                 uint64_t *files)
-{
-        return count_rows(m, S_COUNT_REMOVED, gen, files);
-}
-
-int ferry_manifest_not_done(struct ferry_manifest *m, int64_t gen,
-                            uint64_t *files)
-{
-        return count_rows(m, S_NOT_DONE, gen, files);
-}
-
 /* ---- operation-level calls (manifest.h) ---- */
 
-static const enum ferry_query pass_query[] = {
+static const enum mf_query pass_query[] = {
         [PASS_COPY_FIRST] = Q_FIRST_PASS, [PASS_COPY_NEXT] = Q_NEXT_PASS,
         [PASS_VERIFY] = Q_VERIFY,         [PASS_DRY_RUN] = Q_PENDING,
         [PASS_REMOVED] = Q_REMOVED_FILES, [PASS_STALE_TEMPS] = Q_STALE_TEMPS,
@@ -323,16 +300,15 @@ int ferry_manifest_handout(struct ferry_manifest *m, struct ferry_handout *h,
 {
         if (h->pass < PASS_COPY_FIRST || h->pass > PASS_STALE_TEMPS)
                 return mf_fail(m, "manifest: no such pass %d", (int)h->pass);
-        return ferry_manifest_fill(m, pass_query[h->pass], h->gen, &h->pos, b,
-                                   max, max_bytes);
+        return mf_fill(m, pass_query[h->pass], h->gen, &h->pos, b, max,
+                       max_bytes);
 }
 
 int ferry_manifest_handout_again(struct ferry_manifest *m,
                                  const struct ferry_handout *h, int64_t id,
                                  struct ferry_batch *b)
 {
-        return ferry_manifest_fill(m, Q_ONE_PENDING, h->gen, &id, b, 1,
-                                   UINT64_MAX);
+        return mf_fill(m, Q_ONE_PENDING, h->gen, &id, b, 1, UINT64_MAX);
 }
 
 bool ferry_manifest_handout_passed(const struct ferry_handout *h, int64_t id)
@@ -348,7 +324,7 @@ int ferry_manifest_count(struct ferry_manifest *m, enum ferry_count what,
                 bytes = &unused;
         *files = *bytes = 0;
         switch (what) {
-        case COUNT_TO_COPY: return ferry_manifest_pending(m, gen, files, bytes);
+        case COUNT_TO_COPY: return count_to_copy(m, gen, files, bytes);
         case COUNT_DONE: return count_rows(m, S_COUNT_DONE, 0, files);
         case COUNT_GONE: return count_rows(m, S_COUNT_REMOVED, gen, files);
         case COUNT_NOT_DONE: return count_rows(m, S_NOT_DONE, gen, files);

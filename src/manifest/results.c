@@ -1,7 +1,8 @@
 /*
  * manifest/results.c - what the copy and verify passes record: a file
  * row done (with what DST holds now), failed, vanished or pending again,
- * deleted; what ferry last put in DST under a row's name; failed rows
+ * deleted; what ferry last put in DST under a row's name (dst_at; and
+ * dir_known, whether ferry made a directory); failed rows
  * retried and done rows reset when DST was replaced; and the runs table
  * (a run's start and result, and since when earlier runs were cut short).
  */
@@ -50,7 +51,7 @@ static const char *const results_sql[S_NSTMTS] = {
         [S_RETRY_FAILED] =
                 "UPDATE files SET state = " SQL_PENDING
                 " WHERE state = " SQL_FAILED,
-        /* the hash goes too: ferry_manifest_keep_removed reads a hash with
+        /* the hash goes too: mf_keep_removed reads a hash with
          * no error as "copied" */
         [S_RESET_DONE] =
                 "UPDATE files SET state = " SQL_PENDING ", hash = NULL"
@@ -109,8 +110,7 @@ int ferry_manifest_reset_done(struct ferry_manifest *m)
                            "reset after a replaced destination");
 }
 
-int ferry_manifest_file_done(struct ferry_manifest *m,
-                             const struct ferry_item *it)
+int mf_file_done(struct ferry_manifest *m, const struct ferry_item *it)
 {
         sqlite3_stmt *s = STMT(S_FILE_DONE);
         if (!s)
@@ -124,9 +124,8 @@ int ferry_manifest_file_done(struct ferry_manifest *m,
         return mf_exec_stmt(m, s, "file update");
 }
 
-int ferry_manifest_file_dst(struct ferry_manifest *m, int64_t dir,
-                            const char *name, size_t len,
-                            struct ferry_dst_rec *rec)
+int mf_file_dst(struct ferry_manifest *m, int64_t dir, const char *name,
+                size_t len, struct ferry_dst_rec *rec)
 {
         sqlite3_stmt *s = STMT(S_FILE_DST);
         if (!s)
@@ -145,8 +144,9 @@ int ferry_manifest_file_dst(struct ferry_manifest *m, int64_t dir,
                                                      : mf_db_fail(m, "read");
 }
 
-int ferry_manifest_file_set_dst(struct ferry_manifest *m, int64_t id,
-                                const struct ferry_dst_rec *rec)
+/* Records rec as what DST holds for row id (an outcome's claim). */
+static int file_set_dst(struct ferry_manifest *m, int64_t id,
+                        const struct ferry_dst_rec *rec)
 {
         sqlite3_stmt *s = STMT(S_FILE_SET_DST);
         if (!s)
@@ -178,10 +178,9 @@ int ferry_manifest_interrupted_since(struct ferry_manifest *m, int64_t run_id,
         return rc == SQLITE_ROW ? 0 : mf_db_fail(m, "read");
 }
 
-int ferry_manifest_file_set_state(struct ferry_manifest *m, int64_t id,
-                                  enum ferry_state state,
-                                  const struct ferry_failure *f,
-                                  const char *error)
+int mf_file_set_state(struct ferry_manifest *m, int64_t id,
+                      enum ferry_state state, const struct ferry_failure *f,
+                      const char *error)
 {
         sqlite3_stmt *s = STMT(S_FILE_STATE);
         if (!s)
@@ -194,12 +193,12 @@ int ferry_manifest_file_set_state(struct ferry_manifest *m, int64_t id,
         return mf_exec_stmt(m, s, "file update");
 }
 
-int ferry_manifest_file_delete(struct ferry_manifest *m, int64_t id)
+int mf_file_delete(struct ferry_manifest *m, int64_t id)
 {
         return mf_exec_id(m, STMT(S_FILE_DELETE), id, "file delete");
 }
 
-int ferry_manifest_retry_failed(struct ferry_manifest *m)
+int mf_retry_failed(struct ferry_manifest *m)
 {
         return mf_exec_sql(m, results_sql[S_RETRY_FAILED],
                            "reset of failed rows");
@@ -211,33 +210,33 @@ static int record_outcome(struct ferry_manifest *m,
                           const struct ferry_outcome *o, int64_t *last_dir,
                           bool *fresh)
 {
-        int rc = o->claim ? ferry_manifest_file_set_dst(m, o->id, o->claim) : 0;
+        int rc = o->claim ? file_set_dst(m, o->id, o->claim) : 0;
         switch (o->kind) {
         case FO_DONE:
                 if (!rc)
-                        rc = ferry_manifest_file_done(m, o->item);
+                        rc = mf_file_done(m, o->item);
                 /* a file made in DST changed its directory's mtime */
                 if (!rc && *last_dir != o->item->dir_id)
-                        rc = ferry_manifest_dir_touch(m, o->item->dir_id);
+                        rc = mf_dir_touch(m, o->item->dir_id);
                 *last_dir = o->item->dir_id;
                 break;
         case FO_FAILED:
         case FO_VANISHED:
                 if (!rc)
-                        rc = ferry_manifest_file_set_state(
+                        rc = mf_file_set_state(
                                 m, o->id,
                                 o->kind == FO_FAILED ? ST_FAILED : ST_VANISHED,
                                 o->fail, o->why);
-                if (!rc && !(rc = ferry_manifest_elect_leader(m, o->id)))
+                if (!rc && !(rc = mf_elect_leader(m, o->id)))
                         *fresh = true;
                 break;
         case FO_AGAIN:
                 if (!rc)
-                        rc = ferry_manifest_file_set_state(m, o->id, ST_PENDING,
-                                                           o->fail, o->why);
+                        rc = mf_file_set_state(m, o->id, ST_PENDING, o->fail,
+                                               o->why);
                 /* a missing file's directories may be made anew */
                 if (!rc && o->dst_missing)
-                        rc = ferry_manifest_dir_chain_touch(m, o->id);
+                        rc = mf_dir_chain_touch(m, o->id);
                 break;
         case FO_CLAIM: break;
         }
@@ -261,15 +260,33 @@ int ferry_manifest_record_outcomes(struct ferry_manifest *m,
 int ferry_manifest_forget_file(struct ferry_manifest *m,
                                const struct ferry_item *it, bool deleted)
 {
-        int rc = deleted ? ferry_manifest_dir_touch(m, it->dir_id) : 0;
-        return rc ? rc : ferry_manifest_file_delete(m, it->id);
+        int rc = deleted ? mf_dir_touch(m, it->dir_id) : 0;
+        return rc ? rc : mf_file_delete(m, it->id);
 }
 
 int ferry_manifest_delete_refused(struct ferry_manifest *m, int64_t gen)
 {
         int64_t root = 0;
-        int rc = ferry_manifest_keep_removed(m, gen);
+        int rc = mf_keep_removed(m, gen);
         if (!rc)
-                rc = ferry_manifest_dir_find(m, "", 0, &root, NULL);
-        return rc || !root ? rc : ferry_manifest_dir_defer(m, root);
+                rc = mf_dir_find(m, "", 0, &root, NULL);
+        return rc || !root ? rc : mf_dir_defer(m, root);
+}
+
+int ferry_manifest_dir_known(struct ferry_manifest *m, const char *path,
+                             bool *known)
+{
+        int64_t id = 0;
+        int rc = mf_dir_find(m, path, strlen(path), &id, NULL);
+        *known = !rc && id;
+        return rc;
+}
+
+int ferry_manifest_dst_at(struct ferry_manifest *m, const char *dir,
+                          const char *name, struct ferry_dst_rec *rec)
+{
+        int64_t id = 0;
+        memset(rec, 0, sizeof(*rec));
+        int rc = mf_dir_find(m, dir, strlen(dir), &id, NULL);
+        return rc || !id ? rc : mf_file_dst(m, id, name, strlen(name), rec);
 }

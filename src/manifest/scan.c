@@ -5,12 +5,17 @@
  * of directories it did not see, those below a directory that became a
  * file (all ST_REMOVED); keeping rows part of a scan (a directory it could
  * not read) and, when --delete is refused, undoing this scan's removals.
+ * Its operation-level calls are scan_start, record_listing (which keeps
+ * the few directories being listed in a small cache, m->dcache) and
+ * scan_complete.
  *
  * A file row is part of scan gen when its gen is gen (the scan wrote it)
  * or when its directory's listed is gen (sql/002_listed.sql).
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
+
+#include "buf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -120,8 +125,8 @@ _Static_assert(S_NSTMTS <= MF_TABLE_MAX, "scan.c: statement table too big");
 
 #define STMT(id) mf_stmt(m, T_SCAN, id, scan_sql[id])
 
-int ferry_manifest_dir_find(struct ferry_manifest *m, const char *path,
-                            size_t len, int64_t *id, bool *marking)
+int mf_dir_find(struct ferry_manifest *m, const char *path, size_t len,
+                int64_t *id, bool *marking)
 {
         sqlite3_stmt *s = STMT(S_DIR_FIND);
         if (!s)
@@ -151,10 +156,9 @@ static int remove_file_named(struct ferry_manifest *m, int64_t parent,
         return mf_exec_stmt(m, s, "file update");
 }
 
-int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
-                              size_t len, const struct ferry_stat *st,
-                              int64_t gen, int64_t *id, bool *is_new,
-                              bool *marking)
+int mf_dir_upsert(struct ferry_manifest *m, const char *path, size_t len,
+                  const struct ferry_stat *st, int64_t gen, int64_t *id,
+                  bool *is_new, bool *marking)
 {
         sqlite3_stmt *s = STMT(S_DIR_FIND);
         if (!s)
@@ -170,7 +174,7 @@ int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
                         !ferry_time_eq(mf_column_time(s, 4), st->mtime);
                 /* an unchanged directory cannot have lost entries (its
                  * mtime would have moved), so its rows are only read; the
-                 * count in ferry_manifest_dir_listed checks that anyway */
+                 * count in mf_dir_listed checks that anyway */
                 *marking = changed || sqlite3_column_int64(s, 5) < 0;
                 sqlite3_reset(s);
                 *is_new = false;
@@ -192,13 +196,13 @@ int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
                 return mf_db_fail(m, "read");
         int64_t parent = 0;
         if (len) {
-                rc = ferry_manifest_dir_find(m, path, mf_parent_len(path, len),
-                                             &parent, NULL);
+                rc = mf_dir_find(m, path, mf_parent_len(path, len), &parent,
+                                 NULL);
                 /* a new directory changes its parent's mtime in DST */
                 if (!rc && parent)
                         rc = remove_file_named(m, parent, path, len, gen);
                 if (!rc && parent)
-                        rc = ferry_manifest_dir_touch(m, parent);
+                        rc = mf_dir_touch(m, parent);
                 if (rc)
                         return rc;
         }
@@ -222,8 +226,8 @@ int ferry_manifest_dir_upsert(struct ferry_manifest *m, const char *path,
         return 0;
 }
 
-int ferry_manifest_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
-                              bool marking, uint64_t seen)
+int mf_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
+                  bool marking, uint64_t seen)
 {
         bool again = false;
         sqlite3_stmt *s;
@@ -259,8 +263,8 @@ int ferry_manifest_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
         return mf_exec_stmt(m, s, "directory update");
 }
 
-int ferry_manifest_subtree_removed(struct ferry_manifest *m, const char *path,
-                                   size_t len, int64_t gen)
+int mf_subtree_removed(struct ferry_manifest *m, const char *path, size_t len,
+                       int64_t gen)
 {
         sqlite3_stmt *s = STMT(S_SUBTREE_REMOVED);
         if (!s)
@@ -271,13 +275,13 @@ int ferry_manifest_subtree_removed(struct ferry_manifest *m, const char *path,
         return mf_exec_stmt(m, s, "file update");
 }
 
-int ferry_manifest_mark_unseen(struct ferry_manifest *m, int64_t gen)
+int mf_mark_unseen(struct ferry_manifest *m, int64_t gen)
 {
         return mf_exec_id(m, STMT(S_MARK_UNSEEN), gen, "file update");
 }
 
-int ferry_manifest_keep_subtree(struct ferry_manifest *m, const char *path,
-                                size_t len, int64_t gen)
+int mf_keep_subtree(struct ferry_manifest *m, const char *path, size_t len,
+                    int64_t gen)
 {
         /* its directories count as listed: their rows stay part of SRC */
         sqlite3_stmt *d = len ? STMT(S_KEEP_SUBTREE) : STMT(S_KEEP_ALL);
@@ -340,7 +344,6 @@ static int file_update(struct ferry_manifest *m, int64_t id,
         return mf_exec_stmt(m, s, "file update");
 }
 
-/* Records one scanned non-directory entry in o (res, id, again). */
 static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                   bool marking, const char *name, size_t len,
                   const struct ferry_stat *st, int64_t gen, bool hard_links,
@@ -399,27 +402,22 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         return mf_exec_stmt(m, s, "file update");
 }
 
-int ferry_manifest_file_upsert(struct ferry_manifest *m, int64_t dir,
-                               bool dir_is_new, bool marking, const char *name,
-                               size_t len, const struct ferry_stat *st,
-                               int64_t gen, bool hard_links,
-                               enum ferry_upsert *res)
+int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
+                   bool marking, const char *name, size_t len,
+                   const struct ferry_stat *st, int64_t gen, bool hard_links,
+                   struct ferry_entry_rec *o)
 {
-        struct ferry_entry_rec o;
         int rc = upsert(m, dir, dir_is_new, marking, name, len, st, gen,
-                        hard_links, &o);
-        *res = o.res;
-        if (o.id && o.res != UP_NEW)
-                m->upserted = o.again ? o.id : 0;
+                        hard_links, o);
+        /* only an existing row may be one the pass went past */
+        if (o->res != UP_CHANGED && o->res != UP_RESUMED)
+                o->again = false;
+        if (rc)
+                o->res = 0; /* not recorded */
         return rc;
 }
 
-int64_t ferry_manifest_upserted(const struct ferry_manifest *m)
-{
-        return m->upserted;
-}
-
-int ferry_manifest_keep_removed(struct ferry_manifest *m, int64_t gen)
+int mf_keep_removed(struct ferry_manifest *m, int64_t gen)
 {
         /* why this is right: scan_sql[S_KEEP_REMOVED_HL] */
         int rc = mf_exec_id(m, STMT(S_KEEP_REMOVED_HL), gen, "update");
@@ -432,16 +430,17 @@ int ferry_manifest_keep_removed(struct ferry_manifest *m, int64_t gen)
 int ferry_manifest_scan_start(struct ferry_manifest *m, int64_t *gen,
                               uint64_t *files, uint64_t *bytes)
 {
-        int rc = ferry_manifest_next_gen(m, gen);
+        int rc = mf_next_gen(m, gen);
         if (!rc)
-                rc = ferry_manifest_retry_failed(m);
-        return rc ? rc : ferry_manifest_pending(m, 0, files, bytes);
+                rc = mf_retry_failed(m);
+        return rc ? rc
+                  : ferry_manifest_count(m, COUNT_TO_COPY, 0, files, bytes);
 }
 
 int ferry_manifest_scan_complete(struct ferry_manifest *m, int64_t gen)
 {
-        int rc = ferry_manifest_mark_unseen(m, gen);
-        return rc ? rc : ferry_manifest_elect_leaders(m);
+        int rc = mf_mark_unseen(m, gen);
+        return rc ? rc : mf_elect_leaders(m);
 }
 
 static struct mf_dir_slot *dcache_find(struct ferry_manifest *m,
@@ -477,9 +476,8 @@ static int listing_dir(struct ferry_manifest *m, const struct ferry_listing *l,
                        int64_t gen, int64_t *id, bool *is_new, bool *marking)
 {
         if (l->first) {
-                int rc = ferry_manifest_dir_upsert(m, l->path, l->path_len,
-                                                   &l->dir_st, gen, id, is_new,
-                                                   marking);
+                int rc = mf_dir_upsert(m, l->path, l->path_len, &l->dir_st, gen,
+                                       id, is_new, marking);
                 if (!rc)
                         dcache_put(m, l->path, l->path_len, *id, *is_new,
                                    *marking);
@@ -493,7 +491,7 @@ static int listing_dir(struct ferry_manifest *m, const struct ferry_listing *l,
                 return 0;
         }
         *is_new = false;
-        return ferry_manifest_dir_find(m, l->path, l->path_len, id, marking);
+        return mf_dir_find(m, l->path, l->path_len, id, marking);
 }
 
 /* A new or changed file in a known directory may have replaced a
@@ -501,17 +499,12 @@ static int listing_dir(struct ferry_manifest *m, const struct ferry_listing *l,
 static int replaced_dir(struct ferry_manifest *m, const struct ferry_listing *l,
                         const struct ferry_entry *e, int64_t gen)
 {
-        size_t n = l->path_len ? l->path_len + 1 : 0, len = n + e->name_len;
-        char *path = malloc(len + 1);
-        if (!path)
-                return mf_fail(m, "out of memory");
-        memcpy(path, l->path, l->path_len);
-        if (n)
-                path[n - 1] = '/';
-        memcpy(path + n, l->arena + e->name_off, e->name_len);
-        path[len] = '\0';
-        int rc = ferry_manifest_subtree_removed(m, path, len, gen);
-        free(path);
+        struct ferry_buf path = FERRY_BUF_INIT;
+        ferry_buf_add(&path, l->path, l->path_len);
+        ferry_buf_add_path(&path, l->arena + e->name_off);
+        int rc = path.oom ? mf_fail(m, "out of memory")
+                          : mf_subtree_removed(m, path.buf, path.len, gen);
+        ferry_buf_release(&path);
         return rc;
 }
 
@@ -524,17 +517,14 @@ static int listing_end(struct ferry_manifest *m, const struct ferry_listing *l,
         int rc = 0;
         if (l->open_err) {
                 if (how->error)
-                        rc = ferry_manifest_dir_set_error(m, dir, how->fail,
-                                                          how->error);
+                        rc = mf_dir_set_error(m, dir, how->fail, how->error);
                 if (!rc)
-                        rc = ferry_manifest_keep_subtree(m, l->path,
-                                                         l->path_len, how->gen);
+                        rc = mf_keep_subtree(m, l->path, l->path_len, how->gen);
         } else if (l->first) {
-                rc = ferry_manifest_dir_set_error(m, dir, NULL, NULL);
+                rc = mf_dir_set_error(m, dir, NULL, NULL);
         }
         if (!rc && l->last && !l->open_err && !how->stopping)
-                rc = ferry_manifest_dir_listed(m, dir, how->gen, marking,
-                                               l->seen);
+                rc = mf_dir_listed(m, dir, how->gen, marking, l->seen);
         return rc;
 }
 
@@ -556,10 +546,9 @@ int ferry_manifest_record_listing(struct ferry_manifest *m,
         for (size_t i = 0; i < l->n && !rc; i++) {
                 const struct ferry_entry *e = &l->entries[i];
                 struct ferry_entry_rec *o = &out[i];
-                rc = upsert(m, dir, is_new, marking, l->arena + e->name_off,
-                            e->name_len, &e->st, how->gen, how->hard_links, o);
-                if (o->res != UP_CHANGED && o->res != UP_RESUMED)
-                        o->again = false;
+                rc = mf_file_upsert(m, dir, is_new, marking,
+                                    l->arena + e->name_off, e->name_len, &e->st,
+                                    how->gen, how->hard_links, o);
                 if (!rc && (o->res == UP_NEW || o->res == UP_CHANGED) &&
                     !is_new)
                         rc = replaced_dir(m, l, e, how->gen);

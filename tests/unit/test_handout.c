@@ -11,6 +11,7 @@
 
 #include "coord/internal.h"
 #include "manifest.h"
+#include "manifest/internal.h" /* the rows a test starts from */
 
 struct fixture {
         struct ferry_manifest *m;
@@ -32,9 +33,9 @@ static void fx_open(struct fixture *fx, int work_kind)
         dir.mode = S_IFDIR | 0755;
         bool is_new, marking;
         CHECK_EQ(ferry_manifest_begin(fx->m), 0);
-        CHECK_EQ(ferry_manifest_next_gen(fx->m, &fx->gen), 0);
-        CHECK_EQ(ferry_manifest_dir_upsert(fx->m, "", 0, &dir, fx->gen,
-                                           &fx->root, &is_new, &marking),
+        CHECK_EQ(mf_next_gen(fx->m, &fx->gen), 0);
+        CHECK_EQ(mf_dir_upsert(fx->m, "", 0, &dir, fx->gen, &fx->root, &is_new,
+                               &marking),
                  0);
         handout_init(&fx->h, work_kind, 4);
 }
@@ -56,14 +57,11 @@ static int64_t add_file(struct fixture *fx, const char *name, uint64_t ino,
         st.dev = 7;
         st.ino = ino;
         st.nlink = nlink;
-        enum ferry_upsert res;
-        CHECK_EQ(ferry_manifest_file_upsert(fx->m, fx->root, false, true, name,
-                                            strlen(name), &st, fx->gen, true,
-                                            &res),
+        struct ferry_entry_rec rec;
+        CHECK_EQ(mf_file_upsert(fx->m, fx->root, false, true, name,
+                                strlen(name), &st, fx->gen, true, &rec),
                  0);
-        int64_t id = -1;
-        CHECK_EQ(ferry_manifest_max_id(fx->m, &id), 0);
-        return id;
+        return rec.id;
 }
 
 static void mark_done(struct fixture *fx, int64_t id, uint64_t ino)
@@ -77,7 +75,7 @@ static void mark_done(struct fixture *fx, int64_t id, uint64_t ino)
         it.st.dev = 7;
         it.st.ino = ino;
         it.st.mtime = (struct ferry_time){5000, 0};
-        CHECK_EQ(ferry_manifest_file_done(fx->m, &it), 0);
+        CHECK_EQ(mf_file_done(fx->m, &it), 0);
 }
 
 /* The next batch (NULL: none); the ids it holds in ids[], their count. */
@@ -125,7 +123,7 @@ static void test_first_pass_then_followers(void)
         CHECK_EQ(next(&fx, true, ids, 64), 0);
         CHECK_EQ(fx.phase, PH_LATER_PASS);
         CHECK_EQ(fx.h.pass, 2);
-        CHECK_EQ(fx.h.cursor, 0);
+        CHECK_EQ(fx.h.at.pos, 0);
         /* the follower, its leader done; done rows are not handed out */
         n = next(&fx, false, ids, 64);
         CHECK_EQ(n, 1);
@@ -180,16 +178,14 @@ static void test_low_rows(void)
         CHECK_EQ(next(&fx, true, ids, 64), BATCH_ITEMS);
         CHECK_EQ(ids[0], first);
         CHECK_EQ(next(&fx, true, ids, 64), 40 - BATCH_ITEMS);
-        CHECK_EQ(fx.h.cursor, last);
+        CHECK_EQ(fx.h.at.pos, last);
         /* the scan is not over: no later pass, however settled */
         CHECK_EQ(next(&fx, true, ids, 64), 0);
         CHECK_EQ(fx.phase, PH_SCANNING);
         /* a row behind the cursor changed: noted, handed out by id */
         for (int64_t id = first; id <= first + 2; id++)
                 mark_done(&fx, id, 1000 + (uint64_t)(id - first));
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, first + 1, ST_PENDING,
-                                               NULL, NULL),
-                 0);
+        CHECK_EQ(mf_file_set_state(fx.m, first + 1, ST_PENDING, NULL, NULL), 0);
         handout_note_low(&fx.h, first + 1);
         handout_note_low(&fx.h, last + 1); /* ahead of the cursor: not */
         handout_note_low(&fx.h, 0);        /* no row */

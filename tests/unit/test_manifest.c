@@ -35,6 +35,19 @@ static void fx_open(struct fixture *fx)
         CHECK_EQ(ferry_manifest_bind_job(fx->m, "/the/src", "/the/dst"), 0);
 }
 
+/* mf_file_upsert, with what the row became in *res. */
+static int file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
+                       bool marking, const char *name, size_t len,
+                       const struct ferry_stat *st, int64_t gen,
+                       bool hard_links, enum ferry_upsert *res)
+{
+        struct ferry_entry_rec rec;
+        int rc = mf_file_upsert(m, dir, dir_is_new, marking, name, len, st, gen,
+                                hard_links, &rec);
+        *res = rec.res;
+        return rc;
+}
+
 static void fx_close(struct fixture *fx)
 {
         ferry_manifest_close(fx->m);
@@ -268,9 +281,8 @@ static void add_rows(struct fixture *fx, int rows)
         bool is_new;
         struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 1, 1, 2);
         CHECK_EQ(ferry_manifest_begin(fx->m), 0);
-        ferry_manifest_next_gen(fx->m, &gen);
-        ferry_manifest_dir_upsert(fx->m, "", 0, &dst, gen, &dir, &is_new,
-                                  &unit_marking);
+        mf_next_gen(fx->m, &gen);
+        mf_dir_upsert(fx->m, "", 0, &dst, gen, &dir, &is_new, &unit_marking);
         for (int i = 0; i < rows; i++) {
                 char name[128];
                 int n = snprintf(name, sizeof(name),
@@ -278,8 +290,8 @@ static void add_rows(struct fixture *fx, int rows)
                 struct ferry_stat st = mkstat(S_IFREG | 0644, (uint64_t)i,
                                               1000 + i, 10 + (uint64_t)i, 1);
                 enum ferry_upsert res;
-                ferry_manifest_file_upsert(fx->m, dir, is_new, true, name,
-                                           (size_t)n, &st, gen, true, &res);
+                file_upsert(fx->m, dir, is_new, true, name, (size_t)n, &st, gen,
+                            true, &res);
         }
         CHECK_EQ(ferry_manifest_commit(fx->m), 0);
         ferry_manifest_close(fx->m);
@@ -458,8 +470,7 @@ static void test_status_leaves_no_wal(void)
         /* while a writer works: status reads, and the writer goes on */
         CHECK_EQ(ferry_manifest_open(fx.db, MF_CREATE, &fx.m, &fx.err), 0);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, 1, ST_DONE, NULL, NULL),
-                 0);
+        CHECK_EQ(mf_file_set_state(fx.m, 1, ST_DONE, NULL, NULL), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(ferry_manifest_open(fx.db, MF_READONLY, &r, &fx.err), 0);
         CHECK_EQ(ferry_manifest_status(r, &info, NULL), 0);
@@ -467,8 +478,7 @@ static void test_status_leaves_no_wal(void)
         ferry_manifest_close(r);
         CHECK(file_exists(wal));
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, 2, ST_DONE, NULL, NULL),
-                 0);
+        CHECK_EQ(mf_file_set_state(fx.m, 2, ST_DONE, NULL, NULL), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         ferry_manifest_close(fx.m);
         fx.m = NULL;
@@ -540,35 +550,32 @@ static void test_upserts_and_byte_names(void)
         struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
 
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
+        CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
         CHECK_EQ(gen, 1);
-        CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root,
-                                           &is_new, &unit_marking),
+        CHECK_EQ(mf_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new,
+                               &unit_marking),
                  0);
         CHECK(is_new);
-        CHECK_EQ(ferry_manifest_dir_upsert(fx.m, sub, sizeof(sub) - 1, &dst,
-                                           gen, &dsub, &is_new, &unit_marking),
+        CHECK_EQ(mf_dir_upsert(fx.m, sub, sizeof(sub) - 1, &dst, gen, &dsub,
+                               &is_new, &unit_marking),
                  0);
         CHECK(is_new && dsub != root);
-        CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &again,
-                                           &is_new, &unit_marking),
+        CHECK_EQ(mf_dir_upsert(fx.m, "", 0, &dst, gen, &again, &is_new,
+                               &unit_marking),
                  0);
         CHECK(!is_new && again == root);
         int64_t found = 0;
-        CHECK_EQ(ferry_manifest_dir_find(fx.m, sub, sizeof(sub) - 1, &found,
-                                         NULL),
-                 0);
+        CHECK_EQ(mf_dir_find(fx.m, sub, sizeof(sub) - 1, &found, NULL), 0);
         CHECK_EQ(found, dsub);
-        CHECK_EQ(ferry_manifest_dir_find(fx.m, "sub", 3, &found, NULL), 0);
+        CHECK_EQ(mf_dir_find(fx.m, "sub", 3, &found, NULL), 0);
         CHECK_EQ(found, 0);
 
         for (int i = 0; i < N; i++) {
                 struct ferry_stat st =
                         mkstat(S_IFREG | 0600, 100 + i, 1000 + i, 50 + i, 1);
                 enum ferry_upsert res = 0;
-                CHECK_EQ(ferry_manifest_file_upsert(fx.m, dsub, false, true,
-                                                    names[i].name, names[i].len,
-                                                    &st, gen, true, &res),
+                CHECK_EQ(file_upsert(fx.m, dsub, false, true, names[i].name,
+                                     names[i].len, &st, gen, true, &res),
                          0);
                 CHECK_EQ(res, UP_NEW);
         }
@@ -591,8 +598,7 @@ static void test_upserts_and_byte_names(void)
         max_id = sql_int(fx.db, "SELECT max(id) FROM files", 0);
         CHECK_EQ(max_id, N);
         struct ferry_batch *b = ferry_batch_new(WORK_COPY, 64);
-        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, &cursor, b, 64,
-                                     UINT64_MAX),
+        CHECK_EQ(mf_fill(fx.m, Q_FIRST_PASS, gen, &cursor, b, 64, UINT64_MAX),
                  0);
         CHECK_EQ(b->n, N);
         CHECK_EQ(cursor, max_id);
@@ -622,21 +628,20 @@ static void test_upserts_and_byte_names(void)
         struct ferry_item done = b->items[0];
         memset(done.hash, 0xab, sizeof(done.hash));
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
+        CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
         CHECK_EQ(gen, 2);
         for (int i = 0; i < N; i++) {
                 struct ferry_stat st =
                         mkstat(S_IFREG | 0600, 100 + i, 1000 + i, 50 + i, 1);
                 enum ferry_upsert res = 0;
-                ferry_manifest_file_upsert(fx.m, dsub, false, true,
-                                           names[i].name, names[i].len, &st,
-                                           gen, true, &res);
+                file_upsert(fx.m, dsub, false, true, names[i].name,
+                            names[i].len, &st, gen, true, &res);
                 CHECK_EQ(res, UP_RESUMED);
         }
         /* the first is copied, the second fails */
-        CHECK_EQ(ferry_manifest_file_done(fx.m, &done), 0);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, b->items[1].id, ST_FAILED,
-                                               NULL, "read source: EIO"),
+        CHECK_EQ(mf_file_done(fx.m, &done), 0);
+        CHECK_EQ(mf_file_set_state(fx.m, b->items[1].id, ST_FAILED, NULL,
+                                   "read source: EIO"),
                  0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, "SELECT state FROM files WHERE id = ?1",
@@ -651,27 +656,26 @@ static void test_upserts_and_byte_names(void)
 
         /* gen 3: done and unchanged, failed, changed, type change */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
+        CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
         enum ferry_upsert res = 0;
         struct ferry_stat st = mkstat(S_IFREG | 0600, 100, 1000, 50, 1);
-        ferry_manifest_file_upsert(fx.m, dsub, false, true, names[0].name,
-                                   names[0].len, &st, gen, true, &res);
+        file_upsert(fx.m, dsub, false, true, names[0].name, names[0].len, &st,
+                    gen, true, &res);
         CHECK_EQ(res, UP_UNCHANGED);
         st = mkstat(S_IFREG | 0600, 101, 1001, 51, 1);
-        ferry_manifest_file_upsert(fx.m, dsub, false, true, names[1].name,
-                                   names[1].len, &st, gen, true, &res);
+        file_upsert(fx.m, dsub, false, true, names[1].name, names[1].len, &st,
+                    gen, true, &res);
         CHECK_EQ(res, UP_RESUMED);                      /* failed before */
         st = mkstat(S_IFREG | 0600, 102, 99999, 52, 1); /* new mtime */
-        ferry_manifest_file_upsert(fx.m, dsub, false, true, names[2].name,
-                                   names[2].len, &st, gen, true, &res);
+        file_upsert(fx.m, dsub, false, true, names[2].name, names[2].len, &st,
+                    gen, true, &res);
         CHECK_EQ(res, UP_CHANGED);
         st = mkstat(S_IFLNK | 0777, 103, 1003, 53, 1); /* now a symlink */
-        ferry_manifest_file_upsert(fx.m, dsub, false, true, names[3].name,
-                                   names[3].len, &st, gen, true, &res);
+        file_upsert(fx.m, dsub, false, true, names[3].name, names[3].len, &st,
+                    gen, true, &res);
         CHECK_EQ(res, UP_CHANGED);
         struct ferry_stat fifo = mkstat(S_IFIFO | 0600, 0, 7, 99, 1);
-        ferry_manifest_file_upsert(fx.m, root, false, true, "fifo", 4, &fifo,
-                                   gen, true, &res);
+        file_upsert(fx.m, root, false, true, "fifo", 4, &fifo, gen, true, &res);
         CHECK_EQ(res, UP_NEW);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db,
@@ -688,23 +692,21 @@ static void test_upserts_and_byte_names(void)
 
         /* gen 4: the done row changes: pending again, hash gone */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
-        ferry_manifest_file_upsert(fx.m, root, false, true, "fifo", 4, &fifo,
-                                   gen, true, &res);
+        CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
+        file_upsert(fx.m, root, false, true, "fifo", 4, &fifo, gen, true, &res);
         CHECK_EQ(res, UP_UNCHANGED); /* skipped counts as handled */
         st = mkstat(S_IFREG | 0600, 100, 1000, 50, 1);
         st.ctime.nsec++; /* chmod or link: only ctime moved */
-        ferry_manifest_file_upsert(fx.m, dsub, false, true, names[0].name,
-                                   names[0].len, &st, gen, true, &res);
+        file_upsert(fx.m, dsub, false, true, names[0].name, names[0].len, &st,
+                    gen, true, &res);
         CHECK_EQ(res, UP_CHANGED);
         /* a new directory's entries go in without a lookup */
         int64_t fresh = 0;
-        CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "fresh", 5, &dst, gen, &fresh,
-                                           &is_new, &unit_marking),
+        CHECK_EQ(mf_dir_upsert(fx.m, "fresh", 5, &dst, gen, &fresh, &is_new,
+                               &unit_marking),
                  0);
         CHECK(is_new);
-        ferry_manifest_file_upsert(fx.m, fresh, true, true, "x", 1, &st, gen,
-                                   true, &res);
+        file_upsert(fx.m, fresh, true, true, "x", 1, &st, gen, true, &res);
         CHECK_EQ(res, UP_NEW);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, "SELECT state FROM files WHERE id = ?1",
@@ -716,8 +718,7 @@ static void test_upserts_and_byte_names(void)
 
         /* a rolled back transaction leaves nothing */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        ferry_manifest_file_upsert(fx.m, root, false, true, "ghost", 5, &st,
-                                   gen, true, &res);
+        file_upsert(fx.m, root, false, true, "ghost", 5, &st, gen, true, &res);
         CHECK_EQ(ferry_manifest_rollback(fx.m), 0);
         CHECK_EQ(ferry_manifest_rollback(fx.m), 0); /* none open: fine */
         CHECK_EQ(sql_int(fx.db,
@@ -737,12 +738,11 @@ static int64_t add_file(struct fixture *fx, int64_t dir, const char *name,
         struct ferry_stat st = mkstat(S_IFREG | 0644, size, 5000, ino, nlink);
         st.dev = dev;
         enum ferry_upsert res;
-        CHECK_EQ(ferry_manifest_file_upsert(fx->m, dir, false, true, name,
-                                            strlen(name), &st, gen, hard_links,
-                                            &res),
+        CHECK_EQ(file_upsert(fx->m, dir, false, true, name, strlen(name), &st,
+                             gen, hard_links, &res),
                  0);
         int64_t id = -1;
-        CHECK_EQ(ferry_manifest_max_id(fx->m, &id), 0);
+        CHECK_EQ(mf_max_id(fx->m, &id), 0);
         return id;
 }
 
@@ -759,16 +759,36 @@ static bool batch_has(const struct ferry_batch *b, int64_t id,
 }
 
 /* Replaces *b by a new batch holding all rows of query q. */
-static void fill_all(struct fixture *fx, enum ferry_query q, int64_t gen,
+static void fill_all(struct fixture *fx, enum mf_query q, int64_t gen,
                      struct ferry_batch **b)
 {
-        int64_t cursor =
-                q == Q_REMOVED_DIRS || q == Q_PENDING_DIRS ? INT64_MAX : 0;
+        int64_t cursor = 0;
         ferry_batch_free(*b);
         *b = ferry_batch_new(WORK_COPY, 64);
-        CHECK_EQ(
-                ferry_manifest_fill(fx->m, q, gen, &cursor, *b, 64, UINT64_MAX),
-                0);
+        CHECK_EQ(mf_fill(fx->m, q, gen, &cursor, *b, 64, UINT64_MAX), 0);
+}
+
+/* The directory rows of set, deepest first: their count; the ids of the
+ * first ones in ids (up to 8), the first one's path in first. */
+static size_t walk_all(struct fixture *fx, enum ferry_dir_set set, int64_t gen,
+                       int64_t *ids, char *first, size_t size)
+{
+        struct ferry_dir_walk *w = NULL;
+        size_t all = 0, n = 0;
+        const struct ferry_dir_row *rows = NULL;
+        first[0] = '\0';
+        CHECK_EQ(ferry_manifest_dir_walk(fx->m, set, gen, &w), 0);
+        do {
+                CHECK_EQ(ferry_manifest_dir_walk_next(fx->m, w, &rows, &n), 0);
+                for (size_t i = 0; i < n; i++, all++) {
+                        if (all < 8)
+                                ids[all] = rows[i].id;
+                        if (!all)
+                                snprintf(first, size, "%s", rows[i].path);
+                }
+        } while (n);
+        ferry_manifest_dir_walk_end(w);
+        return all;
 }
 
 static void test_hardlinks(void)
@@ -779,11 +799,9 @@ static void test_hardlinks(void)
         bool is_new;
         struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        ferry_manifest_next_gen(fx.m, &gen);
-        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new,
-                                  &unit_marking);
-        ferry_manifest_dir_upsert(fx.m, "d", 1, &dst, gen, &d, &is_new,
-                                  &unit_marking);
+        mf_next_gen(fx.m, &gen);
+        mf_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new, &unit_marking);
+        mf_dir_upsert(fx.m, "d", 1, &dst, gen, &d, &is_new, &unit_marking);
         int64_t a = add_file(&fx, d, "a", 100, 7, 2, 10, gen, true);
         int64_t bb = add_file(&fx, root, "b", 100, 7, 2, 10, gen, true);
         int64_t c = add_file(&fx, root, "c", 200, 7, 1, 10, gen, true);
@@ -806,7 +824,8 @@ static void test_hardlinks(void)
 
         /* bytes to copy leave followers out */
         uint64_t files = 0, bytes = 0;
-        CHECK_EQ(ferry_manifest_pending(fx.m, gen, &files, &bytes), 0);
+        CHECK_EQ(ferry_manifest_count(fx.m, COUNT_TO_COPY, gen, &files, &bytes),
+                 0);
         CHECK_EQ(files, 8);
         CHECK_EQ(bytes, 60);
 
@@ -830,10 +849,8 @@ static void test_hardlinks(void)
         for (int i = 0; i < 16; i++)
                 it.hash[i] = (uint8_t)(i * 17);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_file_done(fx.m, &it), 0);
-        CHECK_EQ(
-                ferry_manifest_file_set_state(fx.m, p, ST_FAILED, NULL, "boom"),
-                0);
+        CHECK_EQ(mf_file_done(fx.m, &it), 0);
+        CHECK_EQ(mf_file_set_state(fx.m, p, ST_FAILED, NULL, "boom"), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
 
         fill_all(&fx, Q_NEXT_PASS, gen, &b);
@@ -854,14 +871,14 @@ static void test_hardlinks(void)
         /* the journal makes q the first name instead: copied with data, and
          * p links to it once it is retried */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_elect_leader(fx.m, p), 0);
-        CHECK_EQ(ferry_manifest_elect_leader(fx.m, bb), 0); /* a follower */
+        CHECK_EQ(mf_elect_leader(fx.m, p), 0);
+        CHECK_EQ(mf_elect_leader(fx.m, bb), 0); /* a follower */
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, hl, q), -1);
         CHECK_EQ(sql_int(fx.db, hl, p), q);
         CHECK_EQ(sql_int(fx.db, hl, bb), a);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_retry_failed(fx.m), 0);
+        CHECK_EQ(mf_retry_failed(fx.m), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         fill_all(&fx, Q_NEXT_PASS, gen, &b);
         CHECK(batch_has(b, q, NULL) && !batch_has(b, p, NULL));
@@ -870,7 +887,7 @@ static void test_hardlinks(void)
                                  " AND ino = 100 AND dev = 7"),
                  SQLITE_OK);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_elect_leaders(fx.m), 0);
+        CHECK_EQ(mf_elect_leaders(fx.m), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, hl, bb), -1);
         CHECK_EQ(sql_int(fx.db, hl, a), bb);
@@ -880,12 +897,10 @@ static void test_hardlinks(void)
         int64_t l1 = add_file(&fx, root, "l1", 500, 7, 3, 10, gen, true);
         int64_t l2 = add_file(&fx, root, "l2", 500, 7, 3, 10, gen, true);
         int64_t l3 = add_file(&fx, root, "l3", 500, 7, 3, 10, gen, true);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, l1, ST_FAILED, NULL, "x"),
-                 0);
-        CHECK_EQ(ferry_manifest_elect_leader(fx.m, l1), 0);
-        CHECK_EQ(ferry_manifest_file_set_state(fx.m, l2, ST_FAILED, NULL, "y"),
-                 0);
-        CHECK_EQ(ferry_manifest_elect_leader(fx.m, l2), 0);
+        CHECK_EQ(mf_file_set_state(fx.m, l1, ST_FAILED, NULL, "x"), 0);
+        CHECK_EQ(mf_elect_leader(fx.m, l1), 0);
+        CHECK_EQ(mf_file_set_state(fx.m, l2, ST_FAILED, NULL, "y"), 0);
+        CHECK_EQ(mf_elect_leader(fx.m, l2), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, hl, l3), -1);
         CHECK_EQ(sql_int(fx.db, hl, l1), l3);
@@ -895,7 +910,7 @@ static void test_hardlinks(void)
                                  " OR ino = 400"),
                  SQLITE_OK);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_elect_leaders(fx.m), 0);
+        CHECK_EQ(mf_elect_leaders(fx.m), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db,
                          "SELECT count(*) FROM files WHERE state = 5 AND"
@@ -905,13 +920,12 @@ static void test_hardlinks(void)
 
         /* a hardlink that changes back to one name loses its leader */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        ferry_manifest_next_gen(fx.m, &gen);
+        mf_next_gen(fx.m, &gen);
         struct ferry_stat st = mkstat(S_IFREG | 0644, 10, 5000, 100, 1);
         st.dev = 7;
         st.ctime.nsec += 1;
         enum ferry_upsert res;
-        ferry_manifest_file_upsert(fx.m, root, false, true, "b", 1, &st, gen,
-                                   true, &res);
+        file_upsert(fx.m, root, false, true, "b", 1, &st, gen, true, &res);
         CHECK_EQ(res, UP_CHANGED);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, hl, bb), SQL_NULL);
@@ -927,13 +941,10 @@ static void test_fill_limits_and_queries(void)
         bool is_new;
         struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        ferry_manifest_next_gen(fx.m, &gen);
-        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new,
-                                  &unit_marking);
-        ferry_manifest_dir_upsert(fx.m, "a", 1, &dst, gen, &da, &is_new,
-                                  &unit_marking);
-        ferry_manifest_dir_upsert(fx.m, "a/b", 3, &dst, gen, &dab, &is_new,
-                                  &unit_marking);
+        mf_next_gen(fx.m, &gen);
+        mf_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new, &unit_marking);
+        mf_dir_upsert(fx.m, "a", 1, &dst, gen, &da, &is_new, &unit_marking);
+        mf_dir_upsert(fx.m, "a/b", 3, &dst, gen, &dab, &is_new, &unit_marking);
         for (int i = 1; i <= 10; i++) {
                 char name[8];
                 snprintf(name, sizeof(name), "f%02d", i);
@@ -955,8 +966,8 @@ static void test_fill_limits_and_queries(void)
         bool ordered = true;
         for (;;) {
                 size_t before = b->n;
-                CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, &cursor,
-                                             b, 3, UINT64_MAX),
+                CHECK_EQ(mf_fill(fx.m, Q_FIRST_PASS, gen, &cursor, b, 3,
+                                 UINT64_MAX),
                          0);
                 if (b->n == before)
                         break;
@@ -974,8 +985,8 @@ static void test_fill_limits_and_queries(void)
         /* the batch's room limits max */
         struct ferry_batch *small = ferry_batch_new(WORK_COPY, 4);
         cursor = 0;
-        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, &cursor, small,
-                                     100, UINT64_MAX),
+        CHECK_EQ(mf_fill(fx.m, Q_FIRST_PASS, gen, &cursor, small, 100,
+                         UINT64_MAX),
                  0);
         CHECK_EQ(small->n, 4);
         ferry_batch_free(small);
@@ -983,9 +994,7 @@ static void test_fill_limits_and_queries(void)
         /* the byte limit stops early, and is no error */
         small = ferry_batch_new(WORK_COPY, 100);
         cursor = 0;
-        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, &cursor, small,
-                                     100, 250),
-                 0);
+        CHECK_EQ(mf_fill(fx.m, Q_FIRST_PASS, gen, &cursor, small, 100, 250), 0);
         CHECK_EQ(small->n, 3);
         CHECK_EQ(cursor, 3);
         ferry_batch_free(small);
@@ -994,11 +1003,9 @@ static void test_fill_limits_and_queries(void)
         fill_all(&fx, Q_FIRST_PASS, gen + 1, &b);
         CHECK_EQ(b->n, 0);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        ferry_manifest_next_gen(fx.m, &gen);
-        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new,
-                                  &unit_marking);
-        ferry_manifest_dir_upsert(fx.m, "a", 1, &dst, gen, &da, &is_new,
-                                  &unit_marking);
+        mf_next_gen(fx.m, &gen);
+        mf_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new, &unit_marking);
+        mf_dir_upsert(fx.m, "a", 1, &dst, gen, &da, &is_new, &unit_marking);
         for (int i = 1; i <= 4; i++) {
                 char name[8];
                 snprintf(name, sizeof(name), "f%02d", i);
@@ -1007,8 +1014,8 @@ static void test_fill_limits_and_queries(void)
         /* "a" was marked row by row (its listed is still -1): the rows
          * its listing did not name are removed; "a/b" was not seen */
         CHECK(unit_marking);
-        CHECK_EQ(ferry_manifest_dir_listed(fx.m, da, gen, unit_marking, 4), 0);
-        CHECK_EQ(ferry_manifest_mark_unseen(fx.m, gen), 0);
+        CHECK_EQ(mf_dir_listed(fx.m, da, gen, unit_marking, 4), 0);
+        CHECK_EQ(mf_mark_unseen(fx.m, gen), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, "SELECT count(*) FROM files WHERE state = ?1",
                          ST_REMOVED),
@@ -1021,33 +1028,35 @@ static void test_fill_limits_and_queries(void)
         CHECK_EQ(b->n, 6);
         fill_all(&fx, Q_STALE_TEMPS, gen, &b);
         CHECK_EQ(b->n, 6);
-        fill_all(&fx, Q_REMOVED_DIRS, gen, &b);
-        CHECK_EQ(b->n, 1);
-        if (b->n)
-                CHECK_STR(ferry_batch_at(b, b->items[0].dir_off), "a/b");
+        int64_t ids[8];
+        char first[64];
+        CHECK_EQ(walk_all(&fx, DIRS_REMOVED, gen, ids, first, sizeof(first)),
+                 1);
+        CHECK_STR(first, "a/b");
         /* dirs to apply, deepest (highest id) first */
-        fill_all(&fx, Q_PENDING_DIRS, gen, &b);
-        CHECK_EQ(b->n, 2);
-        if (b->n == 2) {
-                CHECK_EQ(b->items[0].id, da);
-                CHECK_EQ(b->items[1].id, root);
+        size_t nd =
+                walk_all(&fx, DIRS_TO_APPLY, gen, ids, first, sizeof(first));
+        CHECK_EQ(nd, 2);
+        if (nd == 2) {
+                CHECK_EQ(ids[0], da);
+                CHECK_EQ(ids[1], root);
         }
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_dir_applied(fx.m, da), 0);
+        CHECK_EQ(mf_dir_applied(fx.m, da), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
-        fill_all(&fx, Q_PENDING_DIRS, gen, &b);
-        CHECK_EQ(b->n, 1);
+        CHECK_EQ(walk_all(&fx, DIRS_TO_APPLY, gen, ids, first, sizeof(first)),
+                 1);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_dir_touch(fx.m, da), 0);
+        CHECK_EQ(mf_dir_touch(fx.m, da), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
-        fill_all(&fx, Q_PENDING_DIRS, gen, &b);
-        CHECK_EQ(b->n, 2);
+        CHECK_EQ(walk_all(&fx, DIRS_TO_APPLY, gen, ids, first, sizeof(first)),
+                 2);
 
         /* verify hands out done files only */
         fill_all(&fx, Q_FIRST_PASS, gen, &b);
         struct ferry_item one = b->items[0];
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_file_done(fx.m, &one), 0);
+        CHECK_EQ(mf_file_done(fx.m, &one), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         fill_all(&fx, Q_VERIFY, gen, &b);
         CHECK_EQ(b->n, 1);
@@ -1056,11 +1065,11 @@ static void test_fill_limits_and_queries(void)
 
         /* deletes */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_file_delete(fx.m, one.id), 0);
-        CHECK_EQ(ferry_manifest_dir_delete(fx.m, dab), 0);
+        CHECK_EQ(mf_file_delete(fx.m, one.id), 0);
+        CHECK_EQ(mf_dir_delete(fx.m, dab), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
-        fill_all(&fx, Q_REMOVED_DIRS, gen, &b);
-        CHECK_EQ(b->n, 0);
+        CHECK_EQ(walk_all(&fx, DIRS_REMOVED, gen, ids, first, sizeof(first)),
+                 0);
         CHECK_EQ(sql_int(fx.db, "SELECT count(*) FROM files", 0), 9);
         ferry_batch_free(b);
         fx_close(&fx);
@@ -1127,11 +1136,9 @@ static void test_status_causes(void)
         bool is_new;
         struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        ferry_manifest_next_gen(fx.m, &gen);
-        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new,
-                                  &unit_marking);
-        ferry_manifest_dir_upsert(fx.m, "d", 1, &dst, gen, &d, &is_new,
-                                  &unit_marking);
+        mf_next_gen(fx.m, &gen);
+        mf_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new, &unit_marking);
+        mf_dir_upsert(fx.m, "d", 1, &dst, gen, &d, &is_new, &unit_marking);
         const struct ferry_failure acces = {FERRY_SIDE_SRC, FERRY_STEP_OPEN,
                                             EACCES};
         const struct ferry_failure full = {FERRY_SIDE_DST, FERRY_STEP_WRITE,
@@ -1140,10 +1147,10 @@ static void test_status_causes(void)
         for (int i = 0; i < 5; i++) {
                 int64_t id = add_file(&fx, root, names[i], 10 + (uint64_t)i, 7,
                                       1, 1, gen, true);
-                ferry_manifest_file_set_state(fx.m, id, ST_FAILED,
-                                              i < 3 ? &acces : NULL, "x");
+                mf_file_set_state(fx.m, id, ST_FAILED, i < 3 ? &acces : NULL,
+                                  "x");
         }
-        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, d, &full, "y"), 0);
+        CHECK_EQ(mf_dir_set_error(fx.m, d, &full, "y"), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
 
         struct failure_list l;
@@ -1189,11 +1196,9 @@ static void test_status_counts(void)
         bool replaced = true;
         CHECK_EQ(ferry_manifest_check_dst(fx.m, "65024:2", &replaced), 0);
         CHECK(!replaced);
-        ferry_manifest_next_gen(fx.m, &gen);
-        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new,
-                                  &unit_marking);
-        ferry_manifest_dir_upsert(fx.m, "d\n1", 3, &dst, gen, &d, &is_new,
-                                  &unit_marking);
+        mf_next_gen(fx.m, &gen);
+        mf_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new, &unit_marking);
+        mf_dir_upsert(fx.m, "d\n1", 3, &dst, gen, &d, &is_new, &unit_marking);
         int64_t done1 = add_file(&fx, root, "done1", 1, 7, 1, 10, gen, true);
         int64_t done2 = add_file(&fx, d, "done2", 2, 7, 1, 20, gen, true);
         add_file(&fx, root, "pending", 3, 7, 1, 5, gen, true);
@@ -1201,20 +1206,19 @@ static void test_status_counts(void)
         int64_t gone = add_file(&fx, root, "gone", 5, 7, 1, 80, gen, true);
         struct ferry_stat fifo = mkstat(S_IFIFO | 0600, 0, 7, 99, 1);
         enum ferry_upsert res;
-        ferry_manifest_file_upsert(fx.m, root, false, true, "fifo", 4, &fifo,
-                                   gen, true, &res);
+        file_upsert(fx.m, root, false, true, "fifo", 4, &fifo, gen, true, &res);
         struct ferry_item it;
         memset(&it, 0, sizeof(it));
         it.id = done1;
         it.st = mkstat(S_IFREG | 0644, 10, 5000, 1, 1);
-        CHECK_EQ(ferry_manifest_file_done(fx.m, &it), 0);
+        CHECK_EQ(mf_file_done(fx.m, &it), 0);
         it.id = done2;
         it.st = mkstat(S_IFREG | 0644, 20, 5000, 2, 1);
-        CHECK_EQ(ferry_manifest_file_done(fx.m, &it), 0);
+        CHECK_EQ(mf_file_done(fx.m, &it), 0);
         const struct ferry_failure eio = {FERRY_SIDE_SRC, FERRY_STEP_READ, EIO};
-        ferry_manifest_file_set_state(fx.m, failed, ST_FAILED, &eio,
-                                      "read source: Input/output error");
-        ferry_manifest_file_set_state(fx.m, gone, ST_VANISHED, NULL, NULL);
+        mf_file_set_state(fx.m, failed, ST_FAILED, &eio,
+                          "read source: Input/output error");
+        mf_file_set_state(fx.m, gone, ST_VANISHED, NULL, NULL);
         CHECK_EQ(ferry_manifest_run_finish(fx.m, run, FERRY_EPARTIAL), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
 
@@ -1249,9 +1253,9 @@ static void test_status_counts(void)
         CHECK_EQ(fl.index, 0);
 
         uint64_t n = 0, bytes = 0;
-        CHECK_EQ(ferry_manifest_not_done(fx.m, gen, &n), 0);
+        CHECK_EQ(ferry_manifest_count(fx.m, COUNT_NOT_DONE, gen, &n, NULL), 0);
         CHECK_EQ(n, 2); /* pending + failed */
-        CHECK_EQ(ferry_manifest_pending(fx.m, gen, &n, &bytes), 0);
+        CHECK_EQ(ferry_manifest_count(fx.m, COUNT_TO_COPY, gen, &n, &bytes), 0);
         CHECK_EQ(n, 1);
         CHECK_EQ(bytes, 5);
 
@@ -1276,8 +1280,8 @@ static void test_status_counts(void)
         /* next run: failed rows retried; a new generation alone removes
          * nothing (only a complete scan says what is gone) */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_retry_failed(fx.m), 0);
-        ferry_manifest_next_gen(fx.m, &gen);
+        CHECK_EQ(mf_retry_failed(fx.m), 0);
+        mf_next_gen(fx.m, &gen);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         memset(&info, 0, sizeof(info));
         CHECK_EQ(ferry_manifest_status(fx.m, &info, NULL), 0);
@@ -1345,11 +1349,9 @@ static void test_sample_done(void)
         bool is_new;
         struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        ferry_manifest_next_gen(fx.m, &gen);
-        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new,
-                                  &unit_marking);
-        ferry_manifest_dir_upsert(fx.m, "d\n1", 3, &dst, gen, &d, &is_new,
-                                  &unit_marking);
+        mf_next_gen(fx.m, &gen);
+        mf_dir_upsert(fx.m, "", 0, &dst, gen, &root, &is_new, &unit_marking);
+        mf_dir_upsert(fx.m, "d\n1", 3, &dst, gen, &d, &is_new, &unit_marking);
         /* 100 files of size i; those with i % 10 == 3 are done (10 rows),
          * and 97 as well, but a symlink; 98 is a done fifo */
         for (uint64_t i = 1; i <= 100; i++) {
@@ -1361,18 +1363,17 @@ static void test_sample_done(void)
                                          : S_IFREG | 0644,
                                i, 5000 + (int64_t)i, 1000 + i, 1);
                 enum ferry_upsert res;
-                CHECK_EQ(ferry_manifest_file_upsert(
-                                 fx.m, i <= 50 ? root : d, false, true, name,
-                                 strlen(name), &st, gen, true, &res),
+                CHECK_EQ(file_upsert(fx.m, i <= 50 ? root : d, false, true,
+                                     name, strlen(name), &st, gen, true, &res),
                          0);
                 int64_t id;
-                CHECK_EQ(ferry_manifest_max_id(fx.m, &id), 0);
+                CHECK_EQ(mf_max_id(fx.m, &id), 0);
                 if (i % 10 == 3 || i == 97 || i == 98) {
                         struct ferry_item it;
                         memset(&it, 0, sizeof(it));
                         it.id = id;
                         it.st = st;
-                        CHECK_EQ(ferry_manifest_file_done(fx.m, &it), 0);
+                        CHECK_EQ(mf_file_done(fx.m, &it), 0);
                 }
         }
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
@@ -1424,10 +1425,10 @@ static void test_keep_subtree(void)
         bool is_new;
         struct ferry_stat dst = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        ferry_manifest_next_gen(fx.m, &gen);
+        mf_next_gen(fx.m, &gen);
         for (int i = 0; i < ND; i++) {
-                ferry_manifest_dir_upsert(fx.m, dirs[i], strlen(dirs[i]), &dst,
-                                          gen, &id[i], &is_new, &unit_marking);
+                mf_dir_upsert(fx.m, dirs[i], strlen(dirs[i]), &dst, gen, &id[i],
+                              &is_new, &unit_marking);
                 add_file(&fx, id[i], "f", 100 + (uint64_t)i, 7, 1, 1, gen,
                          true);
         }
@@ -1435,21 +1436,19 @@ static void test_keep_subtree(void)
 
         /* the next scan sees the root and "a", but cannot read "a" */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        ferry_manifest_next_gen(fx.m, &gen);
+        mf_next_gen(fx.m, &gen);
         int64_t again;
-        ferry_manifest_dir_upsert(fx.m, "", 0, &dst, gen, &again, &is_new,
-                                  &unit_marking);
-        ferry_manifest_dir_upsert(fx.m, "a", 1, &dst, gen, &again, &is_new,
-                                  &unit_marking);
-        CHECK_EQ(ferry_manifest_keep_subtree(fx.m, "a", 1, gen), 0);
+        mf_dir_upsert(fx.m, "", 0, &dst, gen, &again, &is_new, &unit_marking);
+        mf_dir_upsert(fx.m, "a", 1, &dst, gen, &again, &is_new, &unit_marking);
+        CHECK_EQ(mf_keep_subtree(fx.m, "a", 1, gen), 0);
         const struct ferry_failure acces = {FERRY_SIDE_SRC, FERRY_STEP_OPENDIR,
                                             EACCES};
-        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, id[1], &acces,
-                                              "cannot read: Permission denied"),
+        CHECK_EQ(mf_dir_set_error(fx.m, id[1], &acces,
+                                  "cannot read: Permission denied"),
                  0);
         /* the root was read whole and named no file: its row is gone */
-        CHECK_EQ(ferry_manifest_dir_listed(fx.m, id[0], gen, true, 0), 0);
-        CHECK_EQ(ferry_manifest_mark_unseen(fx.m, gen), 0);
+        CHECK_EQ(mf_dir_listed(fx.m, id[0], gen, true, 0), 0);
+        CHECK_EQ(mf_mark_unseen(fx.m, gen), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         const bool kept[ND] = {false, true,  true,  true, false,
                                false, false, false, false};
@@ -1490,7 +1489,7 @@ static void test_keep_subtree(void)
         CHECK_EQ(info.not_in_source, 6); /* files not kept */
         /* NULL clears it */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_dir_set_error(fx.m, id[1], NULL, NULL), 0);
+        CHECK_EQ(mf_dir_set_error(fx.m, id[1], NULL, NULL), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         memset(&fl, 0, sizeof(fl));
         CHECK_EQ(ferry_manifest_status(fx.m, &info, &req), 0);
@@ -1500,17 +1499,24 @@ static void test_keep_subtree(void)
 
 /* upsert_named: one regular file, unchanged on every call; returns what the
  * row became. */
+static struct ferry_entry_rec upsert_rec(struct fixture *fx, int64_t dir,
+                                         bool marking, const char *name,
+                                         int64_t gen)
+{
+        struct ferry_stat st = mkstat(S_IFREG | 0644, 10, 5000,
+                                      (uint64_t)(unsigned char)name[0], 1);
+        struct ferry_entry_rec rec;
+        CHECK_EQ(mf_file_upsert(fx->m, dir, false, marking, name, strlen(name),
+                                &st, gen, true, &rec),
+                 0);
+        return rec;
+}
+
 static enum ferry_upsert upsert_named(struct fixture *fx, int64_t dir,
                                       bool marking, const char *name,
                                       int64_t gen)
 {
-        struct ferry_stat st = mkstat(S_IFREG | 0644, 10, 5000,
-                                      (uint64_t)(unsigned char)name[0], 1);
-        enum ferry_upsert res = 0;
-        CHECK_EQ(ferry_manifest_file_upsert(fx->m, dir, false, marking, name,
-                                            strlen(name), &st, gen, true, &res),
-                 0);
-        return res;
+        return upsert_rec(fx, dir, marking, name, gen).res;
 }
 
 static int64_t next_scan(struct fixture *fx, const char *path,
@@ -1520,14 +1526,14 @@ static int64_t next_scan(struct fixture *fx, const char *path,
         int64_t gen;
         bool is_new;
         CHECK_EQ(ferry_manifest_begin(fx->m), 0);
-        CHECK_EQ(ferry_manifest_next_gen(fx->m, &gen), 0);
-        CHECK_EQ(ferry_manifest_dir_upsert(fx->m, path, strlen(path), st, gen,
-                                           dir, &is_new, marking),
+        CHECK_EQ(mf_next_gen(fx->m, &gen), 0);
+        CHECK_EQ(mf_dir_upsert(fx->m, path, strlen(path), st, gen, dir, &is_new,
+                               marking),
                  0);
         return gen;
 }
 
-static size_t count_query(struct fixture *fx, enum ferry_query q, int64_t gen)
+static size_t count_query(struct fixture *fx, enum mf_query q, int64_t gen)
 {
         struct ferry_batch *b = NULL;
         fill_all(fx, q, gen, &b);
@@ -1552,7 +1558,7 @@ static void test_listed_marking(void)
         CHECK_EQ(upsert_named(&fx, d, marking, "x", gen), UP_NEW);
         CHECK_EQ(upsert_named(&fx, d, marking, "y", gen), UP_NEW);
         CHECK_EQ(upsert_named(&fx, d, marking, "z", gen), UP_NEW);
-        CHECK_EQ(ferry_manifest_dir_listed(fx.m, d, gen, marking, 3), 0);
+        CHECK_EQ(mf_dir_listed(fx.m, d, gen, marking, 3), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_exec(fx.db, "UPDATE files SET state = 1,"
                                  " hash = zeroblob(16)"),
@@ -1565,8 +1571,8 @@ static void test_listed_marking(void)
         CHECK_EQ(upsert_named(&fx, d, marking, "x", gen), UP_UNCHANGED);
         CHECK_EQ(upsert_named(&fx, d, marking, "y", gen), UP_UNCHANGED);
         CHECK_EQ(upsert_named(&fx, d, marking, "z", gen), UP_UNCHANGED);
-        CHECK_EQ(ferry_manifest_dir_listed(fx.m, d, gen, marking, 3), 0);
-        CHECK_EQ(ferry_manifest_mark_unseen(fx.m, gen), 0);
+        CHECK_EQ(mf_dir_listed(fx.m, d, gen, marking, 3), 0);
+        CHECK_EQ(mf_mark_unseen(fx.m, gen), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, "SELECT max(gen) FROM files", 0), first);
         CHECK_EQ(count_query(&fx, Q_VERIFY, gen), 3);
@@ -1578,8 +1584,8 @@ static void test_listed_marking(void)
         CHECK(!marking);
         upsert_named(&fx, d, marking, "x", gen);
         upsert_named(&fx, d, marking, "y", gen);
-        CHECK_EQ(ferry_manifest_dir_listed(fx.m, d, gen, marking, 2), 0);
-        CHECK_EQ(ferry_manifest_mark_unseen(fx.m, gen), 0);
+        CHECK_EQ(mf_dir_listed(fx.m, d, gen, marking, 2), 0);
+        CHECK_EQ(mf_mark_unseen(fx.m, gen), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(count_query(&fx, Q_VERIFY, gen), 3);
         CHECK_EQ(count_query(&fx, Q_REMOVED_FILES, gen), 0);
@@ -1589,8 +1595,8 @@ static void test_listed_marking(void)
         CHECK(marking);
         CHECK_EQ(upsert_named(&fx, d, marking, "x", gen), UP_UNCHANGED);
         CHECK_EQ(upsert_named(&fx, d, marking, "y", gen), UP_UNCHANGED);
-        CHECK_EQ(ferry_manifest_dir_listed(fx.m, d, gen, marking, 2), 0);
-        CHECK_EQ(ferry_manifest_mark_unseen(fx.m, gen), 0);
+        CHECK_EQ(mf_dir_listed(fx.m, d, gen, marking, 2), 0);
+        CHECK_EQ(mf_mark_unseen(fx.m, gen), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(count_query(&fx, Q_VERIFY, gen), 2);
         CHECK_EQ(count_query(&fx, Q_REMOVED_FILES, gen), 1);
@@ -1603,10 +1609,10 @@ static void test_listed_marking(void)
         /* 5: "d" became a file; a file "f" appears next to it */
         gen = next_scan(&fx, "", &dst, &root, &marking);
         CHECK_EQ(upsert_named(&fx, root, marking, "d", gen), UP_NEW);
-        CHECK_EQ(ferry_manifest_subtree_removed(fx.m, "d", 1, gen), 0);
+        CHECK_EQ(mf_subtree_removed(fx.m, "d", 1, gen), 0);
         CHECK_EQ(upsert_named(&fx, root, marking, "f", gen), UP_NEW);
-        CHECK_EQ(ferry_manifest_dir_listed(fx.m, root, gen, marking, 2), 0);
-        CHECK_EQ(ferry_manifest_mark_unseen(fx.m, gen), 0);
+        CHECK_EQ(mf_dir_listed(fx.m, root, gen, marking, 2), 0);
+        CHECK_EQ(mf_mark_unseen(fx.m, gen), 0);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(sql_int(fx.db, "SELECT count(*) FROM files WHERE state = ?1",
                          ST_REMOVED),
@@ -1619,8 +1625,7 @@ static void test_listed_marking(void)
         int64_t f;
         gen = next_scan(&fx, "", &dst, &root, &marking);
         bool is_new = false;
-        CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "f", 1, &dst, gen, &f, &is_new,
-                                           &marking),
+        CHECK_EQ(mf_dir_upsert(fx.m, "f", 1, &dst, gen, &f, &is_new, &marking),
                  0);
         CHECK(is_new && marking);
         CHECK_EQ(sql_int(fx.db, "SELECT count(*) FROM files WHERE state = ?1",
@@ -1633,12 +1638,13 @@ static void test_listed_marking(void)
                          root),
                  ST_REMOVED);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(upsert_named(&fx, d, true, "x", gen), UP_CHANGED);
-        int64_t x = ferry_manifest_upserted(fx.m);
-        CHECK(x > 0);
+        struct ferry_entry_rec x = upsert_rec(&fx, d, true, "x", gen);
+        CHECK_EQ(x.res, UP_CHANGED);
+        CHECK(x.id > 0 && x.again);
         /* the same name listed twice in one scan is noted once */
-        CHECK_EQ(upsert_named(&fx, d, true, "x", gen), UP_RESUMED);
-        CHECK_EQ(ferry_manifest_upserted(fx.m), 0);
+        x = upsert_rec(&fx, d, true, "x", gen);
+        CHECK_EQ(x.res, UP_RESUMED);
+        CHECK(!x.again);
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(
                 sql_int(fx.db, "SELECT state FROM files WHERE name = X'78'", 0),
@@ -1707,9 +1713,9 @@ static void test_far_times(void)
         struct ferry_stat dir = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
         dir.mtime = times[0];
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
-        CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "", 0, &dir, gen, &root,
-                                           &is_new, &unit_marking),
+        CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
+        CHECK_EQ(mf_dir_upsert(fx.m, "", 0, &dir, gen, &root, &is_new,
+                               &unit_marking),
                  0);
         char name[8];
         for (int i = 0; i < N; i++) {
@@ -1718,9 +1724,8 @@ static void test_far_times(void)
                 st.ctime = times[N - 1 - i];
                 enum ferry_upsert res = 0;
                 snprintf(name, sizeof(name), "f%d", i);
-                CHECK_EQ(ferry_manifest_file_upsert(fx.m, root, false, true,
-                                                    name, strlen(name), &st,
-                                                    gen, true, &res),
+                CHECK_EQ(file_upsert(fx.m, root, false, true, name,
+                                     strlen(name), &st, gen, true, &res),
                          0);
                 CHECK_EQ(res, UP_NEW);
         }
@@ -1735,8 +1740,7 @@ static void test_far_times(void)
         /* read back by a copy query */
         int64_t cursor = 0;
         struct ferry_batch *b = ferry_batch_new(WORK_COPY, 64);
-        CHECK_EQ(ferry_manifest_fill(fx.m, Q_FIRST_PASS, gen, &cursor, b, 64,
-                                     UINT64_MAX),
+        CHECK_EQ(mf_fill(fx.m, Q_FIRST_PASS, gen, &cursor, b, 64, UINT64_MAX),
                  0);
         CHECK_EQ(b->n, N);
         for (size_t i = 0; i < b->n && i < N; i++) {
@@ -1748,11 +1752,11 @@ static void test_far_times(void)
 
         /* the next scan sees the same times: nothing changed */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
-        CHECK_EQ(ferry_manifest_next_gen(fx.m, &gen), 0);
+        CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
         bool marking = true;
-        CHECK_EQ(ferry_manifest_dir_upsert(fx.m, "", 0, &dir, gen, &root,
-                                           &is_new, &marking),
-                 0);
+        CHECK_EQ(
+                mf_dir_upsert(fx.m, "", 0, &dir, gen, &root, &is_new, &marking),
+                0);
         CHECK(!is_new);
         for (int i = 0; i < N; i++) {
                 struct ferry_stat st = mkstat(S_IFREG | 0600, 1, 0, 10 + i, 1);
@@ -1760,15 +1764,13 @@ static void test_far_times(void)
                 st.ctime = times[N - 1 - i];
                 enum ferry_upsert res = 0;
                 snprintf(name, sizeof(name), "f%d", i);
-                CHECK_EQ(ferry_manifest_file_upsert(fx.m, root, false, true,
-                                                    name, strlen(name), &st,
-                                                    gen, true, &res),
+                CHECK_EQ(file_upsert(fx.m, root, false, true, name,
+                                     strlen(name), &st, gen, true, &res),
                          0);
                 CHECK(res != UP_NEW && res != UP_CHANGED);
                 st.mtime.nsec ^= 1; /* one nanosecond is a change */
-                CHECK_EQ(ferry_manifest_file_upsert(fx.m, root, false, true,
-                                                    name, strlen(name), &st,
-                                                    gen, true, &res),
+                CHECK_EQ(file_upsert(fx.m, root, false, true, name,
+                                     strlen(name), &st, gen, true, &res),
                          0);
                 CHECK_EQ(res, UP_CHANGED);
         }
@@ -2104,8 +2106,7 @@ static void test_record_listing(void)
         walked(m, DIRS_TO_APPLY, gen, buf, sizeof(buf));
         CHECK_STR(buf, "[d] []"); /* its directory and every one above */
         struct ferry_dst_rec rec;
-        CHECK_EQ(ferry_manifest_file_dst(m, b->items[2].dir_id, "x", 1, &rec),
-                 0);
+        CHECK_EQ(mf_file_dst(m, b->items[2].dir_id, "x", 1, &rec), 0);
         CHECK_EQ(rec.size, 3);
         CHECK_EQ(count(m, COUNT_DONE, 0), 1);
         ferry_batch_free(b);

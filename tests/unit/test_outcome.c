@@ -14,6 +14,7 @@
 
 #include "coord/internal.h"
 #include "manifest.h"
+#include "manifest/internal.h" /* the rows a test starts from */
 
 #include <signal.h>
 
@@ -69,9 +70,9 @@ static void fx_open(struct fixture *fx)
         dir.mode = S_IFDIR | 0755;
         bool is_new, marking;
         CHECK_EQ(ferry_manifest_begin(c->m), 0);
-        CHECK_EQ(ferry_manifest_next_gen(c->m, &c->gen), 0);
-        CHECK_EQ(ferry_manifest_dir_upsert(c->m, "", 0, &dir, c->gen, &fx->root,
-                                           &is_new, &marking),
+        CHECK_EQ(mf_next_gen(c->m, &c->gen), 0);
+        CHECK_EQ(mf_dir_upsert(c->m, "", 0, &dir, c->gen, &fx->root, &is_new,
+                               &marking),
                  0);
 }
 
@@ -94,14 +95,11 @@ static int64_t add_file(struct fixture *fx, const char *name, uint64_t ino,
         st.dev = 7;
         st.ino = ino;
         st.nlink = nlink;
-        enum ferry_upsert res;
-        CHECK_EQ(ferry_manifest_file_upsert(fx->c.m, fx->root, false, true,
-                                            name, strlen(name), &st, fx->c.gen,
-                                            true, &res),
+        struct ferry_entry_rec rec;
+        CHECK_EQ(mf_file_upsert(fx->c.m, fx->root, false, true, name,
+                                strlen(name), &st, fx->c.gen, true, &rec),
                  0);
-        int64_t id = -1;
-        CHECK_EQ(ferry_manifest_max_id(fx->c.m, &id), 0);
-        return id;
+        return rec.id;
 }
 
 /* The rows committed, the scan over: pass 1 hands out a batch, as refill
@@ -147,7 +145,7 @@ static struct barrier_job *barrier_answer(struct fixture *fx, int err)
 static uint64_t done_rows(struct fixture *fx)
 {
         uint64_t n = 0;
-        CHECK_EQ(ferry_manifest_count_done(fx->c.m, &n), 0);
+        CHECK_EQ(ferry_manifest_count(fx->c.m, COUNT_DONE, 0, &n, NULL), 0);
         return n;
 }
 
@@ -228,10 +226,9 @@ static void test_failed_leader_hands_over(void)
         CHECK(!c->fresh); /* the election was committed with the rest */
         /* the follower is copied on its own now, with its data */
         struct ferry_batch *next = ferry_batch_new(WORK_COPY, 8);
-        int64_t cursor = 0;
-        CHECK_EQ(ferry_manifest_fill(c->m, Q_NEXT_PASS, c->gen, &cursor, next,
-                                     8, UINT64_MAX),
-                 0);
+        struct ferry_handout h;
+        ferry_manifest_handout_start(&h, PASS_COPY_NEXT, c->gen);
+        CHECK_EQ(ferry_manifest_handout(c->m, &h, next, 8, UINT64_MAX), 0);
         CHECK_EQ(next->n, 1);
         CHECK_EQ(next->n ? next->items[0].id : 0, f);
         CHECK_EQ(next->n ? next->items[0].link_off : 1, 0);
