@@ -148,7 +148,7 @@ static int open_by_components(int rootfd, const char *rel, int flags,
                                  O_CLOEXEC);
                 int next = open_waiting(cur, name, fl, mode);
                 /* a file or symlink where the source has a directory:
-                 * ENOTDIR; whether it may go is the journal's to say
+                 * ENOTDIR; whether it may go is the coordinator's to say
                  * (rule 9), it knows what ferry put there */
                 if (next < 0 && errno == ELOOP && create_dirs)
                         errno = ENOTDIR;

@@ -5,9 +5,9 @@
  * still the one ferry put there. The workers decide that for the file at an
  * item's own name (ferry_copy_is_ours, copy.h); what needs the manifest to
  * tell (a directory where SRC now has a file, a file where SRC now has a
- * directory) they hand to the journal thread as R_IN_WAY, and it asks here.
+ * directory) they hand to the coordinator as R_IN_WAY, and it asks here.
  *
- * Calling sequence (journal thread, which owns the manifest):
+ * Calling sequence (the coordinator, which owns the manifest):
  *   char *what = NULL, why[512];
  *   struct ferry_dst_rec claim;
  *   rc = ferry_owner_clear_way(m, dstfd, names, dir, name, it->err, true,

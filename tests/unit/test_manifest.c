@@ -868,7 +868,7 @@ static void test_hardlinks(void)
                 CHECK_EQ(f->link_off, 0);
         CHECK(!batch_has(b, a, NULL)); /* done rows are not handed out */
 
-        /* the journal makes q the first name instead: copied with data, and
+        /* the coordinator makes q the first name instead: copied with data, and
          * p links to it once it is retried */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         CHECK_EQ(mf_elect_leader(fx.m, p), 0);
