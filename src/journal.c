@@ -22,6 +22,7 @@
 #include "owner.h"
 #include "queue.h"
 #include "scan.h"
+#include "treework.h"
 #include "workers.h"
 
 #include <dirent.h>
@@ -122,6 +123,7 @@ struct journal {
         bool delete_refused;  /* check_delete said no */
         uint64_t delete_held; /* entries kept by --max-delete */
         int delete_code;      /* FERRY_EDELETE, or 0 */
+        struct ferry_treework *tree; /* finish_tree's DST work */
 };
 
 static double now(void)
@@ -1745,46 +1747,57 @@ static void report_held(struct journal *j)
                                          : "-v lists them");
 }
 
+/* --max-delete: delete_held counts what is deleted, so the deletions
+ * under way are recorded first once they could reach the limit. */
+static void settle_deletions(struct journal *j)
+{
+        if (j->opt->max_delete >= 0 &&
+            j->sum->files_deleted + ferry_treework_pending(j->tree) >=
+                    (uint64_t)j->opt->max_delete)
+                ferry_treework_drain(j->tree);
+}
+
+/* Hands row it to the tree work (skip: no DST work, only recorded). */
+static void tree_add(struct journal *j, enum ferry_tree_op op, bool skip,
+                     const struct ferry_batch *b, const struct ferry_item *it)
+{
+        if (ferry_treework_add(j->tree, op, skip, b, it))
+                set_error(j, FERRY_EINTERNAL, "out of memory");
+}
+
 static void delete_file(struct journal *j, const struct ferry_batch *b,
                         const struct ferry_item *it)
 {
         const char *dir = ferry_batch_at(b, it->dir_off);
         const char *name = ferry_batch_at(b, it->name_off);
+        settle_deletions(j);
         if (delete_held(j, dir, name, false))
                 return; /* --max-delete: keep the row */
-        if (!protected_path(j, dir, name, false) &&
-            !src_holds_other_spelling(j, dir, name)) {
-                int dfd = -1,
-                    rc = ferry_fsio_open_dir(j->cfg->dstfd, dir, &dfd);
-                struct ferry_stat st;
-                if (!rc)
-                        rc = ferry_fsio_statat(dfd, name, &st);
-                /* ferry's own file (the manifest kept in DST) is not the
-                 * copy the row describes: kept, the row forgotten */
-                bool own =
-                        !rc && ferry_own_is_file(j->cfg->own, NULL, name, &st);
-                /* rule 9: only what ferry put there; a directory at the
-                 * name is SRC's new one, or not ferry's to remove */
-                bool keep = !rc && !own && !S_ISDIR(st.mode) &&
-                            !ferry_copy_matches(&it->dst, &st);
-                if (own)
+        tree_add(j, TREE_DEL_FILE,
+                 protected_path(j, dir, name, false) ||
+                         src_holds_other_spelling(j, dir, name),
+                 b, it);
+}
+
+/* delete_file's row back from DST (treework.c's delete_file). */
+static void deleted_file(struct journal *j, const struct ferry_tree_job *t)
+{
+        const char *dir = t->dir, *name = t->name;
+        int rc = t->rc;
+        if (!t->skip) {
+                if (t->own)
                         emit(j, FERRY_EV_WARNING, dir, name,
                              "is ferry's manifest or lock: not deleted");
-                else if (!rc && !S_ISDIR(st.mode) && !keep)
-                        rc = ferry_fsio_unlinkat(dfd, name, 0);
-                else if (!rc)
-                        rc = ENOENT; /* forget the row, leave the entry */
-                ferry_fsio_close(&dfd);
-                if (keep)
+                if (t->keep)
                         emit(j, FERRY_EV_WARNING, dir, name,
-                             it->dst.type ? "not deleted: it was changed "
-                                            "since ferry copied it"
-                                          : "not deleted: ferry did not "
-                                            "write it");
-                if (!rc && !own && !keep) {
+                             t->it.dst.type ? "not deleted: it was changed "
+                                              "since ferry copied it"
+                                            : "not deleted: ferry did not "
+                                              "write it");
+                if (!rc && !t->own && !t->keep) {
                         j->sum->files_deleted++;
                         emit(j, FERRY_EV_DELETED, dir, name, NULL);
-                        if (ferry_manifest_dir_touch(j->m, it->dir_id))
+                        if (ferry_manifest_dir_touch(j->m, t->it.dir_id))
                                 manifest_error(j);
                 } else if (rc && rc != ENOENT && stop_for_dst(j, rc)) {
                         return; /* DST failed: keep the row */
@@ -1796,7 +1809,7 @@ static void delete_file(struct journal *j, const struct ferry_batch *b,
                         return; /* keep the row: try again next time */
                 }
         }
-        if (ferry_manifest_file_delete(j->m, it->id))
+        if (ferry_manifest_file_delete(j->m, t->it.id))
                 manifest_error(j);
 }
 
@@ -1804,17 +1817,26 @@ static void delete_dir(struct journal *j, const struct ferry_batch *b,
                        const struct ferry_item *it)
 {
         const char *path = ferry_batch_at(b, it->dir_off);
+        settle_deletions(j);
         if (delete_held(j, "", path, true))
                 return; /* --max-delete: keep the row */
-        if (!protected_path(j, "", path, true) &&
-            !src_holds_other_spelling(j, "", path)) {
-                int rc =
-                        unlinkat(j->cfg->dstfd, path, AT_REMOVEDIR) ? errno : 0;
+        tree_add(j, TREE_DEL_DIR,
+                 protected_path(j, "", path, true) ||
+                         src_holds_other_spelling(j, "", path),
+                 b, it);
+}
+
+/* delete_dir's row back from DST (treework.c's delete_dir). */
+static void deleted_dir(struct journal *j, const struct ferry_tree_job *t)
+{
+        const char *path = t->dir;
+        int rc = t->rc;
+        if (!t->skip) {
                 if (!rc) {
                         j->sum->files_deleted++;
                         emit(j, FERRY_EV_DELETED, "", path, NULL);
-                        if (it->dir_id &&
-                            ferry_manifest_dir_touch(j->m, it->dir_id))
+                        if (t->it.dir_id &&
+                            ferry_manifest_dir_touch(j->m, t->it.dir_id))
                                 manifest_error(j);
                 } else if (rc != ENOENT && stop_for_dst(j, rc)) {
                         return; /* DST failed: keep the row */
@@ -1832,7 +1854,7 @@ static void delete_dir(struct journal *j, const struct ferry_batch *b,
                         ferry_fsio_close(&dfd);
                 }
         }
-        if (ferry_manifest_dir_delete(j->m, it->id))
+        if (ferry_manifest_dir_delete(j->m, t->it.id))
                 manifest_error(j);
 }
 
@@ -1862,40 +1884,31 @@ static void each_row(struct journal *j, enum ferry_query q, int64_t start,
 static void apply_dir(struct journal *j, const struct ferry_batch *b,
                       const struct ferry_item *it)
 {
-        const char *path = ferry_batch_at(b, it->dir_off);
-        const char *what = "create directory";
-        struct ferry_copy_dirs d = {j->cfg->srcfd, j->cfg->dstfd,
-                                    j->cfg->names};
+        tree_add(j, TREE_APPLY_DIR, false, b, it);
+}
+
+/* apply_dir's row back from DST (treework.c's apply_dir). */
+static void applied_dir(struct journal *j, const struct ferry_tree_job *t)
+{
+        const char *path = t->dir;
+        int rc = t->rc;
         char why[384];
-        int fd = -1,
-            rc = ferry_copy_make_dst_dir(&d, path, &fd, why, sizeof(why));
-        if (!rc && j->opt->owner && geteuid() == 0 &&
-            (rc = ferry_fsio_fchown(fd, it->st.uid, it->st.gid)))
-                what = "set directory owner";
-        mode_t mode = j->opt->perms ? it->st.mode & 07777 : 0777 & ~j->umask;
-        if (!rc && (rc = ferry_fsio_fchmod(fd, mode)))
-                what = "set directory mode";
-        if (!rc && j->opt->times &&
-            (rc = ferry_fsio_futimens(fd, it->st.mtime, it->st.mtime)))
-                what = "set directory times";
-        /* --durability=file: the directory's entries (made, deleted) and
-         * its metadata, made durable here instead of by a syncfs */
-        if (fd >= 0 && j->opt->durability == FERRY_DURABLE_FILE)
-                sync_tree_dir(j, fd);
-        ferry_fsio_close(&fd);
+        snprintf(why, sizeof(why), "%s", t->why);
+        if (t->sync_rc && !j->tree_sync_err)
+                j->tree_sync_err = t->sync_rc;
         if (rc && !why[0] && stop_for_dst(j, rc))
                 return; /* nobody's failure: the row stays pending */
         if (rc) {
                 if (!why[0]) /* else a refused or colliding name */
-                        snprintf(why, sizeof(why), "%s: %s", what,
+                        snprintf(why, sizeof(why), "%s: %s", t->what,
                                  strerror(rc));
                 j->sum->files_failed++;
                 emit(j, FERRY_EV_FAILED, "", path, why);
-                if (ferry_manifest_dir_set_error(j->m, it->id, why))
+                if (ferry_manifest_dir_set_error(j->m, t->it.id, why))
                         manifest_error(j);
                 return;
         }
-        if (ferry_manifest_dir_applied(j->m, it->id))
+        if (ferry_manifest_dir_applied(j->m, t->it.id))
                 manifest_error(j);
 }
 
@@ -1903,26 +1916,64 @@ static void apply_dir(struct journal *j, const struct ferry_batch *b,
 static void remove_temp(struct journal *j, const struct ferry_batch *b,
                         const struct ferry_item *it)
 {
-        char tmp[NAME_MAX + 1];
-        int dfd = -1;
-        ferry_copy_temp_name(ferry_batch_at(b, it->name_off), it->id, tmp);
-        if (!ferry_fsio_open_dir(j->cfg->dstfd, ferry_batch_at(b, it->dir_off),
-                                 &dfd))
-                ferry_fsio_unlinkat(dfd, tmp, 0);
-        ferry_fsio_close(&dfd);
+        tree_add(j, TREE_TEMP, false, b, it);
+}
+
+/* Every tree job back, in order: its result recorded. False stops. */
+static bool tree_done(void *ctx, const struct ferry_tree_job *t)
+{
+        struct journal *j = ctx;
+        if (t->op == TREE_DEL_FILE)
+                deleted_file(j, t);
+        else if (t->op == TREE_DEL_DIR)
+                deleted_dir(j, t);
+        else if (t->op == TREE_APPLY_DIR)
+                applied_dir(j, t);
+        return !j->stop_code;
+}
+
+/* Runs fn over every row of q, then waits for the DST work it handed out. */
+static void each_tree_row(struct journal *j, enum ferry_query q, int64_t start,
+                          row_fn fn)
+{
+        each_row(j, q, start, fn);
+        ferry_treework_drain(j->tree);
+}
+
+/* The DST work of finish_tree goes to the worker pool (treework.h). */
+static bool start_tree(struct journal *j)
+{
+        struct ferry_tree_cfg tc = {
+                .srcfd = j->cfg->srcfd,
+                .dstfd = j->cfg->dstfd,
+                .names = j->cfg->names,
+                .own = j->cfg->own,
+                .perms = j->opt->perms,
+                .owner = j->opt->owner,
+                .times = j->opt->times,
+                .fsync_dirs = j->opt->durability == FERRY_DURABLE_FILE,
+                .umask = j->umask,
+                .jobs = j->opt->jobs,
+        };
+        if (!ferry_treework_new(&tc, tree_done, j, &j->tree))
+                return true;
+        set_error(j, FERRY_EINTERNAL, "out of memory");
+        return false;
 }
 
 static void finish_tree(struct journal *j)
 {
-        each_row(j, Q_STALE_TEMPS, 0, remove_temp);
+        if (!start_tree(j))
+                return;
+        each_tree_row(j, Q_STALE_TEMPS, 0, remove_temp);
         bool deleted = false;
         if (j->opt->delete_removed) {
                 if (j->sum->scan_errors)
                         emit(j, FERRY_EV_WARNING, "", "",
                              "the scan had errors: nothing deleted");
                 else if (check_delete(j)) {
-                        each_row(j, Q_REMOVED_FILES, 0, delete_file);
-                        each_row(j, Q_REMOVED_DIRS, INT64_MAX, delete_dir);
+                        each_tree_row(j, Q_REMOVED_FILES, 0, delete_file);
+                        each_tree_row(j, Q_REMOVED_DIRS, INT64_MAX, delete_dir);
                         report_held(j);
                         deleted = true;
                 } else if (j->delete_refused) {
@@ -1930,7 +1981,9 @@ static void finish_tree(struct journal *j)
                 }
         }
         record_source(j, deleted);
-        each_row(j, Q_PENDING_DIRS, INT64_MAX, apply_dir);
+        each_tree_row(j, Q_PENDING_DIRS, INT64_MAX, apply_dir);
+        ferry_treework_free(j->tree);
+        j->tree = NULL;
         /* Deletions touch their directory, so apply_dir met every
          * directory changed above: with --durability=file it fsynced each
          * (no syncfs, which that mode is for file systems that lack). */

@@ -1,0 +1,318 @@
+/*
+ * treework.c - the end-of-run tree work on DST (treework.h): the DST
+ * operations of one row, run by a worker, and the coordinator's window of
+ * jobs that hands them out as soon as nothing below them is unfinished,
+ * and gives them back in the order they came.
+ */
+#define _GNU_SOURCE
+#include "treework.h"
+
+#include "copy.h"
+#include "fsio.h"
+#include "queue.h"
+#include "workers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- a worker's part: one row's DST operations --------------------------- */
+
+/* A pending row that the scan no longer sees may have left a temp file. */
+static void remove_temp(const struct ferry_tree_cfg *cfg,
+                        struct ferry_tree_job *t)
+{
+        char tmp[NAME_MAX + 1];
+        int dfd = -1;
+        ferry_copy_temp_name(t->name, t->it.id, tmp);
+        if (!ferry_fsio_open_dir(cfg->dstfd, t->dir, &dfd))
+                ferry_fsio_unlinkat(dfd, tmp, 0);
+        ferry_fsio_close(&dfd);
+}
+
+static void delete_file(const struct ferry_tree_cfg *cfg,
+                        struct ferry_tree_job *t)
+{
+        int dfd = -1, rc = ferry_fsio_open_dir(cfg->dstfd, t->dir, &dfd);
+        struct ferry_stat st;
+        if (!rc)
+                rc = ferry_fsio_statat(dfd, t->name, &st);
+        /* ferry's own file (the manifest kept in DST) is not the copy the
+         * row describes: kept, the row forgotten */
+        bool own = !rc && ferry_own_is_file(cfg->own, NULL, t->name, &st);
+        /* rule 9: only what ferry put there; a directory at the name is
+         * SRC's new one, or not ferry's to remove */
+        bool keep = !rc && !own && !S_ISDIR(st.mode) &&
+                    !ferry_copy_matches(&t->it.dst, &st);
+        if (!rc && !own && !S_ISDIR(st.mode) && !keep)
+                rc = ferry_fsio_unlinkat(dfd, t->name, 0);
+        else if (!rc && !own)
+                rc = ENOENT; /* forget the row, leave the entry */
+        ferry_fsio_close(&dfd);
+        t->rc = rc;
+        t->own = own;
+        t->keep = keep;
+}
+
+static void delete_dir(const struct ferry_tree_cfg *cfg,
+                       struct ferry_tree_job *t)
+{
+        t->rc = unlinkat(cfg->dstfd, t->dir, AT_REMOVEDIR) ? errno : 0;
+}
+
+static void apply_dir(const struct ferry_tree_cfg *cfg,
+                      struct ferry_tree_job *t)
+{
+        const struct ferry_stat *st = &t->it.st;
+        struct ferry_copy_dirs d = {cfg->srcfd, cfg->dstfd, cfg->names};
+        int fd = -1, rc = ferry_copy_make_dst_dir(&d, t->dir, &fd, t->why,
+                                                  sizeof(t->why));
+        t->what = "create directory";
+        if (!rc && cfg->owner && geteuid() == 0 &&
+            (rc = ferry_fsio_fchown(fd, st->uid, st->gid)))
+                t->what = "set directory owner";
+        mode_t mode = cfg->perms ? st->mode & 07777 : 0777 & ~cfg->umask;
+        if (!rc && (rc = ferry_fsio_fchmod(fd, mode)))
+                t->what = "set directory mode";
+        if (!rc && cfg->times &&
+            (rc = ferry_fsio_futimens(fd, st->mtime, st->mtime)))
+                t->what = "set directory times";
+        /* --durability=file: the directory's entries (made, deleted) and
+         * its metadata, made durable here instead of by a syncfs */
+        if (fd >= 0 && cfg->fsync_dirs)
+                t->sync_rc = ferry_fsio_fsync(fd);
+        ferry_fsio_close(&fd);
+        t->rc = rc;
+}
+
+void ferry_treework_run(const struct ferry_tree_cfg *cfg,
+                        struct ferry_tree_job *t)
+{
+        if (t->cancel && atomic_load(t->cancel))
+                return; /* its result is not reported */
+        switch (t->op) {
+        case TREE_TEMP: remove_temp(cfg, t); break;
+        case TREE_DEL_FILE: delete_file(cfg, t); break;
+        case TREE_DEL_DIR: delete_dir(cfg, t); break;
+        case TREE_APPLY_DIR: apply_dir(cfg, t); break;
+        }
+}
+
+/* ---- the coordinator's window ------------------------------------------- */
+
+enum { J_WAITING, J_RUNNING, J_DONE };
+
+struct ferry_treework {
+        struct ferry_tree_cfg cfg;
+        ferry_tree_done_fn done;
+        void *ctx;
+        struct ferry_queue work, inbox;
+        struct ferry_workers *pool;
+        bool started, inline_only;    /* the pool; no threads: run here */
+        bool stopped;                 /* done said stop */
+        atomic_bool cancel;           /* workers: skip what is left */
+        struct ferry_tree_job **ring; /* cap jobs, oldest at head */
+        size_t cap, head, n;
+        size_t running;
+};
+
+/* Is job q's directory below job p's? */
+static bool below(const struct ferry_tree_job *q,
+                  const struct ferry_tree_job *p)
+{
+        if (!p->len)
+                return q->len > 0; /* everything is below SRC's root */
+        return q->len > p->len && q->dir[p->len] == '/' &&
+               !memcmp(q->dir, p->dir, p->len);
+}
+
+static bool ordered(const struct ferry_tree_job *t)
+{
+        return t->op == TREE_DEL_DIR || t->op == TREE_APPLY_DIR;
+}
+
+static struct ferry_tree_job *at(const struct ferry_treework *tw, size_t i)
+{
+        return tw->ring[(tw->head + i) % tw->cap];
+}
+
+static void job_free(struct ferry_tree_job *t)
+{
+        if (!t)
+                return;
+        free(t->dir);
+        free(t->name);
+        free(t);
+}
+
+static bool start_pool(struct ferry_treework *tw)
+{
+        tw->started = true;
+        if (tw->cfg.jobs > 1 &&
+            !ferry_workers_start_tree(&tw->cfg, tw->cfg.jobs, &tw->work,
+                                      &tw->inbox, &tw->pool))
+                return true;
+        tw->inline_only = true;
+        return false;
+}
+
+static void finished(struct ferry_treework *tw, struct ferry_tree_job *t);
+
+/* Hands t out (or runs it here without threads); skips it once stopped. */
+static void dispatch(struct ferry_treework *tw, struct ferry_tree_job *t)
+{
+        if (tw->stopped || t->skip) {
+                finished(tw, t);
+                return;
+        }
+        if ((tw->started || start_pool(tw)) && !tw->inline_only) {
+                t->state = J_RUNNING;
+                tw->running++;
+                if (ferry_queue_push(&tw->work, t) == FERRY_QUEUE_OK)
+                        return;
+                tw->running--; /* cannot happen: the queue holds them all */
+        }
+        ferry_treework_run(&tw->cfg, t);
+        finished(tw, t);
+}
+
+/* t is done: what waited for it may go. */
+static void finished(struct ferry_treework *tw, struct ferry_tree_job *t)
+{
+        t->state = J_DONE;
+        if (!ordered(t))
+                return;
+        size_t i = 0;
+        while (i < tw->n && at(tw, i) != t)
+                i++;
+        for (i++; i < tw->n; i++) {
+                struct ferry_tree_job *y = at(tw, i);
+                if (y->state != J_DONE && ordered(y) && below(t, y) &&
+                    --y->blockers == 0 && y->state == J_WAITING)
+                        dispatch(tw, y);
+        }
+}
+
+/* Gives back the finished jobs at the head of the window, in order. */
+static void give_back(struct ferry_treework *tw)
+{
+        while (tw->n && at(tw, 0)->state == J_DONE) {
+                struct ferry_tree_job *t = at(tw, 0);
+                tw->ring[tw->head] = NULL;
+                tw->head = (tw->head + 1) % tw->cap;
+                tw->n--;
+                if (!tw->stopped && !tw->done(tw->ctx, t)) {
+                        tw->stopped = true;
+                        atomic_store(&tw->cancel, true);
+                }
+                job_free(t);
+        }
+}
+
+/* Waits for one job back from the workers. */
+static void wait_one(struct ferry_treework *tw)
+{
+        void *p;
+        if (!tw->running ||
+            ferry_queue_pop(&tw->inbox, &p, -1) != FERRY_QUEUE_OK)
+                return;
+        tw->running--;
+        finished(tw, p);
+}
+
+int ferry_treework_new(const struct ferry_tree_cfg *cfg,
+                       ferry_tree_done_fn done, void *ctx,
+                       struct ferry_treework **out)
+{
+        struct ferry_treework *tw = calloc(1, sizeof(*tw));
+        if (!tw)
+                return ENOMEM;
+        tw->cfg = *cfg;
+        tw->done = done;
+        tw->ctx = ctx;
+        /* room past the workers, for directories waiting below others */
+        tw->cap = cfg->jobs * 8 < 256 ? 256 : (size_t)cfg->jobs * 8;
+        tw->ring = calloc(tw->cap, sizeof(*tw->ring));
+        if (!tw->ring || ferry_queue_init(&tw->work, tw->cap + 1)) {
+                free(tw->ring);
+                free(tw);
+                return ENOMEM;
+        }
+        if (ferry_queue_init(&tw->inbox, tw->cap + 1)) {
+                ferry_queue_release(&tw->work);
+                free(tw->ring);
+                free(tw);
+                return ENOMEM;
+        }
+        *out = tw;
+        return 0;
+}
+
+int ferry_treework_add(struct ferry_treework *tw, enum ferry_tree_op op,
+                       bool skip, const struct ferry_batch *b,
+                       const struct ferry_item *it)
+{
+        while (tw->n == tw->cap) {
+                wait_one(tw);
+                give_back(tw);
+        }
+        struct ferry_tree_job *t = calloc(1, sizeof(*t));
+        if (!t || !(t->dir = strdup(ferry_batch_at(b, it->dir_off))) ||
+            !(t->name = strdup(ferry_batch_at(b, it->name_off)))) {
+                job_free(t);
+                return ENOMEM;
+        }
+        t->op = op;
+        t->skip = skip;
+        t->it = *it;
+        t->len = strlen(t->dir);
+        t->state = J_WAITING;
+        t->cancel = &tw->cancel;
+        for (size_t i = 0; ordered(t) && i < tw->n; i++) {
+                const struct ferry_tree_job *p = at(tw, i);
+                if (p->state != J_DONE && ordered(p) && below(p, t))
+                        t->blockers++;
+        }
+        tw->ring[(tw->head + tw->n) % tw->cap] = t;
+        tw->n++;
+        if (!t->blockers)
+                dispatch(tw, t);
+        give_back(tw);
+        return 0;
+}
+
+void ferry_treework_drain(struct ferry_treework *tw)
+{
+        if (!tw)
+                return;
+        give_back(tw);
+        while (tw->n && tw->running) {
+                wait_one(tw);
+                give_back(tw);
+        }
+}
+
+size_t ferry_treework_pending(const struct ferry_treework *tw)
+{
+        return tw ? tw->n : 0;
+}
+
+void ferry_treework_free(struct ferry_treework *tw)
+{
+        if (!tw)
+                return;
+        ferry_treework_drain(tw);
+        ferry_queue_close(&tw->work);
+        ferry_workers_join(tw->pool);
+        for (size_t i = 0; i < tw->n; i++)
+                job_free(at(tw, i));
+        ferry_queue_close(&tw->inbox);
+        ferry_queue_release(&tw->work);
+        ferry_queue_release(&tw->inbox);
+        free(tw->ring);
+        free(tw);
+}

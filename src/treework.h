@@ -1,0 +1,104 @@
+/*
+ * treework.h - the end-of-run tree work on DST run by the worker pool:
+ * removing stale temp files, --delete's deletions of files and of
+ * directories, and applying directories' metadata (owner, mode, times).
+ *
+ * The coordinator decides what a row needs (rule 9's checks, --max-delete,
+ * the fold checks stay there) and adds one job per row; a worker does the
+ * DST operations; the coordinator gets every job back, in the order it
+ * added them, through the done callback, and records the result (events,
+ * counts, the manifest: written by the coordinator thread only).
+ *
+ * Order on DST: a directory job (TREE_DEL_DIR, TREE_APPLY_DIR) runs only
+ * once every directory job added before it for a path below it has
+ * finished. Rows come children first (Q_REMOVED_DIRS and Q_PENDING_DIRS
+ * are in id order, descending), so a directory is removed after what was
+ * in it, and its metadata is applied after everything below it was made,
+ * deleted and given its own metadata: nothing changes its mtime after.
+ * Phases (temps, file deletions, directory deletions, metadata) are kept
+ * apart by ferry_treework_drain.
+ *
+ * Calling sequence (the coordinator thread):
+ *   ferry_treework_new(&cfg, done, ctx, &tw);
+ *   for each row: ferry_treework_add(tw, op, skip, batch, item);
+ *   ferry_treework_drain(tw);            between phases, and at the end
+ *   ferry_treework_free(tw);
+ * The worker threads start at the first job with DST work; when they
+ * cannot start, the jobs run on the calling thread.
+ */
+#ifndef FERRY_TREEWORK_H
+#define FERRY_TREEWORK_H
+
+#include "batch.h"
+#include "names.h"
+#include "overlap.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+enum ferry_tree_op {
+        TREE_TEMP = 1,  /* remove the temp file a pending row may have left */
+        TREE_DEL_FILE,  /* --delete a file row ferry put in DST */
+        TREE_DEL_DIR,   /* --delete a directory row (rmdir) */
+        TREE_APPLY_DIR, /* make a directory, give it its metadata */
+};
+
+struct ferry_tree_cfg {
+        int srcfd, dstfd;            /* borrowed */
+        struct ferry_names *names;   /* borrowed; NULL: any name */
+        const struct ferry_own *own; /* borrowed; may be NULL */
+        bool perms, owner, times;    /* what apply_dir gives a directory */
+        bool fsync_dirs;             /* --durability=file */
+        mode_t umask;                /* for --no-perms */
+        unsigned jobs;               /* worker threads */
+};
+
+struct ferry_tree_job {
+        enum ferry_tree_op op;
+        bool skip;            /* no DST work: the row is only recorded */
+        struct ferry_item it; /* the row (its offsets are not valid) */
+        char *dir;            /* the row's directory, "" for SRC's root */
+        char *name;           /* the file's name; "" for directory rows */
+        /* results, for the done callback */
+        int rc;           /* errno of the DST operation, or 0 */
+        bool own;         /* TREE_DEL_FILE: ferry's manifest or lock */
+        bool keep;        /* TREE_DEL_FILE: not what ferry put there */
+        const char *what; /* TREE_APPLY_DIR: the step that failed */
+        char why[384];    /* TREE_APPLY_DIR: a refused or colliding name */
+        int sync_rc;      /* TREE_APPLY_DIR: the directory's fsync */
+        /* treework's own */
+        const atomic_bool *cancel; /* set: the worker skips the job */
+        int state;
+        unsigned blockers;
+        size_t len;
+};
+
+/* Gets every job back, in order, on the coordinator's thread; false stops
+ * the tree work: no job is handed out or reported after that one. */
+typedef bool (*ferry_tree_done_fn)(void *ctx, const struct ferry_tree_job *t);
+
+struct ferry_treework;
+
+/* cfg is copied. ENOMEM or 0. */
+int ferry_treework_new(const struct ferry_tree_cfg *cfg,
+                       ferry_tree_done_fn done, void *ctx,
+                       struct ferry_treework **out);
+/* One job for row it of batch b (its strings are copied). May wait for
+ * earlier jobs and call done for them. ENOMEM or 0. */
+int ferry_treework_add(struct ferry_treework *tw, enum ferry_tree_op op,
+                       bool skip, const struct ferry_batch *b,
+                       const struct ferry_item *it);
+/* Waits for every job added and calls done for each. */
+void ferry_treework_drain(struct ferry_treework *tw);
+/* Jobs added whose done was not called yet. */
+size_t ferry_treework_pending(const struct ferry_treework *tw);
+/* Drains, stops the threads, frees. NULL is fine. */
+void ferry_treework_free(struct ferry_treework *tw);
+
+/* A worker's part: the DST operations of job t (not skip), unless the
+ * tree work was stopped meanwhile. */
+void ferry_treework_run(const struct ferry_tree_cfg *cfg,
+                        struct ferry_tree_job *t);
+
+#endif
