@@ -1187,8 +1187,7 @@ static void drain_inbox(struct journal *j)
 static void stop_threads(struct journal *j)
 {
         ferry_queue_close(&j->work);
-        ferry_workers_join(j->workers);
-        j->workers = NULL;
+        ferry_workers_idle(j->workers); /* joined in journal_release */
         ferry_queue_close(&j->barrier_q);
         if (j->barrier_thread_started)
                 pthread_join(j->barrier_thread, NULL);
@@ -1398,6 +1397,8 @@ static bool src_holds_other_spelling(struct journal *j, const char *dir,
 
 static void journal_release(struct journal *j)
 {
+        ferry_workers_join(j->workers);
+        j->workers = NULL;
         ferry_queue_release(&j->inbox);
         ferry_queue_release(&j->work);
         ferry_queue_release(&j->barrier_q);
@@ -1940,7 +1941,8 @@ static void each_tree_row(struct journal *j, enum ferry_query q, int64_t start,
         ferry_treework_drain(j->tree);
 }
 
-/* The DST work of finish_tree goes to the worker pool (treework.h). */
+/* The DST work of finish_tree goes to the copy's workers, idle now
+ * (stop_threads), whose threads end in journal_release (treework.h). */
 static bool start_tree(struct journal *j)
 {
         struct ferry_tree_cfg tc = {
@@ -1953,9 +1955,8 @@ static bool start_tree(struct journal *j)
                 .times = j->opt->times,
                 .fsync_dirs = j->opt->durability == FERRY_DURABLE_FILE,
                 .umask = j->umask,
-                .jobs = j->opt->jobs,
         };
-        if (!ferry_treework_new(&tc, tree_done, j, &j->tree))
+        if (!ferry_treework_new(&tc, j->workers, tree_done, j, &j->tree))
                 return true;
         set_error(j, FERRY_EINTERNAL, "out of memory");
         return false;

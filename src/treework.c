@@ -89,9 +89,9 @@ static void apply_dir(const struct ferry_tree_cfg *cfg,
         t->rc = rc;
 }
 
-void ferry_treework_run(const struct ferry_tree_cfg *cfg,
-                        struct ferry_tree_job *t)
+void ferry_treework_run(struct ferry_tree_job *t)
 {
+        const struct ferry_tree_cfg *cfg = t->cfg;
         if (t->cancel && atomic_load(t->cancel))
                 return; /* its result is not reported */
         switch (t->op) {
@@ -111,8 +111,8 @@ struct ferry_treework {
         ferry_tree_done_fn done;
         void *ctx;
         struct ferry_queue work, inbox;
-        struct ferry_workers *pool;
-        bool started, inline_only;    /* the pool; no threads: run here */
+        struct ferry_workers *pool;   /* borrowed */
+        bool started, inline_only;    /* the pool serves; no threads: here */
         bool stopped;                 /* done said stop */
         atomic_bool cancel;           /* workers: skip what is left */
         struct ferry_tree_job **ring; /* cap jobs, oldest at head */
@@ -152,10 +152,10 @@ static void job_free(struct ferry_tree_job *t)
 static bool start_pool(struct ferry_treework *tw)
 {
         tw->started = true;
-        if (tw->cfg.jobs > 1 &&
-            !ferry_workers_start_tree(&tw->cfg, tw->cfg.jobs, &tw->work,
-                                      &tw->inbox, &tw->pool))
+        if (ferry_workers_count(tw->pool) > 1) {
+                ferry_workers_serve_tree(tw->pool, &tw->work, &tw->inbox);
                 return true;
+        }
         tw->inline_only = true;
         return false;
 }
@@ -176,7 +176,7 @@ static void dispatch(struct ferry_treework *tw, struct ferry_tree_job *t)
                         return;
                 tw->running--; /* cannot happen: the queue holds them all */
         }
-        ferry_treework_run(&tw->cfg, t);
+        ferry_treework_run(t);
         finished(tw, t);
 }
 
@@ -225,17 +225,19 @@ static void wait_one(struct ferry_treework *tw)
 }
 
 int ferry_treework_new(const struct ferry_tree_cfg *cfg,
-                       ferry_tree_done_fn done, void *ctx,
-                       struct ferry_treework **out)
+                       struct ferry_workers *pool, ferry_tree_done_fn done,
+                       void *ctx, struct ferry_treework **out)
 {
         struct ferry_treework *tw = calloc(1, sizeof(*tw));
         if (!tw)
                 return ENOMEM;
         tw->cfg = *cfg;
+        tw->pool = pool;
         tw->done = done;
         tw->ctx = ctx;
         /* room past the workers, for directories waiting below others */
-        tw->cap = cfg->jobs * 8 < 256 ? 256 : (size_t)cfg->jobs * 8;
+        size_t n = ferry_workers_count(pool);
+        tw->cap = n * 8 < 256 ? 256 : n * 8;
         tw->ring = calloc(tw->cap, sizeof(*tw->ring));
         if (!tw->ring || ferry_queue_init(&tw->work, tw->cap + 1)) {
                 free(tw->ring);
@@ -271,6 +273,7 @@ int ferry_treework_add(struct ferry_treework *tw, enum ferry_tree_op op,
         t->it = *it;
         t->len = strlen(t->dir);
         t->state = J_WAITING;
+        t->cfg = &tw->cfg;
         t->cancel = &tw->cancel;
         for (size_t i = 0; ordered(t) && i < tw->n; i++) {
                 const struct ferry_tree_job *p = at(tw, i);
@@ -306,8 +309,8 @@ void ferry_treework_free(struct ferry_treework *tw)
         if (!tw)
                 return;
         ferry_treework_drain(tw);
-        ferry_queue_close(&tw->work);
-        ferry_workers_join(tw->pool);
+        if (tw->started && !tw->inline_only)
+                ferry_workers_end_tree(tw->pool);
         for (size_t i = 0; i < tw->n; i++)
                 job_free(at(tw, i));
         ferry_queue_close(&tw->inbox);

@@ -19,12 +19,14 @@
  * apart by ferry_treework_drain.
  *
  * Calling sequence (the coordinator thread):
- *   ferry_treework_new(&cfg, done, ctx, &tw);
+ *   ferry_workers_idle(pool);            the copy is over
+ *   ferry_treework_new(&cfg, pool, done, ctx, &tw);
  *   for each row: ferry_treework_add(tw, op, skip, batch, item);
  *   ferry_treework_drain(tw);            between phases, and at the end
  *   ferry_treework_free(tw);
- * The worker threads start at the first job with DST work; when they
- * cannot start, the jobs run on the calling thread.
+ * The pool's threads (the copy's workers, idle) take jobs from the first
+ * one with DST work on; without a pool of two or more, the jobs run on the
+ * calling thread.
  */
 #ifndef FERRY_TREEWORK_H
 #define FERRY_TREEWORK_H
@@ -51,7 +53,6 @@ struct ferry_tree_cfg {
         bool perms, owner, times;    /* what apply_dir gives a directory */
         bool fsync_dirs;             /* --durability=file */
         mode_t umask;                /* for --no-perms */
-        unsigned jobs;               /* worker threads */
 };
 
 struct ferry_tree_job {
@@ -68,6 +69,7 @@ struct ferry_tree_job {
         char why[384];    /* TREE_APPLY_DIR: a refused or colliding name */
         int sync_rc;      /* TREE_APPLY_DIR: the directory's fsync */
         /* treework's own */
+        const struct ferry_tree_cfg *cfg;
         const atomic_bool *cancel; /* set: the worker skips the job */
         int state;
         unsigned blockers;
@@ -79,11 +81,13 @@ struct ferry_tree_job {
 typedef bool (*ferry_tree_done_fn)(void *ctx, const struct ferry_tree_job *t);
 
 struct ferry_treework;
+struct ferry_workers;
 
-/* cfg is copied. ENOMEM or 0. */
+/* cfg is copied; pool (idle, see workers.h) is borrowed, may be NULL.
+ * ENOMEM or 0. */
 int ferry_treework_new(const struct ferry_tree_cfg *cfg,
-                       ferry_tree_done_fn done, void *ctx,
-                       struct ferry_treework **out);
+                       struct ferry_workers *pool, ferry_tree_done_fn done,
+                       void *ctx, struct ferry_treework **out);
 /* One job for row it of batch b (its strings are copied). May wait for
  * earlier jobs and call done for them. ENOMEM or 0. */
 int ferry_treework_add(struct ferry_treework *tw, enum ferry_tree_op op,
@@ -93,12 +97,12 @@ int ferry_treework_add(struct ferry_treework *tw, enum ferry_tree_op op,
 void ferry_treework_drain(struct ferry_treework *tw);
 /* Jobs added whose done was not called yet. */
 size_t ferry_treework_pending(const struct ferry_treework *tw);
-/* Drains, stops the threads, frees. NULL is fine. */
+/* Drains, gives the pool's threads back (ferry_workers_end_tree), frees.
+ * NULL is fine. */
 void ferry_treework_free(struct ferry_treework *tw);
 
 /* A worker's part: the DST operations of job t (not skip), unless the
  * tree work was stopped meanwhile. */
-void ferry_treework_run(const struct ferry_tree_cfg *cfg,
-                        struct ferry_tree_job *t);
+void ferry_treework_run(struct ferry_tree_job *t);
 
 #endif

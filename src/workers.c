@@ -1,7 +1,8 @@
 /*
  * workers.c - the copy/verify thread pool (workers.h).
  * A worker owns its copier; the only shared things are the two queues.
- * A tree pool's workers have no copier: they run tree jobs (treework.h).
+ * Once the work queue closed, a worker frees its copier and stays for the
+ * end-of-run tree work (treework.h) until the pool is joined.
  * Descriptors: each holds at most FERRY_COPIER_FDS (fdlimit.h fits -j to
  * the limit), and none while idle once descriptors ran short.
  */
@@ -23,7 +24,13 @@ struct worker {
 struct ferry_workers {
         struct ferry_queue *work, *inbox;
         atomic_bool *stop;
-        const struct ferry_tree_cfg *tree; /* a tree pool's */
+        /* the tree work: lock guards what follows */
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        unsigned copying; /* workers not done with the work queue */
+        unsigned serving; /* workers in the tree work's loop */
+        bool closing;     /* ferry_workers_join: leave */
+        struct ferry_queue *tree_work, *tree_inbox; /* NULL: none now */
         unsigned n;
         struct worker w[];
 };
@@ -58,17 +65,31 @@ static struct ferry_batch *next_batch(struct worker *w)
                        : NULL;
 }
 
-/* A tree pool's thread: the jobs go back whatever happened (the
- * coordinator waits for every one). */
-static void *tree_main(void *arg)
+/* After the copy: tree jobs from the queues ferry_workers_serve_tree
+ * gives, until ferry_workers_end_tree closes them or the pool is joined. */
+static void serve_tree(struct ferry_workers *p)
 {
-        struct worker *w = arg;
+        pthread_mutex_lock(&p->lock);
+        p->copying--;
+        pthread_cond_broadcast(&p->cond);
+        while (!p->closing && !p->tree_work)
+                pthread_cond_wait(&p->cond, &p->lock);
+        struct ferry_queue *work = p->closing ? NULL : p->tree_work;
+        struct ferry_queue *inbox = p->tree_inbox;
+        p->serving += work != NULL;
+        pthread_mutex_unlock(&p->lock);
+        if (!work)
+                return;
         void *t;
-        while (ferry_queue_pop(w->pool->work, &t, -1) == FERRY_QUEUE_OK) {
-                ferry_treework_run(w->pool->tree, t);
-                ferry_queue_push(w->pool->inbox, t);
+        /* every job goes back: the coordinator waits for each */
+        while (ferry_queue_pop(work, &t, -1) == FERRY_QUEUE_OK) {
+                ferry_treework_run(t);
+                ferry_queue_push(inbox, t);
         }
-        return NULL;
+        pthread_mutex_lock(&p->lock);
+        p->serving--;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
 }
 
 static void *worker_main(void *arg)
@@ -81,33 +102,10 @@ static void *worker_main(void *arg)
                 if (ferry_queue_push(w->pool->inbox, b) != FERRY_QUEUE_OK)
                         ferry_batch_free(b);
         }
+        ferry_copier_free(w->copier); /* its buffer and directories */
+        w->copier = NULL;
+        serve_tree(w->pool);
         return NULL;
-}
-
-/* Starts n threads of p (copy pools: cfg for their copiers). */
-static int start(struct ferry_workers *p, const struct ferry_copy_cfg *cfg,
-                 unsigned n, struct ferry_workers **out)
-{
-        int rc = 0;
-        for (unsigned i = 0; i < n; i++) {
-                struct worker *w = &p->w[i];
-                w->pool = p;
-                if (cfg && (rc = ferry_copier_new(cfg, &w->copier)))
-                        break;
-                if (pthread_create(&w->thread, NULL,
-                                   cfg ? worker_main : tree_main, w)) {
-                        ferry_copier_free(w->copier);
-                        rc = EAGAIN;
-                        break;
-                }
-                p->n++;
-        }
-        if (rc && !p->n) {
-                free(p);
-                return rc;
-        }
-        *out = p; /* fewer threads than asked still make progress */
-        return 0;
 }
 
 int ferry_workers_start(const struct ferry_copy_cfg *cfg, unsigned n,
@@ -121,31 +119,93 @@ int ferry_workers_start(const struct ferry_copy_cfg *cfg, unsigned n,
         p->work = work;
         p->inbox = inbox;
         p->stop = cfg->stop;
-        return start(p, cfg, n, out);
+        if (pthread_mutex_init(&p->lock, NULL)) {
+                free(p);
+                return EAGAIN;
+        }
+        if (pthread_cond_init(&p->cond, NULL)) {
+                pthread_mutex_destroy(&p->lock);
+                free(p);
+                return EAGAIN;
+        }
+        int rc = 0;
+        for (unsigned i = 0; i < n; i++) {
+                struct worker *w = &p->w[i];
+                w->pool = p;
+                if ((rc = ferry_copier_new(cfg, &w->copier)))
+                        break;
+                pthread_mutex_lock(&p->lock);
+                p->copying++;
+                pthread_mutex_unlock(&p->lock);
+                if (pthread_create(&w->thread, NULL, worker_main, w)) {
+                        pthread_mutex_lock(&p->lock);
+                        p->copying--;
+                        pthread_mutex_unlock(&p->lock);
+                        ferry_copier_free(w->copier);
+                        rc = EAGAIN;
+                        break;
+                }
+                p->n++;
+        }
+        if (rc && !p->n) {
+                pthread_cond_destroy(&p->cond);
+                pthread_mutex_destroy(&p->lock);
+                free(p);
+                return rc;
+        }
+        *out = p; /* fewer threads than asked still make progress */
+        return 0;
 }
 
-int ferry_workers_start_tree(const struct ferry_tree_cfg *cfg, unsigned n,
-                             struct ferry_queue *work,
-                             struct ferry_queue *inbox,
-                             struct ferry_workers **out)
+void ferry_workers_idle(struct ferry_workers *p)
 {
-        struct ferry_workers *p =
-                calloc(1, sizeof(*p) + n * sizeof(struct worker));
         if (!p)
-                return ENOMEM;
-        p->work = work;
-        p->inbox = inbox;
-        p->tree = cfg;
-        return start(p, NULL, n, out);
+                return;
+        pthread_mutex_lock(&p->lock);
+        while (p->copying)
+                pthread_cond_wait(&p->cond, &p->lock);
+        pthread_mutex_unlock(&p->lock);
+}
+
+unsigned ferry_workers_count(const struct ferry_workers *p)
+{
+        return p ? p->n : 0;
+}
+
+void ferry_workers_serve_tree(struct ferry_workers *p, struct ferry_queue *work,
+                              struct ferry_queue *inbox)
+{
+        pthread_mutex_lock(&p->lock);
+        p->tree_work = work;
+        p->tree_inbox = inbox;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+}
+
+void ferry_workers_end_tree(struct ferry_workers *p)
+{
+        pthread_mutex_lock(&p->lock);
+        if (p->tree_work)
+                ferry_queue_close(p->tree_work);
+        p->tree_work = p->tree_inbox = NULL; /* a late worker waits on */
+        while (p->serving)
+                pthread_cond_wait(&p->cond, &p->lock);
+        pthread_mutex_unlock(&p->lock);
 }
 
 void ferry_workers_join(struct ferry_workers *p)
 {
         if (!p)
                 return;
+        pthread_mutex_lock(&p->lock);
+        p->closing = true;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
         for (unsigned i = 0; i < p->n; i++) {
                 pthread_join(p->w[i].thread, NULL);
-                ferry_copier_free(p->w[i].copier); /* NULL: a tree pool */
+                ferry_copier_free(p->w[i].copier);
         }
+        pthread_cond_destroy(&p->cond);
+        pthread_mutex_destroy(&p->lock);
         free(p);
 }

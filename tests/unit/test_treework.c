@@ -1,7 +1,8 @@
 /*
  * test_treework.c - the end-of-run tree work (src/treework.h) on a real
- * directory tree: directories' metadata applied by 8 workers (and by the
- * calling thread, -j 1) ends up right on every directory, children first;
+ * directory tree: directories' metadata applied by 8 idle copy workers
+ * (and by the calling thread: -j 1, no pool) ends up right on every
+ * directory, children first;
  * nested directories are all removed (a parent's rmdir after its
  * children's); every job comes back once, in the order it was added; a
  * done callback that says stop gets nothing more.
@@ -10,6 +11,7 @@
 #include "unit.h"
 
 #include "treework.h"
+#include "workers.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -86,6 +88,36 @@ static bool on_done(void *ctx, const struct ferry_tree_job *t)
         return s->n != s->stop_at;
 }
 
+/* A pool of n copy workers, idle (its work queue closed), as the journal
+ * leaves it for the tree work; NULL for n == 0. */
+struct pool {
+        struct ferry_queue work, inbox;
+        atomic_bool stop;
+        struct ferry_workers *w;
+};
+
+static void pool_start(struct pool *p, const struct fixture *fx, unsigned n)
+{
+        memset(p, 0, sizeof(*p));
+        CHECK_EQ(ferry_queue_init(&p->work, 4), 0);
+        CHECK_EQ(ferry_queue_init(&p->inbox, 4), 0);
+        if (!n)
+                return;
+        struct ferry_copy_cfg cc = {
+                .srcfd = fx->src, .dstfd = fx->dst, .stop = &p->stop};
+        CHECK_EQ(ferry_workers_start(&cc, n, &p->work, &p->inbox, &p->w), 0);
+        CHECK_EQ(ferry_workers_count(p->w), n);
+        ferry_queue_close(&p->work);
+        ferry_workers_idle(p->w);
+}
+
+static void pool_end(struct pool *p)
+{
+        ferry_workers_join(p->w);
+        ferry_queue_release(&p->work);
+        ferry_queue_release(&p->inbox);
+}
+
 static struct ferry_time mtime_of(size_t i)
 {
         return (struct ferry_time){1500000000 + (int64_t)i * 11,
@@ -134,15 +166,17 @@ static void apply_with(unsigned jobs)
                                      .dstfd = fx.dst,
                                      .perms = true,
                                      .times = true,
-                                     .umask = 022,
-                                     .jobs = jobs};
+                                     .umask = 022};
         struct seen s = {0};
         struct ferry_treework *tw = NULL;
-        CHECK_EQ(ferry_treework_new(&cfg, on_done, &s, &tw), 0);
+        struct pool pool;
+        pool_start(&pool, &fx, jobs);
+        CHECK_EQ(ferry_treework_new(&cfg, pool.w, on_done, &s, &tw), 0);
         add_all(&fx, tw, TREE_APPLY_DIR);
         ferry_treework_drain(tw);
         CHECK_EQ(ferry_treework_pending(tw), 0);
         ferry_treework_free(tw);
+        pool_end(&pool);
         check_order(&fx, &s);
         size_t wrong = 0;
         for (size_t k = 0; k < fx.n; k++) {
@@ -165,20 +199,23 @@ static void test_apply_parallel(void)
 
 static void test_apply_inline(void)
 {
-        apply_with(1);
+        apply_with(1); /* one worker: the calling thread does the work */
+        apply_with(0); /* no pool */
 }
 
 static void test_delete_nested(void)
 {
         struct fixture fx;
         setup(&fx, true);
-        struct ferry_tree_cfg cfg = {
-                .srcfd = fx.src, .dstfd = fx.dst, .jobs = 8};
+        struct ferry_tree_cfg cfg = {.srcfd = fx.src, .dstfd = fx.dst};
         struct seen s = {0};
         struct ferry_treework *tw = NULL;
-        CHECK_EQ(ferry_treework_new(&cfg, on_done, &s, &tw), 0);
+        struct pool pool;
+        pool_start(&pool, &fx, 8);
+        CHECK_EQ(ferry_treework_new(&cfg, pool.w, on_done, &s, &tw), 0);
         add_all(&fx, tw, TREE_DEL_DIR);
         ferry_treework_free(tw); /* drains */
+        pool_end(&pool);
         check_order(&fx, &s);
         size_t left = 0;
         for (size_t k = 0; k < fx.n; k++) {
@@ -193,15 +230,17 @@ static void test_stop(void)
 {
         struct fixture fx;
         setup(&fx, true);
-        struct ferry_tree_cfg cfg = {
-                .srcfd = fx.src, .dstfd = fx.dst, .jobs = 8};
+        struct ferry_tree_cfg cfg = {.srcfd = fx.src, .dstfd = fx.dst};
         struct seen s = {.stop_at = 5};
         struct ferry_treework *tw = NULL;
-        CHECK_EQ(ferry_treework_new(&cfg, on_done, &s, &tw), 0);
+        struct pool pool;
+        pool_start(&pool, &fx, 8);
+        CHECK_EQ(ferry_treework_new(&cfg, pool.w, on_done, &s, &tw), 0);
         add_all(&fx, tw, TREE_DEL_DIR);
         ferry_treework_drain(tw);
         CHECK_EQ(ferry_treework_pending(tw), 0);
         ferry_treework_free(tw);
+        pool_end(&pool);
         CHECK_EQ(s.n, 5);
         teardown(&fx);
 }
