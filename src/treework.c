@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "treework.h"
 
+#include "config.h"
 #include "copy.h"
 #include "fsio.h"
 #include "queue.h"
@@ -18,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- a worker's part: one row's DST operations --------------------------- */
@@ -106,6 +108,13 @@ void ferry_treework_run(struct ferry_tree_job *t)
 
 enum { J_WAITING, J_RUNNING, J_DONE };
 
+/* The jobs run on the calling thread while DST answers fast (a local
+ * disk: handing a job to another thread costs more than doing it); once
+ * PROBE_JOBS of them took SLOW_NS each on average (a DST with a round trip
+ * per operation), the pool takes over. */
+#define PROBE_JOBS 32
+#define SLOW_NS    300000LL
+
 struct ferry_treework {
         struct ferry_tree_cfg cfg;
         ferry_tree_done_fn done;
@@ -113,6 +122,8 @@ struct ferry_treework {
         struct ferry_queue work, inbox;
         struct ferry_workers *pool;   /* borrowed */
         bool started, inline_only;    /* the pool serves; no threads: here */
+        long long probe_ns;           /* time of the probe's jobs */
+        unsigned probed;              /* jobs in it */
         bool stopped;                 /* done said stop */
         atomic_bool cancel;           /* workers: skip what is left */
         struct ferry_tree_job **ring; /* cap jobs, oldest at head */
@@ -149,6 +160,27 @@ static void job_free(struct ferry_tree_job *t)
         free(t);
 }
 
+static long long mono_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Runs t here and says whether DST looks slow enough for the pool. */
+static bool run_here(struct ferry_treework *tw, struct ferry_tree_job *t)
+{
+        long long t0 = mono_ns();
+        ferry_treework_run(t);
+        tw->probe_ns += mono_ns() - t0;
+        if (++tw->probed < PROBE_JOBS)
+                return false;
+        bool slow = tw->probe_ns / PROBE_JOBS >= SLOW_NS;
+        tw->probe_ns = 0;
+        tw->probed = 0;
+        return slow;
+}
+
 static bool start_pool(struct ferry_treework *tw)
 {
         tw->started = true;
@@ -169,14 +201,15 @@ static void dispatch(struct ferry_treework *tw, struct ferry_tree_job *t)
                 finished(tw, t);
                 return;
         }
-        if ((tw->started || start_pool(tw)) && !tw->inline_only) {
+        if (tw->started && !tw->inline_only) {
                 t->state = J_RUNNING;
                 tw->running++;
                 if (ferry_queue_push(&tw->work, t) == FERRY_QUEUE_OK)
                         return;
                 tw->running--; /* cannot happen: the queue holds them all */
         }
-        ferry_treework_run(t);
+        if (run_here(tw, t) && !tw->started)
+                start_pool(tw);
         finished(tw, t);
 }
 
@@ -250,6 +283,12 @@ int ferry_treework_new(const struct ferry_tree_cfg *cfg,
                 free(tw);
                 return ENOMEM;
         }
+#ifdef FERRY_TESTING
+        /* t41, test_treework: the pool from the first job, on any DST */
+        const char *env = getenv("FERRY_TREE_POOL");
+        if (env && *env == '1')
+                start_pool(tw);
+#endif
         *out = tw;
         return 0;
 }

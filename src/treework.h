@@ -24,9 +24,11 @@
  *   for each row: ferry_treework_add(tw, op, skip, batch, item);
  *   ferry_treework_drain(tw);            between phases, and at the end
  *   ferry_treework_free(tw);
- * The pool's threads (the copy's workers, idle) take jobs from the first
- * one with DST work on; without a pool of two or more, the jobs run on the
- * calling thread.
+ * The jobs run on the calling thread while DST answers fast; once they
+ * take long on average (a round trip per operation), the pool's threads
+ * (the copy's workers, idle) take them. Without a pool of two or more,
+ * they all run on the calling thread. In test builds FERRY_TREE_POOL=1
+ * hands every job to the pool.
  */
 #ifndef FERRY_TREEWORK_H
 #define FERRY_TREEWORK_H

@@ -19,7 +19,12 @@
 #    every directory that stays has SRC's mtime;
 #  - the same again with --durability=file (each directory fsynced by the
 #    tree work instead of a syncfs).
+# On a fast DST the tree work runs on the main thread; FERRY_TREE_POOL=1
+# (test builds) gives it to the workers from the first job, as a DST with
+# latency does after a few.
 . "$(dirname "$0")/lib.sh" || exit 1
+
+export FERRY_TREE_POOL=1
 
 need_cmd rsync
 
