@@ -10,6 +10,8 @@
  *   barrier.c  the barrier thread and recording copy results (rule 1)
  *   verify.c   recording --verify's results, and the verify run
  *   finish.c   end-of-run tree work: temps, --delete, directory metadata
+ *              (their DST operations are treework.c's: on a slow DST, the
+ *              idle workers')
  *   guard.c    --delete's guard (a SRC replaced or emptied) and --max-delete
  *   dryrun.c   the dry run's report
  * Other spellings in SRC (case-insensitive DST) are names_fold.h's.
