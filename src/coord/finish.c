@@ -18,19 +18,15 @@
 #include "config.h"
 #include "internal.h"
 
-#include "copy.h"
 #include "failure.h"
 #include "fsio.h"
 #include "treework.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 bool protected_path(struct coord *c, const char *dir, const char *name,
                     bool is_dir)
