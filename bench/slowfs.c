@@ -14,6 +14,11 @@
  * once, and init raises the kernel's max_background and
  * congestion_threshold so that many reads and releases can be in flight.
  *
+ * With --writable it is a read-write passthrough instead (a destination
+ * with latency, for the end-of-run tree work of bench scenario `tail`):
+ * mkdir, rmdir, unlink, create, write, rename, link, symlink, chmod,
+ * chown, truncate, utimens, fsync and fsyncdir sleep N microseconds too.
+ *
  * Inode numbers are passed through (use_ino), so tools still see hardlinks.
  * Attributes and entries are cached for 1 s, as CIFS does by default; pass
  * -o attr_timeout=0,entry_timeout=0 for a share without attribute caching.
@@ -43,6 +48,7 @@ struct slowfs {
         struct timespec latency; /* added to every round trip */
         unsigned threads;        /* max worker threads of the FUSE loop */
         unsigned max_background; /* kernel's async request limit */
+        bool writable;           /* --writable: a read-write passthrough */
 };
 
 static struct slowfs *get_fs(void)
@@ -138,10 +144,11 @@ static int sf_releasedir(const char *path, struct fuse_file_info *fi)
 static int sf_open(const char *path, struct fuse_file_info *fi)
 {
         delay();
-        if ((fi->flags & O_ACCMODE) != O_RDONLY)
+        if ((fi->flags & O_ACCMODE) != O_RDONLY && !get_fs()->writable)
                 return -EROFS;
         int fd = openat(get_fs()->src, rel(path),
-                        O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                        (fi->flags & (O_ACCMODE | O_APPEND | O_TRUNC)) |
+                                O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
         fi->fh = (uint64_t)fd;
@@ -174,6 +181,133 @@ static int sf_release(const char *path, struct fuse_file_info *fi)
         return 0;
 }
 
+/* ---- --writable ------------------------------------------------------ */
+
+static int ret(int rc)
+{
+        return rc < 0 ? -errno : 0;
+}
+
+static int sf_mkdir(const char *path, mode_t mode)
+{
+        delay();
+        return ret(mkdirat(get_fs()->src, rel(path), mode));
+}
+
+static int sf_unlink(const char *path)
+{
+        delay();
+        return ret(unlinkat(get_fs()->src, rel(path), 0));
+}
+
+static int sf_rmdir(const char *path)
+{
+        delay();
+        return ret(unlinkat(get_fs()->src, rel(path), AT_REMOVEDIR));
+}
+
+static int sf_symlink(const char *target, const char *path)
+{
+        delay();
+        return ret(symlinkat(target, get_fs()->src, rel(path)));
+}
+
+static int sf_rename(const char *from, const char *to, unsigned int flags)
+{
+        delay();
+        int src = get_fs()->src;
+        return ret(renameat2(src, rel(from), src, rel(to), flags));
+}
+
+static int sf_link(const char *from, const char *to)
+{
+        delay();
+        int src = get_fs()->src;
+        return ret(linkat(src, rel(from), src, rel(to), 0));
+}
+
+static int sf_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
+{
+        delay();
+        return ret(fi ? fchmod((int)fi->fh, mode)
+                      : fchmodat(get_fs()->src, rel(path), mode, 0));
+}
+
+static int sf_chown(const char *path, uid_t uid, gid_t gid,
+                    struct fuse_file_info *fi)
+{
+        delay();
+        return ret(fi ? fchown((int)fi->fh, uid, gid)
+                      : fchownat(get_fs()->src, rel(path), uid, gid,
+                                 AT_SYMLINK_NOFOLLOW));
+}
+
+static int sf_truncate(const char *path, off_t size, struct fuse_file_info *fi)
+{
+        delay();
+        if (fi)
+                return ret(ftruncate((int)fi->fh, size));
+        int fd = openat(get_fs()->src, rel(path),
+                        O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        int rc = ret(ftruncate(fd, size));
+        close(fd);
+        return rc;
+}
+
+static int sf_utimens(const char *path, const struct timespec tv[2],
+                      struct fuse_file_info *fi)
+{
+        delay();
+        return ret(fi ? futimens((int)fi->fh, tv)
+                      : utimensat(get_fs()->src, rel(path), tv,
+                                  AT_SYMLINK_NOFOLLOW));
+}
+
+static int sf_create(const char *path, mode_t mode, struct fuse_file_info *fi)
+{
+        delay();
+        int fd = openat(get_fs()->src, rel(path),
+                        (fi->flags & ~O_NOFOLLOW) | O_CREAT | O_NOFOLLOW |
+                                O_CLOEXEC,
+                        mode);
+        if (fd < 0)
+                return -errno;
+        fi->fh = (uint64_t)fd;
+        return 0;
+}
+
+static int sf_write(const char *path, const char *buf, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+        size_t done = 0;
+        delay();
+        while (done < size) {
+                ssize_t n = pwrite((int)fi->fh, buf + done, size - done,
+                                   off + (off_t)done);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                done += (size_t)n;
+        }
+        return (int)done;
+}
+
+static int sf_fsync(const char *path, int datasync, struct fuse_file_info *fi)
+{
+        delay();
+        return ret(datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh));
+}
+
+static int sf_fsyncdir(const char *path, int datasync,
+                       struct fuse_file_info *fi)
+{
+        delay();
+        return ret(fsync(dirfd((DIR *)(uintptr_t)fi->fh)));
+}
+
 static int sf_statfs(const char *path, struct statvfs *sv)
 {
         return fstatvfs(get_fs()->src, sv) < 0 ? -errno : 0;
@@ -192,10 +326,37 @@ static const struct fuse_operations slowfs_ops = {
         .statfs = sf_statfs,
 };
 
+static const struct fuse_operations slowfs_rw_ops = {
+        .init = sf_init,
+        .getattr = sf_getattr,
+        .readlink = sf_readlink,
+        .opendir = sf_opendir,
+        .readdir = sf_readdir,
+        .releasedir = sf_releasedir,
+        .open = sf_open,
+        .read = sf_read,
+        .release = sf_release,
+        .statfs = sf_statfs,
+        .mkdir = sf_mkdir,
+        .unlink = sf_unlink,
+        .rmdir = sf_rmdir,
+        .symlink = sf_symlink,
+        .rename = sf_rename,
+        .link = sf_link,
+        .chmod = sf_chmod,
+        .chown = sf_chown,
+        .truncate = sf_truncate,
+        .utimens = sf_utimens,
+        .create = sf_create,
+        .write = sf_write,
+        .fsync = sf_fsync,
+        .fsyncdir = sf_fsyncdir,
+};
+
 static void usage(FILE *f)
 {
         fputs("usage: slowfs [--latency-us N] [--threads N] [--max-background "
-              "N]\n"
+              "N] [--writable]\n"
               "              SOURCE_DIR MOUNTPOINT [-f] [-d] [-s] [-o "
               "OPTIONS]\n"
               "defaults: --latency-us 1000 --threads 256 --max-background "
@@ -225,7 +386,9 @@ static int parse_args(int argc, char **argv, struct slowfs *fs,
                 const char *a = argv[i];
                 if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
                         return 1;
-                if (strcmp(a, "--latency-us") == 0)
+                if (strcmp(a, "--writable") == 0)
+                        fs->writable = true;
+                else if (strcmp(a, "--latency-us") == 0)
                         rc = parse_uint(argv[++i < argc ? i : 0], 60000000,
                                         &us);
                 else if (strcmp(a, "--threads") == 0)
@@ -249,11 +412,12 @@ static int parse_args(int argc, char **argv, struct slowfs *fs,
         return rc == 0 ? 0 : -1;
 }
 
-static int add_default_options(struct fuse_args *args)
+static int add_default_options(struct fuse_args *args, bool writable)
 {
-        if (fuse_opt_add_arg(
-                    args,
-                    "-oro,default_permissions,fsname=slowfs,subtype=slowfs"))
+        if (fuse_opt_add_arg(args, writable ? "-odefault_permissions,"
+                                              "fsname=slowfs,subtype=slowfs"
+                                            : "-oro,default_permissions,"
+                                              "fsname=slowfs,subtype=slowfs"))
                 return -1;
         return geteuid() == 0 ? fuse_opt_add_arg(args, "-oallow_other") : 0;
 }
@@ -281,7 +445,8 @@ static int serve(struct fuse_args *args, struct slowfs *fs)
                 usage(stderr);
                 goto out;
         }
-        f = fuse_new(args, &slowfs_ops, sizeof(slowfs_ops), fs);
+        f = fuse_new(args, fs->writable ? &slowfs_rw_ops : &slowfs_ops,
+                     sizeof(slowfs_ops), fs);
         if (!f)
                 goto out;
         if (fuse_mount(f, opts.mountpoint) != 0)
@@ -317,7 +482,8 @@ int main(int argc, char **argv)
                 fuse_opt_free_args(&args);
                 return 1;
         }
-        rc = add_default_options(&args) == 0 ? serve(&args, &fs) : 1;
+        rc = add_default_options(&args, fs.writable) == 0 ? serve(&args, &fs)
+                                                          : 1;
         fuse_opt_free_args(&args);
         close(fs.src);
         return rc;

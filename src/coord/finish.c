@@ -6,30 +6,27 @@
  * delete_dir; guard.c says whether it may), directory metadata applied
  * deepest first (apply_dir), and the final syncfs or directory fsyncs that
  * make all of it durable, or else forgotten (rolled back) so the next run
- * does it again. Each row's work on DST is a function of its own
- * (delete_file_dst, delete_dir_dst, apply_dir_dst, remove_temp) that
- * touches neither the coordinator nor the manifest, apart from the one
- * that records its outcome (delete_file, delete_dir, apply_dir): the DST
- * part could run on a worker. each_row runs one over a pass's file rows,
- * each_dir over a set of directory rows.
+ * does it again. Each of those decides what a row needs (protected paths,
+ * other spellings, --max-delete) and hands the row's DST work to the tree
+ * work (treework.h: the copy's workers, idle, do it once DST is slow);
+ * every job comes back in order to tree_done, which records its outcome
+ * (deleted_file, deleted_dir, applied_dir: events, counts, the manifest).
+ * each_row runs a function over a pass's file rows, each_dir over a set of
+ * directory rows.
  */
 #define _GNU_SOURCE
 #include "config.h"
 #include "internal.h"
 
-#include "copy.h"
 #include "failure.h"
 #include "fsio.h"
-#include "owner.h"
+#include "treework.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 bool protected_path(struct coord *c, const char *dir, const char *name,
                     bool is_dir)
@@ -71,45 +68,20 @@ static void note_tree_sync(struct coord *c, int rc)
                 c->fin.tree_sync_err = rc;
 }
 
-/* What deleting the copy of a removed file found in DST. */
-enum dst_delete {
-        DD_DELETED, /* the copy is gone now */
-        DD_GONE,    /* nothing there, or a directory: the row is forgotten */
-        DD_OWN,     /* ferry's manifest or lock: kept, the row forgotten */
-        DD_CHANGED, /* not what ferry put there (rule 9): kept, row forgotten */
-        DD_ERROR,   /* *err says why: the row stays */
-};
-
-/* Deletes the copy of the removed file it, dir/name in DST, when it is
- * what ferry put there (rule 9). Acts on DST only, and touches neither c
- * nor the manifest: delete_file records what it found. */
-static enum dst_delete delete_file_dst(int dstfd, const struct ferry_own *own,
-                                       const char *dir, const char *name,
-                                       const struct ferry_item *it, int *err)
+/* --max-delete: files_deleted counts what is deleted, so the deletions
+ * under way are recorded first once they could reach the limit. */
+static void settle_deletions(struct coord *c)
 {
-        struct ferry_stat st;
-        enum dst_delete out = DD_DELETED;
-        int dfd = -1, rc = ferry_fsio_open_dir(dstfd, dir, &dfd);
-        if (!rc)
-                rc = ferry_fsio_statat(dfd, name, &st);
-        /* ferry's own file (the manifest kept in DST) is not the copy the
-         * row describes; a directory at the name is SRC's new one, or not
-         * ferry's to remove */
+        if (c->opt->max_delete >= 0 &&
+            c->sum->files_deleted + ferry_treework_pending(c->fin.tree) >=
+                    (uint64_t)c->opt->max_delete)
+                ferry_treework_drain(c->fin.tree);
+}
+
+static void no_memory(struct coord *c, int rc)
+{
         if (rc)
-                out = DD_ERROR;
-        else if (ferry_own_is_file(own, NULL, name, &st))
-                out = DD_OWN;
-        else if (S_ISDIR(st.mode))
-                out = DD_GONE;
-        else if (!ferry_copy_matches(&it->dst, &st))
-                out = DD_CHANGED;
-        else if ((rc = ferry_fsio_unlinkat(dfd, name, 0)))
-                out = DD_ERROR;
-        ferry_fsio_close(&dfd);
-        if (out == DD_ERROR && rc == ENOENT)
-                out = DD_GONE;
-        *err = rc;
-        return out;
+                set_error(c, FERRY_EINTERNAL, "out of memory");
 }
 
 static void delete_file(struct coord *c, const struct ferry_batch *b,
@@ -117,15 +89,23 @@ static void delete_file(struct coord *c, const struct ferry_batch *b,
 {
         const char *dir = ferry_batch_at(b, it->dir_off);
         const char *name = ferry_batch_at(b, it->name_off);
+        settle_deletions(c);
         if (delete_held(c, dir, name, false))
                 return; /* --max-delete: keep the row */
-        int err = 0;
+        /* skip: no DST work, the row is forgotten */
+        bool skip = protected_path(c, dir, name, false) ||
+                    other_spelling(c, dir, name);
+        no_memory(c, ferry_treework_add_file(c->fin.tree, TREE_DEL_FILE, skip,
+                                             b, it));
+}
+
+/* delete_file's row back from DST (treework.c's delete_file). */
+static void deleted_file(struct coord *c, const struct ferry_tree_job *t)
+{
+        const char *dir = t->dir, *name = t->name;
         bool deleted = false;
         char why[256];
-        if (protected_path(c, dir, name, false) || other_spelling(c, dir, name))
-                goto forget;
-        switch (delete_file_dst(c->cfg->dstfd, c->cfg->own, dir, name, it,
-                                &err)) {
+        switch (t->skip ? DD_GONE : t->found) {
         case DD_DELETED:
                 c->sum->files_deleted++;
                 emit(c, FERRY_EV_DELETED, dir, name, NULL);
@@ -138,20 +118,20 @@ static void delete_file(struct coord *c, const struct ferry_batch *b,
                 break;
         case DD_CHANGED:
                 emit(c, FERRY_EV_WARNING, dir, name,
-                     it->dst.type ? "not deleted: it was changed "
-                                    "since ferry copied it"
-                                  : "not deleted: ferry did not "
-                                    "write it");
+                     t->it.dst.type ? "not deleted: it was changed "
+                                      "since ferry copied it"
+                                    : "not deleted: ferry did not "
+                                      "write it");
                 break;
         case DD_ERROR:
-                if (stop_for_dst(c, err))
+                if (stop_for_dst(c, t->rc))
                         return; /* DST failed: keep the row */
-                snprintf(why, sizeof(why), "cannot delete: %s", strerror(err));
+                snprintf(why, sizeof(why), "cannot delete: %s",
+                         strerror(t->rc));
                 emit(c, FERRY_EV_WARNING, dir, name, why);
                 return; /* keep the row: try again next time */
         }
-forget:
-        if (ferry_manifest_forget_file(c->m, it, deleted))
+        if (ferry_manifest_forget_file(c->m, &t->it, deleted))
                 manifest_error(c);
 }
 
@@ -166,41 +146,42 @@ static int fsync_dst_dir(int dstfd, const char *path)
         return rc;
 }
 
-/* Removes the removed directory path from DST, when it is empty; its
- * error, or 0. Acts on DST only (delete_dir records). */
-static int delete_dir_dst(int dstfd, const char *path)
-{
-        return ferry_fsio_rmdirat(dstfd, path);
-}
-
 static void delete_dir(struct coord *c, const struct ferry_dir_row *d)
 {
-        const char *path = d->path;
-        enum ferry_dir_outcome o = DIR_FORGOTTEN;
-        if (delete_held(c, "", path, true))
+        settle_deletions(c);
+        if (delete_held(c, "", d->path, true))
                 return; /* --max-delete: keep the row */
-        if (!protected_path(c, "", path, true) &&
-            !other_spelling(c, "", path)) {
-                int rc = delete_dir_dst(c->cfg->dstfd, path);
-                if (!rc) {
-                        c->sum->files_deleted++;
-                        emit(c, FERRY_EV_DELETED, "", path, NULL);
-                        o = DIR_DELETED;
-                } else if (rc != ENOENT && stop_for_dst(c, rc)) {
-                        return; /* DST failed: keep the row */
-                } else if (rc != ENOENT) {
-                        char why[256];
-                        snprintf(why, sizeof(why), "directory not deleted: %s",
-                                 strerror(rc));
-                        emit(c, FERRY_EV_WARNING, "", path, why);
-                        /* --durability=file: files deleted in it are made
-                         * durable here, as no apply_dir will visit it */
-                        if (c->opt->durability == FERRY_DURABLE_FILE)
-                                note_tree_sync(
-                                        c, fsync_dst_dir(c->cfg->dstfd, path));
-                }
+        bool skip = protected_path(c, "", d->path, true) ||
+                    other_spelling(c, "", d->path);
+        no_memory(c,
+                  ferry_treework_add_dir(c->fin.tree, TREE_DEL_DIR, skip, d));
+}
+
+/* delete_dir's row back from DST (treework.c's delete_dir). */
+static void deleted_dir(struct coord *c, const struct ferry_tree_job *t)
+{
+        const char *path = t->dir;
+        enum ferry_dir_outcome o = DIR_FORGOTTEN;
+        int rc = t->rc;
+        if (t->skip) {
+                /* protected or another spelling: forgotten */
+        } else if (!rc) {
+                c->sum->files_deleted++;
+                emit(c, FERRY_EV_DELETED, "", path, NULL);
+                o = DIR_DELETED;
+        } else if (rc != ENOENT && stop_for_dst(c, rc)) {
+                return; /* DST failed: keep the row */
+        } else if (rc != ENOENT) {
+                char why[256];
+                snprintf(why, sizeof(why), "directory not deleted: %s",
+                         strerror(rc));
+                emit(c, FERRY_EV_WARNING, "", path, why);
+                /* --durability=file: files deleted in it are made durable
+                 * here, as no apply_dir will visit it */
+                if (c->opt->durability == FERRY_DURABLE_FILE)
+                        note_tree_sync(c, fsync_dst_dir(c->cfg->dstfd, path));
         }
-        if (ferry_manifest_dir_outcome(c->m, d, o, NULL, NULL))
+        if (ferry_manifest_dir_outcome(c->m, &t->row, o, NULL, NULL))
                 manifest_error(c);
 }
 
@@ -247,64 +228,33 @@ static void each_dir(struct coord *c, enum ferry_dir_set set, dir_fn fn)
         ferry_manifest_dir_walk_end(w);
 }
 
-/* What apply_dir_dst did to a directory of DST. */
-struct dir_outcome {
-        int rc;               /* 0, or the error of the step that failed */
-        enum ferry_step step; /* that step */
-        int sync_err;         /* --durability=file: the directory's fsync */
-        char why[384];        /* a refused or colliding name, else "" */
-};
-
-/* Makes the directory row it in DST (and its parents), and gives it SRC's
- * owner, mode and times as the options say. Acts on DST only, and touches
- * neither the coordinator nor the manifest: apply_dir records. */
-static void apply_dir_dst(const struct ferry_copy_dirs *d,
-                          const struct ferry_options *opt, mode_t umask,
-                          const struct ferry_dir_row *it, struct dir_outcome *o)
+static void apply_dir(struct coord *c, const struct ferry_dir_row *d)
 {
-        const char *path = it->path;
-        int fd = -1;
-        o->step = FERRY_STEP_MKDIR;
-        o->sync_err = 0;
-        o->rc = ferry_copy_make_dst_dir(d, path, &fd, o->why, sizeof(o->why));
-        if (!o->rc && opt->owner && geteuid() == 0 &&
-            (o->rc = ferry_fsio_fchown(fd, it->uid, it->gid)))
-                o->step = FERRY_STEP_CHOWN;
-        mode_t mode = opt->perms ? it->mode & 07777 : 0777 & ~umask;
-        if (!o->rc && (o->rc = ferry_fsio_fchmod(fd, mode)))
-                o->step = FERRY_STEP_CHMOD;
-        if (!o->rc && opt->times &&
-            (o->rc = ferry_fsio_futimens(fd, it->mtime, it->mtime)))
-                o->step = FERRY_STEP_UTIMES;
-        /* --durability=file: the directory's entries (made, deleted) and
-         * its metadata, made durable here instead of by a syncfs */
-        if (fd >= 0 && opt->durability == FERRY_DURABLE_FILE)
-                o->sync_err = ferry_fsio_fsync(fd);
-        ferry_fsio_close(&fd);
+        no_memory(c, ferry_treework_add_dir(c->fin.tree, TREE_APPLY_DIR, false,
+                                            d));
 }
 
-static void apply_dir(struct coord *c, const struct ferry_dir_row *it)
+/* apply_dir's row back from DST (treework.c's apply_dir). */
+static void applied_dir(struct coord *c, const struct ferry_tree_job *t)
 {
-        const char *path = it->path;
-        struct ferry_copy_dirs d = {c->cfg->srcfd, c->cfg->dstfd,
-                                    c->cfg->names};
-        struct dir_outcome o;
-        apply_dir_dst(&d, c->opt, c->umask, it, &o);
-        note_tree_sync(c, o.sync_err);
-        if (o.rc && !o.why[0] && stop_for_dst(c, o.rc))
+        const struct ferry_dir_row *it = &t->row;
+        char why[sizeof(t->why)];
+        snprintf(why, sizeof(why), "%s", t->why);
+        note_tree_sync(c, t->sync_rc);
+        if (t->rc && !why[0] && stop_for_dst(c, t->rc))
                 return; /* nobody's failure: the row stays pending */
-        if (o.rc) {
+        if (t->rc) {
                 /* a refused or colliding name says why itself */
                 struct ferry_failure f =
-                        o.why[0] ? ferry_failure_of(FERRY_SIDE_DST,
-                                                    FERRY_STEP_NAME, 0)
-                                 : ferry_failure_of(FERRY_SIDE_DST, o.step,
-                                                    o.rc);
-                if (!o.why[0])
-                        ferry_failure_message(&f, true, o.why, sizeof(o.why));
+                        why[0] ? ferry_failure_of(FERRY_SIDE_DST,
+                                                  FERRY_STEP_NAME, 0)
+                               : ferry_failure_of(FERRY_SIDE_DST, t->step,
+                                                  t->rc);
+                if (!why[0])
+                        ferry_failure_message(&f, true, why, sizeof(why));
                 c->sum->files_failed++;
-                emit_failure(c, FERRY_EV_FAILED, "", path, o.why, &f);
-                if (ferry_manifest_dir_outcome(c->m, it, DIR_FAILED, &f, o.why))
+                emit_failure(c, FERRY_EV_FAILED, "", it->path, why, &f);
+                if (ferry_manifest_dir_outcome(c->m, it, DIR_FAILED, &f, why))
                         manifest_error(c);
                 return;
         }
@@ -312,30 +262,79 @@ static void apply_dir(struct coord *c, const struct ferry_dir_row *it)
                 manifest_error(c);
 }
 
-/* A pending row that the scan no longer sees may have left a temp file. */
+/* A pending row that the scan no longer sees may have left a temp file
+ * (treework.c's remove_temp; nothing to record). */
 static void remove_temp(struct coord *c, const struct ferry_batch *b,
                         const struct ferry_item *it)
 {
-        char tmp[NAME_MAX + 1];
-        int dfd = -1;
-        ferry_copy_temp_name(ferry_batch_at(b, it->name_off), it->id, tmp);
-        if (!ferry_fsio_open_dir(c->cfg->dstfd, ferry_batch_at(b, it->dir_off),
-                                 &dfd))
-                ferry_fsio_unlinkat(dfd, tmp, 0);
-        ferry_fsio_close(&dfd);
+        no_memory(c, ferry_treework_add_file(c->fin.tree, TREE_TEMP, false, b,
+                                             it));
+}
+
+/* Every tree job back, in the order added: its outcome recorded. False
+ * stops the tree work (nothing is recorded once the run stops). */
+static bool tree_done(void *ctx, const struct ferry_tree_job *t)
+{
+        struct coord *c = ctx;
+        if (c->stop_code)
+                return false;
+        if (t->op == TREE_DEL_FILE)
+                deleted_file(c, t);
+        else if (t->op == TREE_DEL_DIR)
+                deleted_dir(c, t);
+        else if (t->op == TREE_APPLY_DIR)
+                applied_dir(c, t);
+        return !c->stop_code;
+}
+
+/* One phase of the tree work: fn over every file row of pass p, or over
+ * every directory row of set, then every job of it back. */
+static void tree_rows(struct coord *c, enum ferry_pass p, row_fn fn)
+{
+        each_row(c, p, fn);
+        ferry_treework_drain(c->fin.tree);
+}
+
+static void tree_dirs(struct coord *c, enum ferry_dir_set set, dir_fn fn)
+{
+        each_dir(c, set, fn);
+        ferry_treework_drain(c->fin.tree);
+}
+
+/* The DST work of finish_tree goes to the copy's workers, idle now
+ * (stop_threads), whose threads end in coord_release (treework.h). */
+static bool start_tree(struct coord *c)
+{
+        struct ferry_tree_cfg tc = {
+                .srcfd = c->cfg->srcfd,
+                .dstfd = c->cfg->dstfd,
+                .names = c->cfg->names,
+                .own = c->cfg->own,
+                .perms = c->opt->perms,
+                .owner = c->opt->owner,
+                .times = c->opt->times,
+                .fsync_dirs = c->opt->durability == FERRY_DURABLE_FILE,
+                .umask = c->umask,
+        };
+        if (!ferry_treework_new(&tc, c->workers, tree_done, c, &c->fin.tree))
+                return true;
+        set_error(c, FERRY_EINTERNAL, "out of memory");
+        return false;
 }
 
 void finish_tree(struct coord *c)
 {
-        each_row(c, PASS_STALE_TEMPS, remove_temp);
+        if (!start_tree(c))
+                return;
+        tree_rows(c, PASS_STALE_TEMPS, remove_temp);
         bool deleted = false;
         if (c->opt->delete_removed) {
                 if (c->sum->scan_errors)
                         emit(c, FERRY_EV_WARNING, "", "",
                              "the scan had errors: nothing deleted");
                 else if (check_delete(c)) {
-                        each_row(c, PASS_REMOVED, delete_file);
-                        each_dir(c, DIRS_REMOVED, delete_dir);
+                        tree_rows(c, PASS_REMOVED, delete_file);
+                        tree_dirs(c, DIRS_REMOVED, delete_dir);
                         report_held(c);
                         deleted = true;
                 } else if (c->fin.refused) {
@@ -343,7 +342,9 @@ void finish_tree(struct coord *c)
                 }
         }
         record_source(c, deleted);
-        each_dir(c, DIRS_TO_APPLY, apply_dir);
+        tree_dirs(c, DIRS_TO_APPLY, apply_dir);
+        ferry_treework_free(c->fin.tree); /* the workers back */
+        c->fin.tree = NULL;
         /* Deletions touch their directory, so apply_dir met every
          * directory changed above: with --durability=file it fsynced each
          * (no syncfs, which that mode is for file systems that lack). */

@@ -10,6 +10,8 @@
  *   barrier.c  the barrier thread and recording copy results (rule 1)
  *   verify.c   recording --verify's results, and the verify run
  *   finish.c   end-of-run tree work: temps, --delete, directory metadata
+ *              (their DST operations are treework.c's: on a slow DST, the
+ *              idle workers')
  *   guard.c    --delete's guard (a SRC replaced or emptied) and --max-delete
  *   dryrun.c   the dry run's report
  * Other spellings in SRC (case-insensitive DST) are names_fold.h's.
@@ -73,7 +75,8 @@ enum run_phase {
         PH_VERIFYING,  /* verify: each done row handed out once */
         PH_DRAINING,   /* nothing left to hand out: the last results come */
         PH_STOPPING,   /* stop_code is set: nothing more is handed out */
-        PH_FINISHING,  /* threads joined: end-of-run tree work (finish.c) */
+        PH_FINISHING,  /* threads joined, the workers idle: end-of-run tree
+                          work (finish.c), which they may do */
         PH_DONE,       /* the result is known */
 };
 
@@ -131,7 +134,10 @@ struct finish {
         uint64_t held;      /* entries kept by --max-delete */
         int code;           /* FERRY_EDELETE, or 0 */
         struct ferry_fold *fold; /* SRC's other spellings, NULL until used */
+        struct ferry_treework *tree; /* finish_tree's DST work, or NULL */
 };
+
+struct ferry_treework;
 
 struct coord {
         const struct ferry_coord_cfg *cfg;
@@ -145,7 +151,9 @@ struct coord {
         int64_t gen, run_id;
         struct ferry_queue inbox, work;
         struct ferry_scan *scan;
-        struct ferry_workers *workers;
+        struct ferry_workers *workers; /* joined in coord_release */
+        bool workers_idle; /* stop_threads: done with the copy, they wait
+                              for the tree work (treework.h) */
         /* the open write transaction: not phase, but what a COMMIT owes */
         bool dirty;            /* scan rows not committed yet */
         bool fresh;            /* among them, rows that may be handed out */

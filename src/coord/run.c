@@ -18,6 +18,7 @@
 #include "copy.h"
 #include "fsio.h"
 #include "scan.h"
+#include "treework.h"
 #include "workers.h"
 
 #include <errno.h>
@@ -88,7 +89,9 @@ void assert_run_state(const struct coord *c)
 {
         const struct handout *h = &c->ho;
         bool copy = c->work_kind == WORK_COPY;
-        bool joined = !c->workers && !c->scan && !c->bar.started;
+        /* the workers may stay, idle, for the tree work */
+        bool joined =
+                (!c->workers || c->workers_idle) && !c->scan && !c->bar.started;
         (void)h, (void)copy, (void)joined;
         RUN_CHECK(c->phase <= PH_DONE);
         /* a stop code is set in STOPPING, and after it only */
@@ -440,8 +443,8 @@ static void drain_inbox(struct coord *c)
 void stop_threads(struct coord *c)
 {
         ferry_queue_close(&c->work);
-        ferry_workers_join(c->workers);
-        c->workers = NULL;
+        ferry_workers_idle(c->workers); /* joined in coord_release */
+        c->workers_idle = true;
         ferry_queue_close(&c->bar.q);
         if (c->bar.started)
                 pthread_join(c->bar.thread, NULL);
@@ -484,6 +487,10 @@ int coord_init(struct coord *c, const struct ferry_coord_cfg *cfg,
 
 void coord_release(struct coord *c)
 {
+        ferry_treework_free(c->fin.tree); /* NULL but on a bug's path */
+        c->fin.tree = NULL;
+        ferry_workers_join(c->workers);
+        c->workers = NULL;
         ferry_queue_release(&c->inbox);
         ferry_queue_release(&c->work);
         ferry_queue_release(&c->bar.q);
