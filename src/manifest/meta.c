@@ -26,8 +26,8 @@ static const char *const meta_sql[S_NSTMTS] = {
         [S_META_GET] = "SELECT value FROM meta WHERE key = ?1",
         [S_META_SET] =
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
-        [S_CURRENT_GEN] = "SELECT coalesce(max(value), 0) FROM meta"
-                          " WHERE key = 'gen'",
+        [S_CURRENT_GEN] =
+                "SELECT coalesce(max(value), 0) FROM meta WHERE key = 'gen'",
 };
 _Static_assert(S_NSTMTS <= MF_TABLE_MAX, "meta.c: statement table too big");
 
