@@ -75,6 +75,8 @@ struct ferry_manifest {
         bool immutable; /* read as a file nobody writes: reader.c */
         bool moved;     /* ... and it changed meanwhile: read it again */
         struct stat st; /* the file before an immutable read began */
+        /* directories being listed, for a listing's later chunks; valid
+         * within one scan and one transaction (mf_dcache_clear) */
         struct mf_dir_slot dcache[MF_DIR_CACHE];
         unsigned dcache_next;
         char errmsg[1024];
@@ -105,6 +107,9 @@ int mf_exec_sql(struct ferry_manifest *m, const char *sql, const char *what);
 int mf_select_ints(struct ferry_manifest *m, sqlite3_stmt *s, int64_t arg,
                    int64_t *v, int n);
 void mf_finalize_all(struct ferry_manifest *m);
+/* Forgets the directories being listed (scan.c): at a new scan, a
+ * rollback, and close. */
+void mf_dcache_clear(struct ferry_manifest *m);
 
 /* core.c: columns */
 void mf_bind_bytes(sqlite3_stmt *s, int i, const char *p, size_t len);

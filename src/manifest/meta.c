@@ -131,6 +131,7 @@ int ferry_manifest_commit(struct ferry_manifest *m)
 
 int ferry_manifest_rollback(struct ferry_manifest *m)
 {
+        mf_dcache_clear(m); /* its rows may be among those rolled back */
         if (sqlite3_get_autocommit(m->db))
                 return 0;
         sqlite3_stmt *s = STMT(S_ROLLBACK);

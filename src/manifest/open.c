@@ -485,8 +485,7 @@ void ferry_manifest_close(struct ferry_manifest *m)
         if (!m)
                 return;
         mf_finalize_all(m);
-        for (unsigned i = 0; i < MF_DIR_CACHE; i++)
-                free(m->dcache[i].path);
+        mf_dcache_clear(m);
         sqlite3_close(m->db);
         free(m->path);
         free(m);

@@ -430,6 +430,7 @@ int mf_keep_removed(struct ferry_manifest *m, int64_t gen)
 int ferry_manifest_scan_start(struct ferry_manifest *m, int64_t *gen,
                               uint64_t *files, uint64_t *bytes)
 {
+        mf_dcache_clear(m); /* a new scan: no directory is being listed */
         int rc = mf_next_gen(m, gen);
         if (!rc)
                 rc = mf_retry_failed(m);
@@ -452,6 +453,15 @@ static struct mf_dir_slot *dcache_find(struct ferry_manifest *m,
                         return s;
         }
         return NULL;
+}
+
+void mf_dcache_clear(struct ferry_manifest *m)
+{
+        for (unsigned i = 0; i < MF_DIR_CACHE; i++) {
+                free(m->dcache[i].path);
+                m->dcache[i] = (struct mf_dir_slot){.path = NULL};
+        }
+        m->dcache_next = 0;
 }
 
 static void dcache_put(struct ferry_manifest *m, const char *path, size_t len,
@@ -535,14 +545,16 @@ int ferry_manifest_record_listing(struct ferry_manifest *m,
 {
         int64_t dir = 0;
         bool is_new = false, marking = true;
+        /* every entry says "not recorded" until it is, also on failure:
+         * the caller counts what out says */
+        for (size_t i = 0; i < l->n; i++)
+                out[i] = (struct ferry_entry_rec){.res = 0};
         int rc = listing_dir(m, l, how->gen, &dir, &is_new, &marking);
         if (!rc && !dir)
                 return mf_fail(m,
                                "manifest: a listing of '%.*s' came before "
                                "its directory",
                                (int)l->path_len, l->path);
-        for (size_t i = 0; i < l->n; i++)
-                out[i] = (struct ferry_entry_rec){.res = 0};
         for (size_t i = 0; i < l->n && !rc; i++) {
                 const struct ferry_entry *e = &l->entries[i];
                 struct ferry_entry_rec *o = &out[i];

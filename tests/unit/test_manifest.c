@@ -2198,7 +2198,10 @@ static void test_record_listing_unread(void)
         handed(m, PASS_COPY_FIRST, gen, buf, sizeof(buf));
         CHECK_STR(buf, "a");
         l = chunk("nowhere", 1, false, true, root, 1);
+        out[0] = (struct ferry_entry_rec){.res = UP_NEW, .id = 99};
         CHECK(ferry_manifest_record_listing(m, l, &how, out) != 0);
+        /* refused whole: no entry may look recorded to the caller */
+        CHECK_EQ(out[0].res, 0);
         ferry_listing_free(l);
         ferry_manifest_close(m);
 }
