@@ -52,6 +52,10 @@ enum ferry_code {
         FERRY_EVANISHED = 24, /* only failure: source files vanished */
         FERRY_EDELETE = 25,   /* --delete refused (SRC looks replaced or
                                  emptied) or stopped by --max-delete */
+        FERRY_EMETA = 26,     /* only shortfall: every file's data arrived,
+                                 but some metadata (owner, mode, times,
+                                 xattrs, ACLs) could not be applied where
+                                 DST should hold it */
 };
 
 enum ferry_durability {
@@ -97,6 +101,10 @@ enum ferry_event {
         FERRY_EV_WOULD_DELETE, /* dry run; with a detail: kept, and why
                                   (--max-delete, a refused --delete) */
         FERRY_EV_WARNING,      /* path may be empty; detail says what */
+        FERRY_EV_META,         /* metadata alone applied in place */
+        FERRY_EV_META_FAILED,  /* data arrived, metadata did not: fail */
+        FERRY_EV_META_DIFFERS, /* verify: metadata differs; detail says what */
+        FERRY_EV_LINKED,       /* made as a hard link to its first name */
 };
 
 /*
@@ -131,21 +139,27 @@ enum ferry_step {
         FERRY_STEP_CHOWN = 13,
         FERRY_STEP_CHMOD = 14,
         FERRY_STEP_UTIMES = 15,
-        FERRY_STEP_LCHOWN = 16,  /* a symlink's owner */
-        FERRY_STEP_LUTIMES = 17, /* a symlink's times */
-        FERRY_STEP_LINK = 18,    /* hard link to the first name */
-        FERRY_STEP_RENAME = 19,  /* rename into place */
-        FERRY_STEP_VERIFY = 20,  /* verify: read and hash */
-        FERRY_STEP_COPY = 21,    /* a copy as a whole (stopped) */
-        FERRY_STEP_CLEAR = 22,   /* look at or remove what is in the way */
+        FERRY_STEP_LCHOWN = 16,     /* a symlink's owner */
+        FERRY_STEP_LUTIMES = 17,    /* a symlink's times */
+        FERRY_STEP_LINK = 18,       /* hard link to the first name */
+        FERRY_STEP_RENAME = 19,     /* rename into place */
+        FERRY_STEP_VERIFY = 20,     /* verify: read and hash */
+        FERRY_STEP_COPY = 21,       /* a copy as a whole (stopped) */
+        FERRY_STEP_CLEAR = 22,      /* look at or remove what is in the way */
+        FERRY_STEP_XATTR_READ = 23, /* list or read SRC's xattrs (and ACLs) */
+        FERRY_STEP_XATTR = 24,      /* set an xattr in DST */
+        FERRY_STEP_ACL = 25,        /* set an ACL (system.posix_acl_*) */
+        FERRY_STEP_MKNOD = 26,      /* make a FIFO, socket or device */
         /* refusals and findings; err is 0 and a detail says more */
-        FERRY_STEP_CHANGED = 40,  /* SRC kept changing while copied */
-        FERRY_STEP_NAME = 41,     /* a name DST cannot hold, or one taken
-                                     there by another spelling */
-        FERRY_STEP_NOT_OURS = 42, /* an entry in DST that is not ferry's is
-                                     in the way: not replaced (rule 9) */
-        FERRY_STEP_MISSING = 43,  /* verify: not there */
-        FERRY_STEP_DIFFERS = 44,  /* verify: other content */
+        FERRY_STEP_CHANGED = 40,      /* SRC kept changing while copied */
+        FERRY_STEP_NAME = 41,         /* a name DST cannot hold, or one taken
+                                         there by another spelling */
+        FERRY_STEP_NOT_OURS = 42,     /* an entry in DST that is not ferry's is
+                                         in the way: not replaced (rule 9) */
+        FERRY_STEP_MISSING = 43,      /* verify: not there */
+        FERRY_STEP_DIFFERS = 44,      /* verify: other content */
+        FERRY_STEP_TOO_BIG = 45,      /* larger than DST can hold (FAT32) */
+        FERRY_STEP_META_DIFFERS = 46, /* verify: other metadata */
 };
 
 struct ferry_failure {
@@ -196,6 +210,15 @@ struct ferry_options {
         bool perms;
         bool owner;
         bool times;
+        bool xattrs;                /* every namespace the process may use,
+                                       capabilities included (not ACLs) */
+        bool acls;                  /* POSIX ACLs, access and default */
+        bool specials;              /* FIFOs and sockets */
+        bool devices;               /* character and block devices (root) */
+        bool atimes;                /* --atimes: access times too */
+        bool trust_mtime;           /* --trust-mtime: a change of ctime alone is
+                                       not a reason to re-read SRC */
+        bool one_file_system;       /* -x: do not cross mount points in SRC */
         ferry_progress_fn progress; /* may be NULL */
         ferry_event_fn event;       /* may be NULL */
         void *cb_arg;
@@ -210,6 +233,10 @@ struct ferry_summary {
         uint64_t files_vanished;
         uint64_t files_skipped; /* special files */
         uint64_t files_deleted; /* --delete */
+        uint64_t files_linked;  /* made as hard links (no data) */
+        uint64_t meta_applied;  /* metadata alone applied in place */
+        uint64_t meta_failed;   /* data arrived, some metadata did not */
+        uint64_t meta_differs;  /* verify: metadata differs */
         uint64_t verified;      /* verify: files checked */
         uint64_t mismatched;    /* verify: differing or missing */
         uint64_t scan_errors;
@@ -235,6 +262,7 @@ struct ferry_status_info {
         int last_result; /* enum ferry_code of the last run, -1 */
         struct ferry_state_count done, pending, failed, skipped, vanished;
         uint64_t not_in_source; /* rows removed from SRC (not deleted) */
+        uint64_t meta_failed;   /* done rows whose metadata fell short */
         uint64_t dirs;
 };
 

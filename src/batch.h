@@ -105,6 +105,17 @@ struct ferry_item {
         uint32_t why_off; /* arena offset of a reason the worker wrote
                              in full (a refusal: fail.err 0), or 0 */
         uint64_t bytes;   /* bytes written */
+        /* the metadata layer (sql/006_meta.sql) */
+        int need;             /* MF_NEED_DATA or MF_NEED_META */
+        uint32_t rec_applied; /* as recorded: MF_AP_* bits */
+        bool rec_has_xdigest; /* as recorded: rec_xdigest is valid */
+        uint64_t rec_xdigest;
+        uint32_t applied; /* result: the MF_AP_* bits applied */
+        bool has_xdigest; /* result: xdigest is valid */
+        uint64_t xdigest; /* result: SRC's xattrs and ACLs as applied */
+        /* result: data arrived (R_DONE) but this part of the metadata
+         * did not (step FERRY_STEP_NONE: all of it did) */
+        struct ferry_failure meta_fail;
 };
 
 struct ferry_batch {

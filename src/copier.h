@@ -56,15 +56,13 @@ extern const struct step S_CREATE_LINK;
 extern const struct step S_WRITE;
 extern const struct step S_FSYNC;
 extern const struct step S_CLOSE;
-extern const struct step S_OWNER;
-extern const struct step S_MODE;
-extern const struct step S_TIMES;
-extern const struct step S_LINK_OWNER;
-extern const struct step S_LINK_TIMES;
 extern const struct step S_LINK;
 extern const struct step S_RENAME;
 extern const struct step S_VERIFY_DST;
 extern const struct step S_VERIFY_SRC;
+
+/* copy.c: the DST step of a metadata step (meta.h), S_COPY for others. */
+const struct step *ferry_copier_dst_step(enum ferry_step s);
 
 /* copy.c: opens the directories of it unless cached; closes them. */
 void ferry_copier_enter_dir(struct ferry_copier *c, const struct ferry_batch *b,

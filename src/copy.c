@@ -36,15 +36,27 @@ const struct step S_CREATE_LINK = {FERRY_SIDE_DST, FERRY_STEP_SYMLINK};
 const struct step S_WRITE = {FERRY_SIDE_DST, FERRY_STEP_WRITE};
 const struct step S_FSYNC = {FERRY_SIDE_DST, FERRY_STEP_FSYNC};
 const struct step S_CLOSE = {FERRY_SIDE_DST, FERRY_STEP_CLOSE};
-const struct step S_OWNER = {FERRY_SIDE_DST, FERRY_STEP_CHOWN};
-const struct step S_MODE = {FERRY_SIDE_DST, FERRY_STEP_CHMOD};
-const struct step S_TIMES = {FERRY_SIDE_DST, FERRY_STEP_UTIMES};
-const struct step S_LINK_OWNER = {FERRY_SIDE_DST, FERRY_STEP_LCHOWN};
-const struct step S_LINK_TIMES = {FERRY_SIDE_DST, FERRY_STEP_LUTIMES};
 const struct step S_LINK = {FERRY_SIDE_DST, FERRY_STEP_LINK};
 const struct step S_RENAME = {FERRY_SIDE_DST, FERRY_STEP_RENAME};
 const struct step S_VERIFY_DST = {FERRY_SIDE_DST, FERRY_STEP_VERIFY};
 const struct step S_VERIFY_SRC = {FERRY_SIDE_SRC, FERRY_STEP_VERIFY};
+
+const struct step *ferry_copier_dst_step(enum ferry_step s)
+{
+        static const struct step dst[] = {
+                [FERRY_STEP_CHOWN] = {FERRY_SIDE_DST, FERRY_STEP_CHOWN},
+                [FERRY_STEP_CHMOD] = {FERRY_SIDE_DST, FERRY_STEP_CHMOD},
+                [FERRY_STEP_UTIMES] = {FERRY_SIDE_DST, FERRY_STEP_UTIMES},
+                [FERRY_STEP_LCHOWN] = {FERRY_SIDE_DST, FERRY_STEP_LCHOWN},
+                [FERRY_STEP_LUTIMES] = {FERRY_SIDE_DST, FERRY_STEP_LUTIMES},
+                [FERRY_STEP_XATTR] = {FERRY_SIDE_DST, FERRY_STEP_XATTR},
+                [FERRY_STEP_ACL] = {FERRY_SIDE_DST, FERRY_STEP_ACL},
+                [FERRY_STEP_MKNOD] = {FERRY_SIDE_DST, FERRY_STEP_MKNOD},
+        };
+        return (size_t)s < sizeof(dst) / sizeof(dst[0]) && dst[s].step
+                       ? &dst[s]
+                       : &S_COPY;
+}
 
 static void fail_at(struct ferry_item *it, const struct step *s, int err)
 {
@@ -219,13 +231,14 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
                 rc = ferry_fsio_symlinkat(target, c->dst_dir, tmp);
         }
-        if (!rc && c->cfg.owner && c->root &&
-            (rc = ferry_fsio_lchownat(c->dst_dir, tmp, st.uid, st.gid)))
-                *step = &S_LINK_OWNER;
-        if (!rc && c->cfg.times &&
-            (rc = ferry_fsio_utimensat(c->dst_dir, tmp, st.atime, st.mtime,
-                                       AT_SYMLINK_NOFOLLOW)))
-                *step = &S_LINK_TIMES;
+        if (!rc) {
+                struct ferry_meta_target t = {-1, c->dst_dir, tmp};
+                enum ferry_step fs = FERRY_STEP_NONE;
+                rc = ferry_meta_apply(&c->cfg.meta, &t, &st, NULL, &it->applied,
+                                      &fs);
+                if (rc)
+                        *step = ferry_copier_dst_step(fs);
+        }
         if (!rc) {
                 *step = &S_RENAME;
                 rc = ferry_copier_install(c, it, &st, tmp, name);
@@ -357,7 +370,7 @@ static void record_dst(struct ferry_copier *c, struct ferry_item *it,
         it->dst.type = it->type;
         it->dst.size = it->st.size;
         it->dst.mtime = it->st.mtime;
-        if (!c->cfg.times) {
+        if (!c->cfg.meta.times) {
                 if (ferry_fsio_statat(c->dst_dir, name, &d))
                         it->dst.type = 0; /* unknown: not claimed */
                 else

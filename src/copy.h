@@ -25,6 +25,7 @@
 
 #include "ferry.h"
 #include "batch.h"
+#include "meta.h"
 #include "names.h"
 #include "retry.h"
 
@@ -37,12 +38,12 @@
 #define FERRY_COPIER_FDS 4
 
 struct ferry_copy_cfg {
-        int srcfd; /* borrowed */
-        int dstfd; /* borrowed */
-        bool perms, owner, times;
+        int srcfd;                  /* borrowed */
+        int dstfd;                  /* borrowed */
+        struct ferry_meta_cfg meta; /* what metadata to apply (meta.h) */
+        bool specials, devices, trust_mtime;
         bool fsync_each; /* --durability=file */
         unsigned retries;
-        mode_t umask; /* for --no-perms */
         /* when runs that may have left copies without done marks began
          * (seconds since the epoch), or 0: see ferry_copy_is_ours */
         int64_t written_since;

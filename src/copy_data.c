@@ -120,27 +120,16 @@ static bool same_file(const struct ferry_stat *a, const struct ferry_stat *b)
 }
 
 static int apply_file_meta(struct ferry_copier *c, int fd,
-                           const struct ferry_stat *st,
+                           const struct ferry_stat *st, struct ferry_item *it,
                            const struct step **step)
 {
-        int rc = 0;
-        if (c->cfg.owner && c->root &&
-            (rc = ferry_fsio_fchown(fd, st->uid, st->gid))) {
-                *step = &S_OWNER;
-                return rc;
-        }
-        mode_t mode =
-                c->cfg.perms ? (st->mode & 07777) : (0666 & ~c->cfg.umask);
-        if ((rc = ferry_fsio_fchmod(fd, mode))) {
-                *step = &S_MODE;
-                return rc;
-        }
-        if (c->cfg.times &&
-            (rc = ferry_fsio_futimens(fd, st->atime, st->mtime))) {
-                *step = &S_TIMES;
-                return rc;
-        }
-        return 0;
+        struct ferry_meta_target t = {fd, -1, NULL};
+        enum ferry_step fs = FERRY_STEP_NONE;
+        int rc =
+                ferry_meta_apply(&c->cfg.meta, &t, st, NULL, &it->applied, &fs);
+        if (rc)
+                *step = ferry_copier_dst_step(fs);
+        return rc;
 }
 
 int ferry_copier_open_source(struct ferry_copier *c, const char *name, int *fd)
@@ -185,7 +174,7 @@ int ferry_copier_data(struct ferry_copier *c, int in, int out,
         hash_final(c->xxh, it->hash);
         it->st = after;
         it->bytes = total;
-        return apply_file_meta(c, out, before, step);
+        return apply_file_meta(c, out, before, it, step);
 }
 
 /* Hashes one side of a verify: the file, or a symlink's target. */

@@ -135,7 +135,7 @@ bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,
                 return true;
         if (!is_type(d, it->type))
                 return false;
-        if (d->size == src->size && cfg->times &&
+        if (d->size == src->size && cfg->meta.times &&
             near_time(d->mtime, src->mtime))
                 return true;
         return cfg->written_since && d->ctime.sec >= cfg->written_since;

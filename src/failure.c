@@ -64,6 +64,15 @@ static const struct step_words words[] = {
         [FERRY_STEP_COPY] = {"copy", "copying to", "copy", "copy", NULL},
         [FERRY_STEP_CLEAR] = {"clear", "clearing the way in", NULL,
                               "clear the way", NULL},
+        [FERRY_STEP_XATTR_READ] = {"xattr-read", "reading xattrs of",
+                                   "read source xattrs", NULL,
+                                   "read directory xattrs"},
+        [FERRY_STEP_XATTR] = {"xattr", "setting an xattr in", NULL, "set xattr",
+                              "set directory xattr"},
+        [FERRY_STEP_ACL] = {"acl", "setting an ACL in", NULL, "set ACL",
+                            "set directory ACL"},
+        [FERRY_STEP_MKNOD] = {"mknod", "making a special file in", NULL,
+                              "make special file", NULL},
         [FERRY_STEP_CHANGED] = {"changed", NULL, "source changed while copied",
                                 NULL, NULL},
         [FERRY_STEP_NAME] = {"name", NULL, NULL,
@@ -75,6 +84,10 @@ static const struct step_words words[] = {
                                  NULL},
         [FERRY_STEP_MISSING] = {"missing", NULL, "source", "destination", NULL},
         [FERRY_STEP_DIFFERS] = {"differs", NULL, "source", "destination", NULL},
+        [FERRY_STEP_TOO_BIG] = {"too-big", NULL, NULL,
+                                "larger than the destination can hold", NULL},
+        [FERRY_STEP_META_DIFFERS] = {"meta-differs", NULL, "source metadata",
+                                     "destination metadata", NULL},
 };
 
 static const struct step_words *words_of(enum ferry_step step)

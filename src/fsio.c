@@ -116,6 +116,7 @@ static void from_stat(const struct stat *s, struct ferry_stat *st)
         st->atime = from_timespec(s->st_atim);
         st->dev = (uint64_t)s->st_dev;
         st->ino = (uint64_t)s->st_ino;
+        st->rdev = (uint64_t)s->st_rdev;
         st->mode = (uint32_t)s->st_mode;
         st->nlink = (uint32_t)s->st_nlink;
         st->uid = (uint32_t)s->st_uid;
@@ -153,6 +154,8 @@ int ferry_fsio_statat(int dirfd, const char *name, struct ferry_stat *st)
                 /* the same encoding as fstat's st_dev: rows compare both */
                 st->dev = (uint64_t)makedev(sx.stx_dev_major, sx.stx_dev_minor);
                 st->ino = sx.stx_ino;
+                st->rdev =
+                        (uint64_t)makedev(sx.stx_rdev_major, sx.stx_rdev_minor);
                 st->mode = sx.stx_mode;
                 st->nlink = sx.stx_nlink;
                 st->uid = sx.stx_uid;

@@ -99,6 +99,7 @@ struct ferry_stat {
         struct ferry_time atime;
         uint64_t dev;
         uint64_t ino;
+        uint64_t rdev; /* devices: the device number (makedev) */
         uint32_t mode; /* type and permission bits */
         uint32_t nlink;
         uint32_t uid;

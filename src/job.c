@@ -64,6 +64,10 @@ void ferry_options_init(struct ferry_options *opt)
         opt->perms = true;
         opt->owner = true;
         opt->times = true;
+        opt->xattrs = true;
+        opt->acls = true;
+        opt->specials = true;
+        opt->devices = true;
         opt->max_delete = -1;
 }
 
@@ -84,6 +88,7 @@ const char *ferry_code_str(int code)
         case FERRY_EPARTIAL: return "some files failed";
         case FERRY_EVANISHED: return "some source files vanished";
         case FERRY_EDELETE: return "deletion refused or stopped";
+        case FERRY_EMETA: return "some metadata could not be applied";
         default: return "unknown";
         }
 }

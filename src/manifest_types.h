@@ -30,6 +30,20 @@
 #define MF_DS_TO_APPLY 0 /* mode and times still to be applied in DST */
 #define MF_DS_APPLIED  1
 
+/* files.applied, dirs.applied (sql/006_meta.sql): what of the metadata
+ * ferry applied to the DST entry */
+#define MF_AP_PERMS  1
+#define MF_AP_OWNER  2
+#define MF_AP_TIMES  4
+#define MF_AP_XATTRS 8
+#define MF_AP_ACLS   16
+#define MF_AP_LINKS  32 /* a hardlink group's names are links in DST */
+#define MF_AP_ATIMES 64
+
+/* files.need: what a pending row needs */
+#define MF_NEED_DATA 0 /* its data: a copy, or a link to its first name */
+#define MF_NEED_META 1 /* its metadata only, applied in place */
+
 /* dirs.listed while a scan marks the directory's rows one by one */
 #define MF_LISTED_MARKING -1
 

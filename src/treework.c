@@ -87,15 +87,16 @@ static void apply_dir(const struct ferry_tree_cfg *cfg,
         t->sync_rc = 0;
         t->rc = ferry_copy_make_dst_dir(&d, it->path, &fd, t->why,
                                         sizeof(t->why));
-        if (!t->rc && cfg->owner && geteuid() == 0 &&
-            (t->rc = ferry_fsio_fchown(fd, it->uid, it->gid)))
-                t->step = FERRY_STEP_CHOWN;
-        mode_t mode = cfg->perms ? it->mode & 07777 : 0777 & ~cfg->umask;
-        if (!t->rc && (t->rc = ferry_fsio_fchmod(fd, mode)))
-                t->step = FERRY_STEP_CHMOD;
-        if (!t->rc && cfg->times &&
-            (t->rc = ferry_fsio_futimens(fd, it->mtime, it->mtime)))
-                t->step = FERRY_STEP_UTIMES;
+        if (!t->rc) {
+                struct ferry_stat st = {.mode = S_IFDIR | it->mode,
+                                        .uid = it->uid,
+                                        .gid = it->gid,
+                                        .mtime = it->mtime,
+                                        .atime = it->mtime};
+                struct ferry_meta_target mt = {fd, -1, NULL};
+                t->rc = ferry_meta_apply(&cfg->meta, &mt, &st, NULL,
+                                         &t->applied, &t->step);
+        }
         /* --durability=file: the directory's entries (made, deleted) and
          * its metadata, made durable here instead of by a syncfs */
         if (fd >= 0 && cfg->fsync_dirs)

@@ -42,6 +42,7 @@
 
 #include "batch.h"
 #include "manifest.h"
+#include "meta.h"
 #include "names.h"
 #include "overlap.h"
 
@@ -60,9 +61,8 @@ struct ferry_tree_cfg {
         int srcfd, dstfd;            /* borrowed */
         struct ferry_names *names;   /* borrowed; NULL: any name */
         const struct ferry_own *own; /* borrowed; may be NULL */
-        bool perms, owner, times;    /* what apply_dir gives a directory */
+        struct ferry_meta_cfg meta;  /* what apply_dir gives a directory */
         bool fsync_dirs;             /* --durability=file */
-        mode_t umask;                /* for --no-perms */
 };
 
 /* What deleting the copy of a removed file found in DST (TREE_DEL_FILE). */
@@ -87,8 +87,9 @@ struct ferry_tree_job {
         int rc; /* errno of the DST operation that failed, or 0 */
         enum ferry_dst_delete found; /* TREE_DEL_FILE */
         enum ferry_step step;        /* TREE_APPLY_DIR: the step that failed */
-        int sync_rc;   /* TREE_APPLY_DIR, --durability=file: its fsync */
-        char why[384]; /* TREE_APPLY_DIR: a refused or colliding name */
+        uint32_t applied; /* TREE_APPLY_DIR: the MF_AP_* bits applied */
+        int sync_rc;      /* TREE_APPLY_DIR, --durability=file: its fsync */
+        char why[384];    /* TREE_APPLY_DIR: a refused or colliding name */
         /* treework's own */
         const struct ferry_tree_cfg *cfg;
         const atomic_bool *cancel; /* set: the worker skips the job */

@@ -189,8 +189,16 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
         clear_line(o);
         switch (ev) {
         case FERRY_EV_COPIED:
+        case FERRY_EV_LINKED:
                 if (o->cli->verbose)
                         put_listed(o, "", path, len);
+                break;
+        case FERRY_EV_META:
+                if (o->cli->verbose)
+                        put_listed(o, "metadata: ", path, len);
+                break;
+        case FERRY_EV_META_DIFFERS:
+                put_listed_why(o, "metadata differs: ", path, len, detail);
                 break;
         case FERRY_EV_DELETED:
                 if (o->cli->verbose)
@@ -216,6 +224,11 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
                 if (loud)
                         ferry_report_line(stderr, "ferry: vanished: ", path,
                                           len, true, NULL);
+                break;
+        case FERRY_EV_META_FAILED:
+                if (loud)
+                        ferry_report_failure(stderr, "ferry: metadata: ", path,
+                                             len, detail, fail, &o->top);
                 break;
         case FERRY_EV_SKIPPED:
         case FERRY_EV_WARNING:

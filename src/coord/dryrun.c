@@ -28,7 +28,7 @@ static bool would_place(struct coord *c, const struct ferry_batch *b,
 {
         const char *dir = ferry_batch_at(b, it->dir_off);
         const char *name = ferry_batch_at(b, it->name_off);
-        struct ferry_copy_cfg cc = {.times = c->opt->times,
+        struct ferry_copy_cfg cc = {.meta = {.times = c->opt->times},
                                     .written_since = c->written_since};
         struct ferry_stat st;
         int dfd = -1, err = 0;

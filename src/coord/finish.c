@@ -310,11 +310,8 @@ static bool start_tree(struct coord *c)
                 .dstfd = c->cfg->dstfd,
                 .names = c->cfg->names,
                 .own = c->cfg->own,
-                .perms = c->opt->perms,
-                .owner = c->opt->owner,
-                .times = c->opt->times,
+                .meta = coord_meta_cfg(c),
                 .fsync_dirs = c->opt->durability == FERRY_DURABLE_FILE,
-                .umask = c->umask,
         };
         if (!ferry_treework_new(&tc, c->workers, tree_done, c, &c->fin.tree))
                 return true;

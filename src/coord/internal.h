@@ -46,6 +46,7 @@
 
 #include "batch.h"
 #include "buf.h"
+#include "meta.h"
 #include "names_fold.h"
 #include "queue.h"
 
@@ -155,11 +156,12 @@ struct coord {
         bool workers_idle; /* stop_threads: done with the copy, they wait
                               for the tree work (treework.h) */
         /* the open write transaction: not phase, but what a COMMIT owes */
-        bool dirty;            /* scan rows not committed yet */
-        bool fresh;            /* among them, rows that may be handed out */
-        mode_t umask;          /* the process umask, for --no-perms */
-        int64_t written_since; /* see written_since() */
-        int64_t run_started;   /* time(NULL) when this run began */
+        bool dirty;   /* scan rows not committed yet */
+        bool fresh;   /* among them, rows that may be handed out */
+        mode_t umask; /* the process umask, for --no-perms */
+        struct ferry_dst_caps dst_caps; /* what DST holds (dstcaps.h) */
+        int64_t written_since;          /* see written_since() */
+        int64_t run_started;            /* time(NULL) when this run began */
         struct handout ho;
         struct barrier bar;
         struct ingest in;
@@ -204,6 +206,9 @@ int coord_init(struct coord *c, const struct ferry_coord_cfg *cfg,
                int work_kind);
 void coord_release(struct coord *c);
 int start_threads(struct coord *c, bool scan, bool work);
+/* What metadata workers and tree work apply: the options, less what DST
+ * cannot hold (c->dst_caps). */
+struct ferry_meta_cfg coord_meta_cfg(const struct coord *c);
 void stop_threads(struct coord *c);
 void start_loop(struct coord *c, enum run_phase first);
 int result_code(struct coord *c);

@@ -372,6 +372,22 @@ void start_loop(struct coord *c, enum run_phase first)
         run_loop(c);
 }
 
+struct ferry_meta_cfg coord_meta_cfg(const struct coord *c)
+{
+        struct ferry_meta_cfg m = {
+                .perms = c->opt->perms,
+                .owner = c->opt->owner,
+                .times = c->opt->times,
+                .xattrs = c->opt->xattrs,
+                .acls = c->opt->acls,
+                .atimes = c->opt->atimes,
+                .root = geteuid() == 0,
+                .umask = c->umask,
+        };
+        m.caps = c->dst_caps;
+        return m;
+}
+
 int start_threads(struct coord *c, bool scan, bool work)
 {
         int rc = 0;
@@ -379,15 +395,15 @@ int start_threads(struct coord *c, bool scan, bool work)
                 struct ferry_copy_cfg cc = {
                         .srcfd = c->cfg->srcfd,
                         .dstfd = c->cfg->dstfd,
-                        .perms = c->opt->perms,
-                        .owner = c->opt->owner,
-                        .times = c->opt->times,
+                        .meta = coord_meta_cfg(c),
+                        .specials = c->opt->specials,
+                        .devices = c->opt->devices,
+                        .trust_mtime = c->opt->trust_mtime,
                         .fsync_each = c->opt->durability == FERRY_DURABLE_FILE,
                         .retries = c->opt->retries,
                         .stop = c->cfg->stop,
                         .names = c->cfg->names,
                 };
-                cc.umask = c->umask;
                 cc.written_since = c->written_since;
                 rc = ferry_workers_start(&cc, c->opt->jobs, &c->work, &c->inbox,
                                          &c->workers);
@@ -475,6 +491,7 @@ int coord_init(struct coord *c, const struct ferry_coord_cfg *cfg,
         handout_init(&c->ho, work_kind, cfg->opt->jobs * 2);
         c->t0 = c->last_prog = c->last_commit = now();
         c->umask = umask(022); /* read it: no thread runs yet */
+        ferry_dst_caps_all(&c->dst_caps);
         umask(c->umask);
         if (ferry_queue_init(&c->inbox, INBOX_CAP) ||
             ferry_queue_init(&c->work, c->ho.max_in_flight + 1) ||

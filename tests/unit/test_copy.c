@@ -33,12 +33,13 @@ static void fx_open(struct fixture *fx)
         fx->cfg = (struct ferry_copy_cfg){
                 .srcfd = fx->src,
                 .dstfd = fx->dst,
-                .perms = true,
-                .owner = true,
-                .times = true,
+                .meta = {.perms = true,
+                         .owner = true,
+                         .times = true,
+                         .root = geteuid() == 0,
+                         .umask = 022},
                 .fsync_each = false,
                 .retries = 1,
-                .umask = 022,
                 .stop = &fx->stop,
         };
 }
@@ -54,11 +55,12 @@ static void fx_reopen(struct fixture *fx, const char *dir)
         fx->cfg = (struct ferry_copy_cfg){
                 .srcfd = fx->src,
                 .dstfd = fx->dst,
-                .perms = true,
-                .owner = true,
-                .times = true,
+                .meta = {.perms = true,
+                         .owner = true,
+                         .times = true,
+                         .root = geteuid() == 0,
+                         .umask = 022},
                 .retries = 1,
-                .umask = 022,
                 .stop = &fx->stop,
         };
 }
@@ -266,9 +268,9 @@ static void test_copy_regular(void)
 
         /* --no-perms and --no-times, --durability=file */
         fx.cfg.fsync_each = true;
-        fx.cfg.perms = false;
-        fx.cfg.times = false;
-        fx.cfg.umask = 027;
+        fx.cfg.meta.perms = false;
+        fx.cfg.meta.times = false;
+        fx.cfg.meta.umask = 027;
         unit_write_file(fx.src, "plain", "p", 1);
         fchmodat(fx.src, "plain", 0604, 0);
         set_mtime(fx.src, "plain", 1000000000LL, 0);

@@ -172,9 +172,10 @@ static void apply_with(unsigned jobs)
         setup(&fx, false);
         struct ferry_tree_cfg cfg = {.srcfd = fx.src,
                                      .dstfd = fx.dst,
-                                     .perms = true,
-                                     .times = true,
-                                     .umask = 022};
+                                     .meta = {.perms = true,
+                                              .times = true,
+                                              .root = geteuid() == 0,
+                                              .umask = 022}};
         struct seen s = {0};
         struct ferry_treework *tw = NULL;
         struct pool pool;

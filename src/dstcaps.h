@@ -1,0 +1,34 @@
+/*
+ * dstcaps.h - what metadata DST can hold, learned once at the start of a
+ * run by a probe in DST's root (beside the name probe, names.h).
+ *
+ * The copier applies only what DST can hold and counts a part it could
+ * hold but refused as a metadata shortfall (struct ferry_item.meta_fail),
+ * never as a data failure; what DST cannot hold at all is said once at
+ * the start and not counted per file.
+ */
+#ifndef FERRY_DSTCAPS_H
+#define FERRY_DSTCAPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct ferry_dst_caps {
+        bool owner;         /* a chown to another owner sticks (root) */
+        bool perms;         /* a chmod sticks */
+        bool xattrs_user;   /* user.* xattrs */
+        bool xattrs_other;  /* security.* and trusted.* (as root) */
+        bool acls;          /* system.posix_acl_* */
+        bool symlink_times; /* utimensat of a symlink itself */
+        bool specials;      /* FIFOs, sockets (and devices as root) */
+        uint64_t max_size;  /* largest file DST holds; UINT64_MAX: no limit */
+};
+
+/* Everything: what the copier assumes before (or without) a probe. */
+static inline void ferry_dst_caps_all(struct ferry_dst_caps *c)
+{
+        *c = (struct ferry_dst_caps){true, true, true, true,
+                                     true, true, true, UINT64_MAX};
+}
+
+#endif
