@@ -19,6 +19,8 @@
 #  - a job of more than one read chunk (3000 files) is exported whole,
 #    also while a run holds the job, frozen with SIGSTOP mid-copy: export
 #    exits 0 and lists no more done files than exist in DST;
+#  - a user without write access to the manifest and its directory gets
+#    the same csv (an immutable read), and leaves no -wal or -shm;
 #  - bad input: an unknown format or --format without export exits 1, a
 #    job without a manifest exits 3, each with one error line; a stdout
 #    that cannot be written exits 7.
@@ -232,6 +234,24 @@ check_while_running() {
 	check "... and the list has all $n" test "$(wc -l <"$LOG/out")" = "$n"
 }
 
+# Without write access to the manifest or its directory (a monitoring
+# user): export reads the file as immutable, and gives the same rows.
+check_read_only() {
+	if ! can_run_unprivileged; then
+		say "SKIP export without write access: $WHY_NOT"
+		return
+	fi
+	mkdir "$T/mf"
+	cp "$(manifest_path big bigdst)" "$T/mf/job.db"
+	chmod 0644 "$T/mf/job.db"
+	expect_code 0 "$FERRY" export --format=csv --manifest "$T/mf/job.db"
+	cp "$LOG/out" "$T/root.csv"
+	expect_code 0 as_nobody "$FERRY" export --format=csv --manifest "$T/mf/job.db"
+	check "without write access, export gives the same csv" cmp -s "$LOG/out" "$T/root.csv"
+	check "... and leaves no -wal or -shm behind" \
+		test ! -e "$T/mf/job.db-wal" -a ! -e "$T/mf/job.db-shm"
+}
+
 check_bad_input() {
 	expect_code 1 "$FERRY" export --format=md5 src dst && stderr_is_one_error
 	expect_code 1 "$FERRY" --format=csv src dst && stderr_is_one_error
@@ -256,4 +276,5 @@ check_table jsonl
 check_csv_quoting
 check_bad_input
 check_while_running
+check_read_only
 finish
