@@ -1,5 +1,6 @@
 /*
- * report.h - what the ferry command's printing shares (main.c, status.c).
+ * report.h - what the ferry command's printing shares (main.c, status.c,
+ * export.c).
  *
  * Standard output as a sink that remembers its first write error, and the
  * lines that name a path: a listed path, and a failure, whose top of the
