@@ -336,6 +336,68 @@ int ferry_status_read(const char *manifest, const char *src, const char *dst,
                       const struct ferry_status_req *req,
                       struct ferry_status_info *info, struct ferry_error *err);
 
+/*
+ * `ferry export`: the file rows of a job's manifest (not directories), in
+ * manifest order (by directory as recorded, then by name as bytes). The
+ * numbers of ferry_file_type and ferry_file_state are the manifest's.
+ */
+enum ferry_file_type {
+        FERRY_FILE_REG = 1,
+        FERRY_FILE_SYMLINK = 2,
+        FERRY_FILE_SPECIAL = 3, /* fifo, device, socket */
+};
+
+enum ferry_file_state {
+        FERRY_FILE_PENDING = 0,
+        FERRY_FILE_DONE = 1,
+        FERRY_FILE_FAILED = 2,
+        FERRY_FILE_SKIPPED = 3,
+        FERRY_FILE_VANISHED = 4, /* gone between scan and copy */
+        FERRY_FILE_REMOVED = 5,  /* no longer in SRC */
+};
+
+/* One row, borrowed for the call of a ferry_export_fn. */
+struct ferry_export_row {
+        const char *path; /* relative to SRC and DST, any bytes but NUL */
+        size_t path_len;
+        enum ferry_file_type type;
+        enum ferry_file_state state;
+        uint64_t size;     /* SRC's, as recorded */
+        int64_t mtime_sec; /* SRC's, since the epoch (any year) */
+        uint32_t mtime_nsec;
+        uint32_t mode; /* st_mode, type bits included */
+        uint32_t uid, gid;
+        bool has_hash;
+        unsigned char hash[16]; /* XXH3-128, canonical (big-endian); of
+                                   the link's target for a symlink */
+};
+
+/* Returns 0 to see the next row; any other value stops the export, and
+ * ferry_export_read returns it. */
+typedef int (*ferry_export_fn)(const struct ferry_export_row *row, void *arg);
+
+struct ferry_export_req {
+        bool done_only; /* only rows in state FERRY_FILE_DONE */
+        ferry_export_fn on_row;
+        void *arg;
+};
+
+/*
+ * Hands the file rows of a job's manifest to req->on_row, without taking
+ * the job's lock, as ferry_status_read reads (manifest, or src and dst,
+ * name the job). Reads in short read transactions of a few thousand rows,
+ * so a running job goes on meanwhile: each row is as one commit left it,
+ * and rows a run changes meanwhile may show before or after the change.
+ */
+int ferry_export_read(const char *manifest, const char *src, const char *dst,
+                      const struct ferry_export_req *req,
+                      struct ferry_error *err);
+
+/* "file", "symlink", "special"; "pending", "done", "failed", "skipped",
+ * "vanished", "removed"; "?" for another number. Static strings. */
+const char *ferry_file_type_str(int type);
+const char *ferry_file_state_str(int state);
+
 /* Asks a running job to stop soon (async-signal-safe). */
 void ferry_request_stop(void);
 

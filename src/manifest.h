@@ -195,6 +195,13 @@ int ferry_manifest_current_gen(struct ferry_manifest *m, int64_t *gen);
 int ferry_manifest_status(struct ferry_manifest *m,
                           struct ferry_status_info *info,
                           const struct ferry_status_req *req);
+/* Hands every file row (req->done_only: every done one) to req->on_row,
+ * EXPORT_CHUNK rows per read transaction, each chunk handed on after its
+ * transaction ended (manifest/export.c). Returns 0, FERRY_EMANIFEST, or
+ * what on_row returned to stop. *handed: rows handed on (for a retry of a
+ * read that ferry_manifest_moved says was torn before any was). */
+int ferry_manifest_export(struct ferry_manifest *m,
+                          const struct ferry_export_req *req, uint64_t *handed);
 /* True when ferry_manifest_status failed because a manifest read without
  * write access changed while it was read: a new open and read answers. */
 bool ferry_manifest_moved(const struct ferry_manifest *m);

@@ -34,6 +34,7 @@ enum opt_id {
         O_VERIFY,
         O_JSON,
         O_FAILURES,
+        O_FORMAT,
 };
 
 struct opt_def {
@@ -81,6 +82,8 @@ static const struct opt_def opts[] = {
          "print a JSON summary on stdout at the end"},
         {"failures", no_argument, O_FAILURES, NULL,
          "status: list all failures, not 5 of each cause"},
+        {"format", required_argument, O_FORMAT, "FMT",
+         "export: xxh128sum (default), csv or jsonl"},
         {"help", no_argument, O_HELP, NULL, "show this help and exit"},
         {"version", no_argument, O_VERSION, NULL, "show the version and exit"},
 };
@@ -116,6 +119,8 @@ void ferry_cli_help(FILE *out)
         fputs("usage: ferry [OPTIONS] SRC DST\n"
               "       ferry --verify[=dest|source|both] [OPTIONS] SRC DST\n"
               "       ferry status [--json] [--failures] [SRC DST | --manifest "
+              "FILE]\n"
+              "       ferry export [--format=FMT] [SRC DST | --manifest "
               "FILE]\n"
               "\n"
               "Copies the tree SRC into DST with parallel workers and keeps a\n"
@@ -219,6 +224,22 @@ static int set_max_delete(struct ferry_cli *cli, const char *v,
         return 0;
 }
 
+static int set_format(struct ferry_cli *cli, const char *v,
+                      struct ferry_error *err)
+{
+        static const char *const names[] = {[FMT_XXH128SUM] = "xxh128sum",
+                                            [FMT_CSV] = "csv",
+                                            [FMT_JSONL] = "jsonl"};
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+                if (!strcmp(v, names[i])) {
+                        cli->format = (enum ferry_cli_format)i;
+                        cli->format_set = true;
+                        return 0;
+                }
+        return usage(err, "--format must be xxh128sum, csv or jsonl, not '%s'",
+                     v);
+}
+
 static int add_exclude(struct ferry_cli *cli, const char *pat,
                        struct ferry_error *err)
 {
@@ -273,38 +294,50 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
         case O_VERBOSE: cli->verbose = true; return 0;
         case O_JSON: cli->json = true; return 0;
         case O_FAILURES: cli->failures = true; return 0;
+        case O_FORMAT: return set_format(cli, arg, err);
         case O_HELP: cli->command = CMD_HELP; return 0;
         case O_VERSION: cli->command = CMD_VERSION; return 0;
         default: return FERRY_EUSAGE;
         }
 }
 
-/* Positional arguments: SRC DST, or status [SRC DST]. */
+/* The command word of `ferry status` and `ferry export`, or NULL. */
+static const char *command_word(int n, char **args)
+{
+        if (n && (!strcmp(args[0], "status") || !strcmp(args[0], "export")))
+                return args[0];
+        return NULL;
+}
+
+/* Positional arguments: SRC DST, or status|export [SRC DST]. */
 static int positionals(struct ferry_cli *cli, int n, char **args,
                        struct ferry_error *err)
 {
         if (cli->command == CMD_HELP || cli->command == CMD_VERSION)
                 return 0;
-        if ((n == 1 || n == 3) && !strcmp(args[0], "status")) {
+        const char *word = command_word(n, args);
+        if ((n == 1 || n == 3) && word) {
                 if (cli->command == CMD_VERIFY)
-                        return usage(err, "status does not take --verify");
-                cli->command = CMD_STATUS;
+                        return usage(err, "%s does not take --verify", word);
+                cli->command = *word == 's' ? CMD_STATUS : CMD_EXPORT;
                 args++;
                 n--;
                 if (!n && !cli->opt.manifest)
-                        return usage(err, "status needs SRC DST or "
-                                          "--manifest FILE");
-        } else if (n == 2 && !strcmp(args[0], "status")) {
+                        return usage(err,
+                                     "%s needs SRC DST or "
+                                     "--manifest FILE",
+                                     word);
+        } else if (n == 2 && word) {
                 /* not a copy of ./status into SRC */
-                return usage(err, "status needs SRC and DST, or --manifest "
-                                  "FILE (to copy a directory named status, "
-                                  "write ./status)");
+                return usage(err,
+                             "%s needs SRC and DST, or --manifest FILE (to "
+                             "copy a directory named %s, write ./%s)",
+                             word, word, word);
         } else if (n > 2) {
-                bool status = !strcmp(args[0], "status");
                 return usage(err,
                              "too many arguments: '%s' after SRC and "
                              "DST (see --help)",
-                             args[status ? 3 : 2]);
+                             args[word ? 3 : 2]);
         } else if (n != 2) {
                 return usage(err, n ? "missing DST (see --help)"
                                     : "missing SRC and DST (see --help)");
@@ -363,6 +396,11 @@ int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
         if (cli->failures &&
             (cli->command == CMD_COPY || cli->command == CMD_VERIFY))
                 return usage(err, "--failures goes with status only");
+        if (cli->format_set && cli->command != CMD_EXPORT)
+                return usage(err, "--format goes with export only");
+        if (cli->command == CMD_EXPORT && (cli->failures || cli->json))
+                return usage(err, "export does not take --%s (see --format)",
+                             cli->json ? "json" : "failures");
         return 0;
 }
 

@@ -15,9 +15,13 @@ enum ferry_cli_command {
         CMD_COPY,
         CMD_VERIFY,
         CMD_STATUS,
+        CMD_EXPORT,
         CMD_HELP,
         CMD_VERSION
 };
+
+/* `ferry export --format` (cli/export.c) */
+enum ferry_cli_format { FMT_XXH128SUM, FMT_CSV, FMT_JSONL };
 
 struct ferry_cli {
         struct ferry_options opt;
@@ -25,6 +29,8 @@ struct ferry_cli {
         enum ferry_verify_mode verify;
         bool quiet, verbose, json;
         bool failures; /* status: every failure, not the first of each cause */
+        enum ferry_cli_format format; /* export */
+        bool format_set;
         const char **excludes; /* owned array; strings borrowed argv */
         size_t n_excludes;
 };

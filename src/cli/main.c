@@ -6,7 +6,8 @@
  * verify: progress on stderr, per-file events, the final summary, the list
  * of failures, and the exit code, which is the library's result code (see
  * man/ferry.1), or FERRY_EOUTPUT when standard output could not be written
- * (struct sink, report.h). `ferry status` is status.c.
+ * (struct sink, report.h). `ferry status` is status.c, `ferry export`
+ * export.c.
  */
 #define _GNU_SOURCE
 #include "ferry.h"
@@ -417,6 +418,8 @@ int main(int argc, char **argv)
                                "honoured; not for production use\n");
         } else if (cli.command == CMD_STATUS) {
                 code = ferry_cli_status(&cli, &so);
+        } else if (cli.command == CMD_EXPORT) {
+                code = ferry_cli_export(&cli, &so);
         } else {
                 code = run_job(&cli, &so);
         }

@@ -1,5 +1,6 @@
 /*
- * report.h - what the ferry command's printing shares (main.c, status.c).
+ * report.h - what the ferry command's printing shares (main.c, status.c,
+ * export.c).
  *
  * Standard output as a sink that remembers its first write error, and the
  * lines that name a path: a listed path, and a failure, whose top of the
@@ -63,6 +64,10 @@ struct ferry_cli;
 /* `ferry status` (status.c): prints the job's state and failures on
  * stdout; returns the exit code. */
 int ferry_cli_status(const struct ferry_cli *cli, struct sink *so);
+
+/* `ferry export` (export.c): the job's files on stdout in cli->format;
+ * returns the exit code. */
+int ferry_cli_export(const struct ferry_cli *cli, struct sink *so);
 
 /* n with a comma between groups of three digits ("1,204"). */
 void ferry_report_count(FILE *f, uint64_t n);

@@ -55,6 +55,7 @@ enum mf_table {
         T_RESULTS, /* results.c */
         T_QUERY,   /* query.c */
         T_STATUS,  /* status.c */
+        T_EXPORT,  /* export.c */
         MF_NTABLES
 };
 #define MF_TABLE_MAX 32 /* statements in one table, at most */

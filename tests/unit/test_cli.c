@@ -302,6 +302,41 @@ static void test_status_forms(void)
         USAGE("too many arguments: 'e' after", "status", "s", "d", "e");
 }
 
+static void test_export_forms(void)
+{
+        struct parsed p;
+        PARSE(&p, "export", "s", "d");
+        CHECK_EQ(p.rc, 0);
+        CHECK_EQ(p.cli.command, CMD_EXPORT);
+        CHECK_EQ(p.cli.format, FMT_XXH128SUM);
+        CHECK_STR(p.cli.opt.src, "s");
+        done(&p);
+
+        PARSE(&p, "--format=jsonl", "export", "--manifest", "/m.db");
+        CHECK_EQ(p.rc, 0);
+        CHECK_EQ(p.cli.command, CMD_EXPORT);
+        CHECK_EQ(p.cli.format, FMT_JSONL);
+        CHECK_STR(p.cli.opt.manifest, "/m.db");
+        done(&p);
+
+        PARSE(&p, "export", "--format", "csv", "s", "d");
+        CHECK_EQ(p.cli.format, FMT_CSV);
+        done(&p);
+
+        USAGE("xxh128sum, csv or jsonl, not 'md5'", "export", "--format=md5",
+              "s", "d");
+        USAGE("--format goes with export only", "--format=csv", "s", "d");
+        USAGE("--format goes with export only", "status", "--format=csv", "s",
+              "d");
+        USAGE("export does not take --json", "export", "--json", "s", "d");
+        USAGE("export does not take --failures", "export", "--failures", "s",
+              "d");
+        USAGE("export needs SRC DST or --manifest", "export");
+        /* not a copy of ./export into d */
+        USAGE("write ./export", "export", "d");
+        USAGE("export does not take --verify", "export", "--verify", "s", "d");
+}
+
 static void test_usage_errors(void)
 {
         USAGE("--bogus", "--bogus", "a", "b");
@@ -753,6 +788,7 @@ int main(int argc, char **argv)
         RUN(test_delete_options);
         RUN(test_verify);
         RUN(test_status_forms);
+        RUN(test_export_forms);
         RUN(test_usage_errors);
         RUN(test_parse_twice);
         RUN(test_help_lists_every_option);

@@ -1,0 +1,90 @@
+/*
+ * export.c - ferry_export_read of include/ferry.h: finds a job's manifest
+ * as `ferry status` does (a path, or the default one of SRC and DST),
+ * opens it read-only without the job's lock (manifest/reader.c) and hands
+ * its file rows on (manifest/export.c); the words for file types and
+ * states. The formats of `ferry export` are the command's (cli/export.c).
+ */
+#define _GNU_SOURCE
+#include "ferry.h"
+#include "job.h"
+#include "manifest.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Reads of a manifest that a run changed under an immutable read, while
+ * nothing was handed on yet (as status does, job.c). */
+#define EXPORT_TRIES 5
+
+static int export_path(const char *manifest, const char *src, const char *dst,
+                       char **out, struct ferry_error *err)
+{
+        if (manifest) {
+                *out = strdup(manifest);
+                return *out ? 0
+                            : ferry_job_errf(err, FERRY_EINTERNAL,
+                                             "out of memory");
+        }
+        char *rs = NULL, *rd = NULL;
+        bool exists;
+        int rc = ferry_job_resolve_src(src, &rs, err);
+        if (!rc)
+                rc = ferry_job_resolve_dst(dst, &rd, &exists, err);
+        if (!rc)
+                rc = ferry_job_default_manifest(rs, rd, false, out, err);
+        free(rs);
+        free(rd);
+        return rc;
+}
+
+int ferry_export_read(const char *manifest, const char *src, const char *dst,
+                      const struct ferry_export_req *req,
+                      struct ferry_error *err)
+{
+        char *path = NULL;
+        int rc = export_path(manifest, src, dst, &path, err);
+        for (int tries = 1; !rc; tries++) {
+                struct ferry_manifest *m;
+                rc = ferry_manifest_open(path, MF_READONLY, &m, err);
+                if (rc)
+                        break;
+                uint64_t handed = 0;
+                rc = ferry_manifest_export(m, req, &handed);
+                bool again = rc && ferry_manifest_moved(m) && !handed &&
+                             tries < EXPORT_TRIES;
+                /* a code of the manifest's own, not one on_row stopped
+                 * with: say what failed */
+                if (rc == FERRY_EMANIFEST && !again)
+                        ferry_job_errf(err, rc, "%s", ferry_manifest_errmsg(m));
+                ferry_manifest_close(m);
+                if (!again)
+                        break;
+                rc = 0;
+        }
+        free(path);
+        return rc;
+}
+
+const char *ferry_file_type_str(int type)
+{
+        switch (type) {
+        case FERRY_FILE_REG: return "file";
+        case FERRY_FILE_SYMLINK: return "symlink";
+        case FERRY_FILE_SPECIAL: return "special";
+        default: return "?";
+        }
+}
+
+const char *ferry_file_state_str(int state)
+{
+        switch (state) {
+        case FERRY_FILE_PENDING: return "pending";
+        case FERRY_FILE_DONE: return "done";
+        case FERRY_FILE_FAILED: return "failed";
+        case FERRY_FILE_SKIPPED: return "skipped";
+        case FERRY_FILE_VANISHED: return "vanished";
+        case FERRY_FILE_REMOVED: return "removed";
+        default: return "?";
+        }
+}
