@@ -35,8 +35,8 @@
 
 static const struct step S_OPEN_DST = {FERRY_SIDE_DST, FERRY_STEP_OPEN};
 
-static bool data_moved(const struct ferry_stat *was, const struct ferry_stat *st,
-                       enum ferry_ftype t)
+static bool data_moved(const struct ferry_stat *was,
+                       const struct ferry_stat *st, enum ferry_ftype t)
 {
         bool type = t == FT_REG ? S_ISREG(st->mode) : S_ISLNK(st->mode);
         return !type || was->size != st->size ||
@@ -47,9 +47,8 @@ static bool data_moved(const struct ferry_stat *was, const struct ferry_stat *st
 static bool ctime_only(const struct ferry_stat *was,
                        const struct ferry_stat *st)
 {
-        return !ferry_time_eq(was->ctime, st->ctime) &&
-               was->mode == st->mode && was->uid == st->uid &&
-               was->gid == st->gid &&
+        return !ferry_time_eq(was->ctime, st->ctime) && was->mode == st->mode &&
+               was->uid == st->uid && was->gid == st->gid &&
                (!was->nlink || was->nlink == st->nlink);
 }
 
@@ -71,8 +70,8 @@ static void refuse(struct ferry_copier *c, struct ferry_batch *b,
         ferry_copy_refusal(it, d, c->why, sizeof(c->why));
         it->result = R_FAILED;
         it->err = 0;
-        it->fail = (struct ferry_failure){FERRY_SIDE_DST, FERRY_STEP_NOT_OURS,
-                                          0};
+        it->fail =
+                (struct ferry_failure){FERRY_SIDE_DST, FERRY_STEP_NOT_OURS, 0};
         if (ferry_batch_str(b, c->why, strlen(c->why), &it->why_off))
                 it->why_off = 0;
 }
@@ -122,16 +121,15 @@ static void apply(struct ferry_copier *c, struct ferry_batch *b,
         if (!rc && fd >= 0 && c->cfg.fsync_each && (rc = ferry_fsio_fsync(fd)))
                 fs = FERRY_STEP_FSYNC;
         ferry_fsio_close(&fd);
-        const struct step *step = fs == FERRY_STEP_FSYNC
-                                          ? &S_FSYNC
-                                          : ferry_copier_dst_step(fs);
+        const struct step *step =
+                fs == FERRY_STEP_FSYNC ? &S_FSYNC : ferry_copier_dst_step(fs);
         if (rc && ferry_copier_dst_gone(c, it, rc, step))
                 return;
         /* the data is in DST whatever became of the metadata: done, and
          * what fell short is kept apart (the next run applies it again) */
         if (rc)
-                it->meta_fail = (struct ferry_failure){step->side, step->step,
-                                                       rc};
+                it->meta_fail =
+                        (struct ferry_failure){step->side, step->step, rc};
         if (c->cfg.meta.times && (it->applied & MF_AP_TIMES))
                 it->dst.mtime = st->mtime;
         it->st = *st;

@@ -2,10 +2,10 @@
  * manifest/results.c - what the copy and verify passes record: a file
  * row done (with what DST holds now), failed, vanished or pending again,
  * deleted (with the metadata it applied: applied, xdigest, nlink, for
- * the next scan's classification in scan.c); what ferry last put in DST under a row's name (dst_at; and
- * dir_known, whether ferry made a directory); failed rows
- * retried and done rows reset when DST was replaced; and the runs table
- * (a run's start and result, and since when earlier runs were cut short).
+ * the next scan's classification in scan.c); what ferry last put in DST under a
+ * row's name (dst_at; and dir_known, whether ferry made a directory); failed
+ * rows retried and done rows reset when DST was replaced; and the runs table (a
+ * run's start and result, and since when earlier runs were cut short).
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"

@@ -182,8 +182,8 @@ int mf_dir_upsert(struct ferry_manifest *m, const char *path, size_t len,
                         (uint32_t)sqlite3_column_int64(s, 2) != st->uid ||
                         (uint32_t)sqlite3_column_int64(s, 3) != st->gid ||
                         !ferry_time_eq(mf_column_time(s, 4), st->mtime) ||
-                        (m->wanted &
-                         ~(uint32_t)sqlite3_column_int64(s, 6)) != 0;
+                        (m->wanted & ~(uint32_t)sqlite3_column_int64(s, 6)) !=
+                                0;
                 /* an unchanged directory cannot have lost entries (its
                  * mtime would have moved), so its rows are only read; the
                  * count in mf_dir_listed checks that anyway */
@@ -378,12 +378,11 @@ static void read_found(sqlite3_stmt *s, const struct ferry_stat *st,
                         ? 0
                         : sqlite3_column_int64(s, 14);
         int64_t nlink = sqlite3_column_int64(s, 11);
-        f->data_same =
-                sqlite3_column_int(s, 1) == (int)mf_ftype_of(st->mode) &&
-                (uint64_t)sqlite3_column_int64(s, 2) == st->size &&
-                ferry_time_eq(mf_column_time(s, 3), st->mtime) &&
-                (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
-                f->state != ST_REMOVED;
+        f->data_same = sqlite3_column_int(s, 1) == (int)mf_ftype_of(st->mode) &&
+                       (uint64_t)sqlite3_column_int64(s, 2) == st->size &&
+                       ferry_time_eq(mf_column_time(s, 3), st->mtime) &&
+                       (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
+                       f->state != ST_REMOVED;
         /* nlink 0: a row of an older ferry, which did not record it */
         f->meta_same = f->data_same &&
                        ferry_time_eq(mf_column_time(s, 4), st->ctime) &&
@@ -407,7 +406,7 @@ static int classify(struct ferry_manifest *m, const struct found *f,
         enum ferry_ftype t = mf_ftype_of(st->mode);
         /* a hardlink name's inode is its first name's: that row holds
          * what was applied to it */
-        uint32_t wanted = f->hl > 0       ? 0
+        uint32_t wanted = f->hl > 0     ? 0
                           : t == FT_REG ? m->wanted
                                         : m->wanted_link;
         bool links = hard_links && t == FT_REG && st->nlink >= 2 &&
@@ -502,8 +501,7 @@ int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         int rc = upsert(m, dir, dir_is_new, marking, name, len, st, gen,
                         hard_links, o);
         /* only an existing row may be one the pass went past */
-        if (o->res != UP_CHANGED && o->res != UP_RESUMED &&
-            o->res != UP_META)
+        if (o->res != UP_CHANGED && o->res != UP_RESUMED && o->res != UP_META)
                 o->again = false;
         if (rc)
                 o->res = 0; /* not recorded */
