@@ -72,7 +72,7 @@ static const char *const scan_sql[S_NSTMTS] = {
                 " WHERE dir = ?1 AND gen < ?2 AND state != " SQL_REMOVED,
         [S_FILE_FIND] =
                 "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
-                " state, gen, uid, gid, nlink, applied, need, hl"
+                " state, gen, uid, gid, nlink, applied, need, hl, atime_ns"
                 " FROM files WHERE dir = ?1 AND name = ?2",
         [S_FILE_INSERT] =
                 "INSERT INTO files (dir, name, type, size, mtime_ns,"
@@ -367,8 +367,8 @@ struct found {
         bool meta_same; /* and mode, owner, link count, ctime */
 };
 
-static void read_found(sqlite3_stmt *s, const struct ferry_stat *st,
-                       struct found *f)
+static void read_found(const struct ferry_manifest *m, sqlite3_stmt *s,
+                       const struct ferry_stat *st, struct found *f)
 {
         f->id = sqlite3_column_int64(s, 0);
         f->state = sqlite3_column_int(s, 7);
@@ -390,6 +390,11 @@ static void read_found(sqlite3_stmt *s, const struct ferry_stat *st,
                        (uint32_t)sqlite3_column_int64(s, 9) == st->uid &&
                        (uint32_t)sqlite3_column_int64(s, 10) == st->gid &&
                        (!nlink || (uint64_t)nlink == st->nlink);
+        /* --atimes: a changed access time (NULL: not tracked before) */
+        if ((m->wanted & MF_AP_ATIMES) &&
+            sqlite3_column_type(s, 15) != SQLITE_NULL &&
+            !ferry_time_eq(mf_column_time(s, 15), st->atime))
+                f->meta_same = false;
 }
 
 /* A done row (or one pending for its metadata) whose data is as copied:
@@ -462,7 +467,7 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                 return mf_db_fail(m, "read");
         }
         struct found f;
-        read_found(s, st, &f);
+        read_found(m, s, st, &f);
         /* a name listed twice (a directory changing while it is read)
          * must not be handed out twice */
         o->id = f.id;

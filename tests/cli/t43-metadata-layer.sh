@@ -9,6 +9,7 @@
 #    inode and its blocks, and DST's mode/owner/xattr is SRC's (stat,
 #    getfattr). The setfattr case needs xattr support (wt-xattr): until it
 #    is merged its check fails, by design;
+#  - --atimes: a changed access time alone is applied in place (stat);
 #  - the ctime rule: a content change behind a restored mtime (touch -r,
 #    same size) is copied (cmp equal); with --trust-mtime it is not
 #    (bytes_copied 0: as documented, rsync's way), --verify=source finds
@@ -96,6 +97,17 @@ if command -v setfattr >/dev/null && setfattr -n user.t43 -v yes src/big 2>/dev/
 else
 	say "setfattr missing or SRC holds no user xattrs: that case not run"
 fi
+
+# --atimes: a changed access time alone is applied in place; a run with
+# it again has nothing to do
+run_json atimes1 --atimes src dst
+touch -a -d @1000000000 src/sub/small
+run_json atimes2 --atimes src dst
+expect_json "$LOG/atimes2.json" meta_applied 1
+check "--atimes: DST's atime is SRC's (stat: $(stat -c %X dst/sub/small))" \
+	test "$(stat -c %X dst/sub/small)" = 1000000000
+run_json atimes3 --atimes src dst
+expect_json "$LOG/atimes3.json" meta_applied 0
 
 # ---- the ctime rule -----------------------------------------------------
 
