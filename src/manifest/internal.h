@@ -83,6 +83,8 @@ struct ferry_manifest {
         unsigned dcache_next;
         /* ferry_manifest_set_wanted: the metadata the run wants */
         uint32_t wanted, wanted_link;
+        /* the last row the copy's first pass handed out (query.c) */
+        int64_t first_pass_at;
         char errmsg[1024];
 };
 
@@ -155,6 +157,15 @@ int mf_hardlink_of(struct ferry_manifest *m, const struct ferry_stat *st,
  * name included, link to it. One row, or every removed/vanished first name
  * (after a complete scan). */
 int mf_elect_leader(struct ferry_manifest *m, int64_t id);
+/* A done file (row done, one name when it was copied) got another name,
+ * which this scan made the first name of the group (leader, pending for
+ * its data): when the first pass has not handed leader out yet, done
+ * becomes the group's first name and leader and its other names follow
+ * it (*swapped): the new names are links to done's copy, and no data is
+ * copied again. (files_by_inode holds rows with an hl only, so the new
+ * name could not find done.) */
+int mf_regroup(struct ferry_manifest *m, const struct ferry_stat *st,
+               int64_t done, int64_t leader, int64_t gen, bool *swapped);
 int mf_elect_leaders(struct ferry_manifest *m);
 
 /* meta.c: starts a scan generation (stored in meta) and returns it */

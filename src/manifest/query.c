@@ -312,8 +312,11 @@ int ferry_manifest_handout(struct ferry_manifest *m, struct ferry_handout *h,
 {
         if (h->pass < PASS_COPY_FIRST || h->pass > PASS_STALE_TEMPS)
                 return mf_fail(m, "manifest: no such pass %d", (int)h->pass);
-        return mf_fill(m, pass_query[h->pass], h->gen, &h->pos, b, max,
-                       max_bytes);
+        int rc = mf_fill(m, pass_query[h->pass], h->gen, &h->pos, b, max,
+                         max_bytes);
+        if (h->pass == PASS_COPY_FIRST && h->pos > m->first_pass_at)
+                m->first_pass_at = h->pos; /* mf_regroup */
+        return rc;
 }
 
 int ferry_manifest_handout_again(struct ferry_manifest *m,

@@ -425,7 +425,13 @@ static int classify(struct ferry_manifest *m, const struct found *f,
                 int rc = mf_hardlink_of(m, st, hard_links, f->id, &hl);
                 if (rc)
                         return rc;
-                if (hl > 0 && hl != f->hl)
+                bool swapped = false;
+                if (hl > 0 && !f->hl &&
+                    (rc = mf_regroup(m, st, f->id, hl, gen, &swapped)))
+                        return rc;
+                if (swapped)
+                        hl = MF_HL_LEADER; /* its copy is the group's */
+                else if (hl > 0 && hl != f->hl)
                         need = MF_NEED_DATA; /* a link to its first name */
         }
         sqlite3_stmt *s = STMT(S_FILE_META);

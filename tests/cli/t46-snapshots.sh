@@ -9,7 +9,10 @@
 #  - it leaves every old DST inode in place (find's inode list of the 20
 #    old snapshots is the same before and after);
 #  - DST equals SRC, hard links included (rsync -aHn -i --numeric-ids lists
-#    nothing).
+#    nothing);
+#  - the first snapshot of a tree (each file's link count 1 -> 2, new and
+#    old names mixed in one directory) copies no data either: the new
+#    names are links to the copies (--json, stat).
 # Root: the names' owners are part of the metadata applied.
 . "$(dirname "$0")/lib.sh" || exit 1
 
@@ -63,5 +66,25 @@ else
 	fail "DST equals SRC with its hard links (rsync -aHn -i lists:)"
 	show "$LOG/rsync"
 fi
+
+# The first snapshot: 200 files of one link each get a second name in their
+# own directory (readdir mixes old and new names, so some new names are
+# met first and become their group's first name: the scan hands that role
+# back to the copied name). No data is copied; the new names are links.
+mkdir -p one/d
+for f in $(seq 1 200); do head -c $((f * 13)) /dev/urandom >"one/d/f$f"; done
+expect_code 0 "$FERRY" -q one one.dst || finish
+for f in $(seq 1 200); do ln "one/d/f$f" "one/d/g$f"; done
+expect_code 0 "$FERRY" -q --json one one.dst || finish
+tail -n1 "$LOG/out" >"$LOG/one.json"
+expect_json "$LOG/one.json" bytes_copied 0
+expect_json "$LOG/one.json" files_linked 200
+bad=0
+for f in $(seq 1 200); do
+	[[ $(stat -c %i "one.dst/d/f$f") == $(stat -c %i "one.dst/d/g$f") ]] ||
+		bad=$((bad + 1))
+done
+check "first snapshot: each new name is a link to the copy ($bad are not)" \
+	test "$bad" -eq 0
 
 finish
