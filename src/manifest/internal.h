@@ -49,14 +49,15 @@
 
 /* The statement tables, one per file of src/manifest/. */
 enum mf_table {
-        T_OPEN,    /* open.c */
-        T_META,    /* meta.c */
-        T_SCAN,    /* scan.c */
-        T_LINKS,   /* links.c */
-        T_DIRS,    /* dirs.c */
-        T_RESULTS, /* results.c */
-        T_QUERY,   /* query.c */
-        T_STATUS,  /* status.c */
+        T_OPEN,     /* open.c */
+        T_META,     /* meta.c */
+        T_SCAN,     /* scan.c */
+        T_LINKS,    /* links.c */
+        T_DIRS,     /* dirs.c */
+        T_RESULTS,  /* results.c */
+        T_QUERY,    /* query.c */
+        T_STATUS,   /* status.c */
+        T_CLASSIFY, /* classify.c */
         MF_NTABLES
 };
 #define MF_TABLE_MAX 32 /* statements in one table, at most */
@@ -207,6 +208,32 @@ int mf_keep_subtree(struct ferry_manifest *m, const char *path, size_t len,
 /* Records one scanned non-directory entry of directory dir in *o (what the
  * row became, its id, whether to hand it out again). dir_is_new skips the
  * lookup; without marking, an unchanged done row is only read. */
+/* classify.c: a row as the scan found it (scan.c's S_FILE_FIND: id,
+ * type, size, mtime_ns, ctime_ns, mode, ino, state, gen, uid, gid, nlink,
+ * applied, need, hl, atime_ns) against SRC's st. */
+struct mf_found {
+        int64_t id, hl;
+        int state, need;
+        uint32_t applied;
+        bool data_same; /* type, size, mtime, inode: the data as copied */
+        bool meta_same; /* and mode, owner, link count, ctime (atime) */
+};
+void mf_read_found(const struct ferry_manifest *m, sqlite3_stmt *s,
+                   const struct ferry_stat *st, struct mf_found *f);
+/* A done row (or one pending for its metadata) with its data as copied:
+ * *meta and pending again when its metadata is to be applied (or it is to
+ * be linked); *meta false: nothing to do. */
+int mf_classify(struct ferry_manifest *m, const struct mf_found *f,
+                const struct ferry_stat *st, int64_t gen, bool hard_links,
+                bool *meta);
+static inline void mf_bind_hl(sqlite3_stmt *s, int i, int64_t hl)
+{
+        if (hl)
+                sqlite3_bind_int64(s, i, hl);
+        else
+                sqlite3_bind_null(s, i);
+}
+
 int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                    bool marking, const char *name, size_t len,
                    const struct ferry_stat *st, int64_t gen, bool hard_links,

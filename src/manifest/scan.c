@@ -1,9 +1,7 @@
 /*
  * manifest/scan.c - what a scan of SRC writes: directory rows (new,
  * changed, listed whole), file rows (the upsert and what it found), and
- * the classification of a row whose data is as copied but whose
- * metadata changed, or is wanted now (UP_META: classify), the marks of
- * what left SRC: the rows a marking scan did not see, those
+ * the marks of what left SRC: the rows a marking scan did not see, those
  * of directories it did not see, those below a directory that became a
  * file (all ST_REMOVED); keeping rows part of a scan (a directory it could
  * not read) and, when --delete is refused, undoing this scan's removals.
@@ -33,7 +31,6 @@ enum scan_stmt {
         S_FILE_INSERT,
         S_FILE_SEEN,
         S_FILE_UPDATE,
-        S_FILE_META,
         S_FILE_REMOVE_NAME,
         S_SUBTREE_REMOVED,
         S_MARK_UNSEEN,
@@ -89,11 +86,6 @@ static const char *const scan_sql[S_NSTMTS] = {
                 " dev = ?9, ino = ?10, hl = ?11, state = ?12,"
                 " gen = ?13, hash = NULL, nlink = ?14,"
                 " need = " SQL_NEED_DATA " WHERE id = ?1",
-        /* its data is as copied: the stat stays the one applied (the
-         * copier compares it with SRC's: the ctime rule, copy_meta.c) */
-        [S_FILE_META] =
-                "UPDATE files SET state = " SQL_PENDING ", gen = ?2,"
-                " need = ?3, hl = ?4 WHERE id = ?1",
         [S_FILE_REMOVE_NAME] =
                 "UPDATE files SET state = " SQL_REMOVED ", gen = ?3"
                 " WHERE dir = ?1 AND name = ?2 AND state != " SQL_REMOVED,
@@ -305,14 +297,6 @@ int mf_keep_subtree(struct ferry_manifest *m, const char *path, size_t len,
                        : mf_exec_stmt(m, d, "directory update");
 }
 
-static void bind_hl(sqlite3_stmt *s, int i, int64_t hl)
-{
-        if (hl)
-                sqlite3_bind_int64(s, i, hl);
-        else
-                sqlite3_bind_null(s, i);
-}
-
 static int file_insert(struct ferry_manifest *m, int64_t dir, const char *name,
                        size_t len, const struct ferry_stat *st, int64_t gen,
                        bool hard_links)
@@ -329,7 +313,7 @@ static int file_insert(struct ferry_manifest *m, int64_t dir, const char *name,
         mf_bind_bytes(s, 2, name, len);
         sqlite3_bind_int(s, 3, t);
         mf_bind_stat(s, 4, st);
-        bind_hl(s, 12, hl);
+        mf_bind_hl(s, 12, hl);
         sqlite3_bind_int(s, 13, t == FT_SPECIAL ? ST_SKIPPED : ST_PENDING);
         sqlite3_bind_int64(s, 14, gen);
         sqlite3_bind_int64(s, 15, (int64_t)st->nlink);
@@ -351,96 +335,10 @@ static int file_update(struct ferry_manifest *m, int64_t id,
         sqlite3_bind_int64(s, 1, id);
         sqlite3_bind_int(s, 2, t);
         mf_bind_stat(s, 3, st);
-        bind_hl(s, 11, hl);
+        mf_bind_hl(s, 11, hl);
         sqlite3_bind_int(s, 12, t == FT_SPECIAL ? ST_SKIPPED : ST_PENDING);
         sqlite3_bind_int64(s, 13, gen);
         sqlite3_bind_int64(s, 14, (int64_t)st->nlink);
-        return mf_exec_stmt(m, s, "file update");
-}
-
-/* A row as the scan found it (S_FILE_FIND). */
-struct found {
-        int64_t id, hl;
-        int state, need;
-        uint32_t applied;
-        bool data_same; /* type, size, mtime, inode: the data as copied */
-        bool meta_same; /* and mode, owner, link count, ctime */
-};
-
-static void read_found(const struct ferry_manifest *m, sqlite3_stmt *s,
-                       const struct ferry_stat *st, struct found *f)
-{
-        f->id = sqlite3_column_int64(s, 0);
-        f->state = sqlite3_column_int(s, 7);
-        f->applied = (uint32_t)sqlite3_column_int64(s, 12);
-        f->need = sqlite3_column_int(s, 13);
-        f->hl = sqlite3_column_type(s, 14) == SQLITE_NULL
-                        ? 0
-                        : sqlite3_column_int64(s, 14);
-        int64_t nlink = sqlite3_column_int64(s, 11);
-        f->data_same = sqlite3_column_int(s, 1) == (int)mf_ftype_of(st->mode) &&
-                       (uint64_t)sqlite3_column_int64(s, 2) == st->size &&
-                       ferry_time_eq(mf_column_time(s, 3), st->mtime) &&
-                       (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
-                       f->state != ST_REMOVED;
-        /* nlink 0: a row of an older ferry, which did not record it */
-        f->meta_same = f->data_same &&
-                       ferry_time_eq(mf_column_time(s, 4), st->ctime) &&
-                       (uint32_t)sqlite3_column_int64(s, 5) == st->mode &&
-                       (uint32_t)sqlite3_column_int64(s, 9) == st->uid &&
-                       (uint32_t)sqlite3_column_int64(s, 10) == st->gid &&
-                       (!nlink || (uint64_t)nlink == st->nlink);
-        /* --atimes: a changed access time (NULL: not tracked before) */
-        if ((m->wanted & MF_AP_ATIMES) &&
-            sqlite3_column_type(s, 15) != SQLITE_NULL &&
-            !ferry_time_eq(mf_column_time(s, 15), st->atime))
-                f->meta_same = false;
-}
-
-/* A done row (or one pending for its metadata) whose data is as copied:
- * its metadata changed in SRC, or the run wants what an earlier one left
- * out (m->wanted), or it is a name of a hardlink group copied apart
- * (--no-hard-links before). Then it is pending again: its metadata
- * applied in place (need META), or, a name that is now to be a link to
- * its group's first name, linked (need DATA; no data is written).
- * *meta false: nothing to do. */
-static int classify(struct ferry_manifest *m, const struct found *f,
-                    const struct ferry_stat *st, int64_t gen, bool hard_links,
-                    bool *meta)
-{
-        enum ferry_ftype t = mf_ftype_of(st->mode);
-        /* a hardlink name's inode is its first name's: that row holds
-         * what was applied to it */
-        uint32_t wanted = f->hl > 0     ? 0
-                          : t == FT_REG ? m->wanted
-                                        : m->wanted_link;
-        bool links = hard_links && t == FT_REG && st->nlink >= 2 &&
-                     !(f->applied & MF_AP_LINKS);
-        *meta = !f->meta_same || (wanted & ~f->applied) || links;
-        if (!*meta)
-                return 0;
-        int64_t hl = f->hl;
-        int need = MF_NEED_META;
-        if (!f->meta_same || links) { /* the link count may have moved */
-                int rc = mf_hardlink_of(m, st, hard_links, f->id, &hl);
-                if (rc)
-                        return rc;
-                bool swapped = false;
-                if (hl > 0 && !f->hl &&
-                    (rc = mf_regroup(m, st, f->id, hl, gen, &swapped)))
-                        return rc;
-                if (swapped)
-                        hl = MF_HL_LEADER; /* its copy is the group's */
-                else if (hl > 0 && hl != f->hl)
-                        need = MF_NEED_DATA; /* a link to its first name */
-        }
-        sqlite3_stmt *s = STMT(S_FILE_META);
-        if (!s)
-                return mf_db_fail(m, "write");
-        sqlite3_bind_int64(s, 1, f->id);
-        sqlite3_bind_int64(s, 2, gen);
-        sqlite3_bind_int(s, 3, need);
-        bind_hl(s, 4, hl);
         return mf_exec_stmt(m, s, "file update");
 }
 
@@ -472,8 +370,8 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                 sqlite3_reset(s);
                 return mf_db_fail(m, "read");
         }
-        struct found f;
-        read_found(m, s, st, &f);
+        struct mf_found f;
+        mf_read_found(m, s, st, &f);
         /* a name listed twice (a directory changing while it is read)
          * must not be handed out twice */
         o->id = f.id;
@@ -483,7 +381,7 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                        (f.state == ST_PENDING && f.need == MF_NEED_META);
         if (f.data_same && applied && mf_ftype_of(st->mode) != FT_SPECIAL) {
                 bool meta = false;
-                rc = classify(m, &f, st, gen, hard_links, &meta);
+                rc = mf_classify(m, &f, st, gen, hard_links, &meta);
                 if (rc || meta) {
                         o->res = UP_META;
                         return rc;
