@@ -209,15 +209,17 @@ int mf_keep_subtree(struct ferry_manifest *m, const char *path, size_t len,
  * row became, its id, whether to hand it out again). dir_is_new skips the
  * lookup; without marking, an unchanged done row is only read. */
 /* classify.c: a row as the scan found it (scan.c's S_FILE_FIND: id,
- * type, size, mtime_ns, ctime_ns, mode, ino, state, gen, uid, gid, nlink,
- * applied, need, hl, atime_ns) against SRC's st. */
+ * type, size, mtime_ns, ctime_ns, mode, ino, state, gen, applied, hl, and
+ * with --atimes atime_ns) against SRC's st; need as a done row's
+ * (MF_NEED_DATA) until mf_found_need reads it. */
 struct mf_found {
         int64_t id, hl;
         int state, need;
         uint32_t applied;
         bool data_same; /* type, size, mtime, inode: the data as copied */
-        bool meta_same; /* and mode, owner, link count, ctime (atime) */
+        bool meta_same; /* and mode, ctime (atime with --atimes) */
 };
+int mf_found_need(struct ferry_manifest *m, struct mf_found *f);
 void mf_read_found(const struct ferry_manifest *m, sqlite3_stmt *s,
                    const struct ferry_stat *st, struct mf_found *f);
 /* A done row (or one pending for its metadata) with its data as copied:
