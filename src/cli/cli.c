@@ -29,6 +29,8 @@ enum opt_id {
         O_NO_PERMS,
         O_NO_OWNER,
         O_NO_TIMES,
+        O_ATIMES,
+        O_TRUST_MTIME,
         O_DURABILITY,
         O_RETRIES,
         O_VERIFY,
@@ -69,6 +71,10 @@ static const struct opt_def opts[] = {
          "do not copy owner and group (only root copies them)"},
         {"no-times", no_argument, O_NO_TIMES, NULL,
          "do not copy modification times"},
+        {"atimes", no_argument, O_ATIMES, NULL,
+         "keep access times too; a re-run applies a changed one"},
+        {"trust-mtime", no_argument, O_TRUST_MTIME, NULL,
+         "a change of ctime alone is metadata: do not re-read SRC"},
         {"durability", required_argument, O_DURABILITY, "MODE",
          "batch (default), file or none"},
         {"retries", required_argument, O_RETRIES, "N",
@@ -288,6 +294,8 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
         case O_NO_PERMS: cli->opt.perms = false; return 0;
         case O_NO_OWNER: cli->opt.owner = false; return 0;
         case O_NO_TIMES: cli->opt.times = false; return 0;
+        case O_ATIMES: cli->opt.atimes = true; return 0;
+        case O_TRUST_MTIME: cli->opt.trust_mtime = true; return 0;
         case O_DURABILITY: return set_durability(cli, arg, err);
         case O_VERIFY: return set_verify(cli, arg, err);
         case O_QUIET: cli->quiet = true; return 0;

@@ -70,6 +70,11 @@ static void would_copy(struct coord *c, const struct ferry_batch *b,
 {
         if (!would_place(c, b, it))
                 return;
+        if (it->need == MF_NEED_META) { /* in place: no data would move */
+                c->sum->meta_applied++;
+                emit_item(c, FERRY_EV_WOULD_COPY, b, it, NULL, NULL);
+                return;
+        }
         c->sum->files_copied++;
         c->sum->bytes_copied += it->type == FT_REG ? it->st.size : 0;
         emit_item(c, FERRY_EV_WOULD_COPY, b, it, NULL, NULL);

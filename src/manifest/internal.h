@@ -24,18 +24,20 @@
 /* Row values as SQL literals (manifest_types.h). Literals, not bound
  * parameters: the partial indexes files_pending and files_removed serve a
  * query only when its WHERE names the same constants. */
-#define SQL_PENDING  MF_SQL_INT(MF_ST_PENDING)
-#define SQL_DONE     MF_SQL_INT(MF_ST_DONE)
-#define SQL_FAILED   MF_SQL_INT(MF_ST_FAILED)
-#define SQL_SKIPPED  MF_SQL_INT(MF_ST_SKIPPED)
-#define SQL_VANISHED MF_SQL_INT(MF_ST_VANISHED)
-#define SQL_REMOVED  MF_SQL_INT(MF_ST_REMOVED)
-#define SQL_REG      MF_SQL_INT(MF_FT_REG)
-#define SQL_LINK     MF_SQL_INT(MF_FT_LINK)
-#define SQL_SPECIAL  MF_SQL_INT(MF_FT_SPECIAL)
-#define SQL_TO_APPLY MF_SQL_INT(MF_DS_TO_APPLY)
-#define SQL_APPLIED  MF_SQL_INT(MF_DS_APPLIED)
-#define SQL_MARKING  MF_SQL_INT(MF_LISTED_MARKING)
+#define SQL_PENDING   MF_SQL_INT(MF_ST_PENDING)
+#define SQL_DONE      MF_SQL_INT(MF_ST_DONE)
+#define SQL_FAILED    MF_SQL_INT(MF_ST_FAILED)
+#define SQL_SKIPPED   MF_SQL_INT(MF_ST_SKIPPED)
+#define SQL_VANISHED  MF_SQL_INT(MF_ST_VANISHED)
+#define SQL_REMOVED   MF_SQL_INT(MF_ST_REMOVED)
+#define SQL_REG       MF_SQL_INT(MF_FT_REG)
+#define SQL_LINK      MF_SQL_INT(MF_FT_LINK)
+#define SQL_SPECIAL   MF_SQL_INT(MF_FT_SPECIAL)
+#define SQL_TO_APPLY  MF_SQL_INT(MF_DS_TO_APPLY)
+#define SQL_APPLIED   MF_SQL_INT(MF_DS_APPLIED)
+#define SQL_MARKING   MF_SQL_INT(MF_LISTED_MARKING)
+#define SQL_NEED_DATA MF_SQL_INT(MF_NEED_DATA)
+#define SQL_NEED_META MF_SQL_INT(MF_NEED_META)
 /* files.hl of a hardlink group's first name (sql/001_schema.sql) */
 #define MF_HL_LEADER -1
 #define SQL_LEADER   MF_SQL_INT(MF_HL_LEADER)
@@ -47,15 +49,16 @@
 
 /* The statement tables, one per file of src/manifest/. */
 enum mf_table {
-        T_OPEN,    /* open.c */
-        T_META,    /* meta.c */
-        T_SCAN,    /* scan.c */
-        T_LINKS,   /* links.c */
-        T_DIRS,    /* dirs.c */
-        T_RESULTS, /* results.c */
-        T_QUERY,   /* query.c */
-        T_STATUS,  /* status.c */
-        T_EXPORT,  /* export.c */
+        T_OPEN,     /* open.c */
+        T_META,     /* meta.c */
+        T_SCAN,     /* scan.c */
+        T_LINKS,    /* links.c */
+        T_DIRS,     /* dirs.c */
+        T_RESULTS,  /* results.c */
+        T_QUERY,    /* query.c */
+        T_STATUS,   /* status.c */
+        T_EXPORT,   /* export.c */
+        T_CLASSIFY, /* classify.c */
         MF_NTABLES
 };
 #define MF_TABLE_MAX 32 /* statements in one table, at most */
@@ -80,6 +83,10 @@ struct ferry_manifest {
          * within one scan and one transaction (mf_dcache_clear) */
         struct mf_dir_slot dcache[MF_DIR_CACHE];
         unsigned dcache_next;
+        /* ferry_manifest_set_wanted: the metadata the run wants */
+        uint32_t wanted, wanted_link;
+        /* the last row the copy's first pass handed out (query.c) */
+        int64_t first_pass_at;
         char errmsg[1024];
 };
 
@@ -152,6 +159,15 @@ int mf_hardlink_of(struct ferry_manifest *m, const struct ferry_stat *st,
  * name included, link to it. One row, or every removed/vanished first name
  * (after a complete scan). */
 int mf_elect_leader(struct ferry_manifest *m, int64_t id);
+/* A done file (row done, one name when it was copied) got another name,
+ * which this scan made the first name of the group (leader, pending for
+ * its data): when the first pass has not handed leader out yet, done
+ * becomes the group's first name and leader and its other names follow
+ * it (*swapped): the new names are links to done's copy, and no data is
+ * copied again. (files_by_inode holds rows with an hl only, so the new
+ * name could not find done.) */
+int mf_regroup(struct ferry_manifest *m, const struct ferry_stat *st,
+               int64_t done, int64_t leader, int64_t gen, bool *swapped);
 int mf_elect_leaders(struct ferry_manifest *m);
 
 /* meta.c: starts a scan generation (stored in meta) and returns it */
@@ -193,6 +209,34 @@ int mf_keep_subtree(struct ferry_manifest *m, const char *path, size_t len,
 /* Records one scanned non-directory entry of directory dir in *o (what the
  * row became, its id, whether to hand it out again). dir_is_new skips the
  * lookup; without marking, an unchanged done row is only read. */
+/* classify.c: a row as the scan found it (scan.c's S_FILE_FIND: id,
+ * type, size, mtime_ns, ctime_ns, mode, ino, state, gen, applied, hl, and
+ * with --atimes atime_ns) against SRC's st; need as a done row's
+ * (MF_NEED_DATA) until mf_found_need reads it. */
+struct mf_found {
+        int64_t id, hl;
+        int state, need;
+        uint32_t applied;
+        bool data_same; /* type, size, mtime, inode: the data as copied */
+        bool meta_same; /* and mode, ctime (atime with --atimes) */
+};
+int mf_found_need(struct ferry_manifest *m, struct mf_found *f);
+void mf_read_found(const struct ferry_manifest *m, sqlite3_stmt *s,
+                   const struct ferry_stat *st, struct mf_found *f);
+/* A done row (or one pending for its metadata) with its data as copied:
+ * *meta and pending again when its metadata is to be applied (or it is to
+ * be linked); *meta false: nothing to do. */
+int mf_classify(struct ferry_manifest *m, const struct mf_found *f,
+                const struct ferry_stat *st, int64_t gen, bool hard_links,
+                bool *meta);
+static inline void mf_bind_hl(sqlite3_stmt *s, int i, int64_t hl)
+{
+        if (hl)
+                sqlite3_bind_int64(s, i, hl);
+        else
+                sqlite3_bind_null(s, i);
+}
+
 int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                    bool marking, const char *name, size_t len,
                    const struct ferry_stat *st, int64_t gen, bool hard_links,
@@ -211,6 +255,8 @@ int mf_keep_removed(struct ferry_manifest *m, int64_t gen);
 int mf_dir_touch(struct ferry_manifest *m, int64_t id);
 int mf_dir_chain_touch(struct ferry_manifest *m, int64_t file);
 int mf_dir_applied(struct ferry_manifest *m, int64_t id);
+/* mf_dir_applied, recording applied (MF_AP_* bits) as what was applied. */
+int mf_dir_applied_ap(struct ferry_manifest *m, int64_t id, uint32_t applied);
 int mf_dir_defer(struct ferry_manifest *m, int64_t id);
 int mf_dir_delete(struct ferry_manifest *m, int64_t id);
 int mf_dir_set_error(struct ferry_manifest *m, int64_t id,
@@ -222,6 +268,9 @@ int mf_dir_set_error(struct ferry_manifest *m, int64_t id,
  * what ferry last put in DST for the row (dir, name): rec->type 0 when
  * nothing, or no such row; failed rows of earlier runs pending again. */
 int mf_file_done(struct ferry_manifest *m, const struct ferry_item *it);
+/* mf_file_done with also's MF_AP_* bits applied beyond it->applied. */
+int mf_file_done_ap(struct ferry_manifest *m, const struct ferry_item *it,
+                    uint32_t also);
 int mf_file_set_state(struct ferry_manifest *m, int64_t id,
                       enum ferry_state state, const struct ferry_failure *f,
                       const char *error);

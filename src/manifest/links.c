@@ -1,8 +1,9 @@
 /*
  * manifest/links.c - hardlink groups: the first name of a group (hl = -1)
  * is copied with data, the other names (hl = its id) are linked to it in
- * DST. Owns the leader lookup of a new or changed row and the election of
- * a new first name when the old one failed, vanished or left SRC.
+ * DST. Owns the leader lookup of a new or changed row, the election of
+ * a new first name when the old one failed, vanished or left SRC, and the
+ * regrouping of a done file that got its first other name (mf_regroup).
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
@@ -16,6 +17,7 @@ enum links_stmt {
         S_ELECT_FIND,
         S_ELECT_SET,
         S_NEXT_GONE_LEADER,
+        S_NEW_LEADER,
         S_NSTMTS
 };
 
@@ -51,6 +53,11 @@ static const char *const links_sql[S_NSTMTS] = {
                 " UNION ALL SELECT min(id) FROM files WHERE"
                 " state IN " SQL_GONE " AND state = " SQL_REMOVED
                 " AND id > ?1 AND hl = " SQL_LEADER ")",
+        /* a first name this scan made (pending for its data) */
+        [S_NEW_LEADER] =
+                "SELECT 1 FROM files WHERE id = ?1 AND hl = " SQL_LEADER
+                " AND state = " SQL_PENDING " AND need = " SQL_NEED_DATA
+                " AND gen = ?2",
 };
 // clang-format on
 _Static_assert(S_NSTMTS <= MF_TABLE_MAX, "links.c: statement table too big");
@@ -75,6 +82,36 @@ int mf_hardlink_of(struct ferry_manifest *m, const struct ferry_stat *st,
                 return mf_db_fail(m, "read");
         *hl = leader && leader != self ? leader : MF_HL_LEADER;
         return 0;
+}
+
+int mf_regroup(struct ferry_manifest *m, const struct ferry_stat *st,
+               int64_t done, int64_t leader, int64_t gen, bool *swapped)
+{
+        *swapped = false;
+        /* not yet handed out: the first pass has not reached it */
+        if (leader <= m->first_pass_at)
+                return 0;
+        sqlite3_stmt *s = STMT(S_NEW_LEADER);
+        if (!s)
+                return mf_db_fail(m, "read");
+        sqlite3_bind_int64(s, 1, leader);
+        sqlite3_bind_int64(s, 2, gen);
+        int rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (rc == SQLITE_DONE)
+                return 0;
+        if (rc != SQLITE_ROW)
+                return mf_db_fail(m, "read");
+        /* the new first name and its other names follow done */
+        if (!(s = STMT(S_ELECT_SET)))
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, (int64_t)st->ino);
+        sqlite3_bind_int64(s, 2, (int64_t)st->dev);
+        sqlite3_bind_int64(s, 3, done);
+        sqlite3_bind_int64(s, 4, leader);
+        rc = mf_exec_stmt(m, s, "file update");
+        *swapped = rc == 0;
+        return rc;
 }
 
 /* A removed or vanished first name with no other name to take over: no

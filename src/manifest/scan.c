@@ -28,6 +28,7 @@ enum scan_stmt {
         S_DIR_COUNT,
         S_DIR_UNSEEN,
         S_FILE_FIND,
+        S_FILE_FIND_ATIME,
         S_FILE_INSERT,
         S_FILE_SEEN,
         S_FILE_UPDATE,
@@ -44,8 +45,8 @@ enum scan_stmt {
 // clang-format off
 static const char *const scan_sql[S_NSTMTS] = {
         [S_DIR_FIND] =
-                "SELECT id, mode, uid, gid, mtime_ns, listed FROM dirs"
-                " WHERE path = ?1",
+                "SELECT id, mode, uid, gid, mtime_ns, listed, applied"
+                " FROM dirs WHERE path = ?1",
         [S_DIR_INSERT] =
                 "INSERT INTO dirs (parent, path, mode, uid, gid, mtime_ns,"
                 " state, gen, listed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
@@ -67,14 +68,20 @@ static const char *const scan_sql[S_NSTMTS] = {
         [S_DIR_UNSEEN] =
                 "UPDATE files SET state = " SQL_REMOVED ", gen = ?2"
                 " WHERE dir = ?1 AND gen < ?2 AND state != " SQL_REMOVED,
+        /* the atime, the record's last column, only with --atimes */
         [S_FILE_FIND] =
                 "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
-                " state, gen FROM files WHERE dir = ?1 AND name = ?2",
+                " state, gen, applied, hl"
+                " FROM files WHERE dir = ?1 AND name = ?2",
+        [S_FILE_FIND_ATIME] =
+                "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
+                " state, gen, applied, hl, atime_ns"
+                " FROM files WHERE dir = ?1 AND name = ?2",
         [S_FILE_INSERT] =
                 "INSERT INTO files (dir, name, type, size, mtime_ns,"
-                " ctime_ns, mode, uid, gid, dev, ino, hl, state, gen)"
+                " ctime_ns, mode, uid, gid, dev, ino, hl, state, gen, nlink)"
                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
-                " ?11, ?12, ?13, ?14)",
+                " ?11, ?12, ?13, ?14, ?15)",
         [S_FILE_SEEN] =
                 "UPDATE files SET gen = ?2, state = CASE WHEN state = "
                 SQL_VANISHED " THEN " SQL_PENDING " ELSE state END"
@@ -83,7 +90,8 @@ static const char *const scan_sql[S_NSTMTS] = {
                 "UPDATE files SET type = ?2, size = ?3, mtime_ns = ?4,"
                 " ctime_ns = ?5, mode = ?6, uid = ?7, gid = ?8,"
                 " dev = ?9, ino = ?10, hl = ?11, state = ?12,"
-                " gen = ?13, hash = NULL WHERE id = ?1",
+                " gen = ?13, hash = NULL, nlink = ?14,"
+                " need = " SQL_NEED_DATA " WHERE id = ?1",
         [S_FILE_REMOVE_NAME] =
                 "UPDATE files SET state = " SQL_REMOVED ", gen = ?3"
                 " WHERE dir = ?1 AND name = ?2 AND state != " SQL_REMOVED,
@@ -171,7 +179,9 @@ int mf_dir_upsert(struct ferry_manifest *m, const char *path, size_t len,
                         (uint32_t)sqlite3_column_int64(s, 1) != st->mode ||
                         (uint32_t)sqlite3_column_int64(s, 2) != st->uid ||
                         (uint32_t)sqlite3_column_int64(s, 3) != st->gid ||
-                        !ferry_time_eq(mf_column_time(s, 4), st->mtime);
+                        !ferry_time_eq(mf_column_time(s, 4), st->mtime) ||
+                        (m->wanted & ~(uint32_t)sqlite3_column_int64(s, 6)) !=
+                                0;
                 /* an unchanged directory cannot have lost entries (its
                  * mtime would have moved), so its rows are only read; the
                  * count in mf_dir_listed checks that anyway */
@@ -293,14 +303,6 @@ int mf_keep_subtree(struct ferry_manifest *m, const char *path, size_t len,
                        : mf_exec_stmt(m, d, "directory update");
 }
 
-static void bind_hl(sqlite3_stmt *s, int i, int64_t hl)
-{
-        if (hl)
-                sqlite3_bind_int64(s, i, hl);
-        else
-                sqlite3_bind_null(s, i);
-}
-
 static int file_insert(struct ferry_manifest *m, int64_t dir, const char *name,
                        size_t len, const struct ferry_stat *st, int64_t gen,
                        bool hard_links)
@@ -317,9 +319,10 @@ static int file_insert(struct ferry_manifest *m, int64_t dir, const char *name,
         mf_bind_bytes(s, 2, name, len);
         sqlite3_bind_int(s, 3, t);
         mf_bind_stat(s, 4, st);
-        bind_hl(s, 12, hl);
+        mf_bind_hl(s, 12, hl);
         sqlite3_bind_int(s, 13, t == FT_SPECIAL ? ST_SKIPPED : ST_PENDING);
         sqlite3_bind_int64(s, 14, gen);
+        sqlite3_bind_int64(s, 15, (int64_t)st->nlink);
         return mf_exec_stmt(m, s, "file insert");
 }
 
@@ -338,9 +341,10 @@ static int file_update(struct ferry_manifest *m, int64_t id,
         sqlite3_bind_int64(s, 1, id);
         sqlite3_bind_int(s, 2, t);
         mf_bind_stat(s, 3, st);
-        bind_hl(s, 11, hl);
+        mf_bind_hl(s, 11, hl);
         sqlite3_bind_int(s, 12, t == FT_SPECIAL ? ST_SKIPPED : ST_PENDING);
         sqlite3_bind_int64(s, 13, gen);
+        sqlite3_bind_int64(s, 14, (int64_t)st->nlink);
         return mf_exec_stmt(m, s, "file update");
 }
 
@@ -356,7 +360,8 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                 o->id = rc ? 0 : sqlite3_last_insert_rowid(m->db);
                 return rc;
         }
-        sqlite3_stmt *s = STMT(S_FILE_FIND);
+        sqlite3_stmt *s = m->wanted & MF_AP_ATIMES ? STMT(S_FILE_FIND_ATIME)
+                                                   : STMT(S_FILE_FIND);
         if (!s)
                 return mf_db_fail(m, "read");
         sqlite3_bind_int64(s, 1, dir);
@@ -372,32 +377,39 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                 sqlite3_reset(s);
                 return mf_db_fail(m, "read");
         }
-        int64_t id = sqlite3_column_int64(s, 0);
-        int state = sqlite3_column_int(s, 7);
-        bool same = sqlite3_column_int(s, 1) == (int)mf_ftype_of(st->mode) &&
-                    (uint64_t)sqlite3_column_int64(s, 2) == st->size &&
-                    ferry_time_eq(mf_column_time(s, 3), st->mtime) &&
-                    ferry_time_eq(mf_column_time(s, 4), st->ctime) &&
-                    (uint32_t)sqlite3_column_int64(s, 5) == st->mode &&
-                    (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
-                    state != ST_REMOVED;
+        struct mf_found f;
+        mf_read_found(m, s, st, &f);
         /* a name listed twice (a directory changing while it is read)
          * must not be handed out twice */
-        o->id = id;
+        o->id = f.id;
         o->again = sqlite3_column_int64(s, 8) != gen;
         sqlite3_reset(s);
-        if (!same) {
+        /* a pending row whose metadata moved: was it pending for its
+         * metadata alone? (an interrupted run's; rare, so read apart) */
+        if (f.data_same && !f.meta_same && f.state == ST_PENDING &&
+            (rc = mf_found_need(m, &f)))
+                return rc;
+        bool applied = f.state == ST_DONE ||
+                       (f.state == ST_PENDING && f.need == MF_NEED_META);
+        if (f.data_same && applied && mf_ftype_of(st->mode) != FT_SPECIAL) {
+                bool meta = false;
+                rc = mf_classify(m, &f, st, gen, hard_links, &meta);
+                if (rc || meta) {
+                        o->res = UP_META;
+                        return rc;
+                }
+        } else if (!f.meta_same) {
                 o->res = UP_CHANGED;
-                return file_update(m, id, st, gen, hard_links);
+                return file_update(m, f.id, st, gen, hard_links);
         }
-        bool unchanged = state == ST_DONE || state == ST_SKIPPED;
+        bool unchanged = f.state == ST_DONE || f.state == ST_SKIPPED;
         o->res = unchanged ? UP_UNCHANGED : UP_RESUMED;
         if (unchanged && !marking)
                 return 0; /* part of this scan through dirs.listed */
         s = STMT(S_FILE_SEEN);
         if (!s)
                 return mf_db_fail(m, "write");
-        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_int64(s, 1, f.id);
         sqlite3_bind_int64(s, 2, gen);
         return mf_exec_stmt(m, s, "file update");
 }
@@ -410,7 +422,7 @@ int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         int rc = upsert(m, dir, dir_is_new, marking, name, len, st, gen,
                         hard_links, o);
         /* only an existing row may be one the pass went past */
-        if (o->res != UP_CHANGED && o->res != UP_RESUMED)
+        if (o->res != UP_CHANGED && o->res != UP_RESUMED && o->res != UP_META)
                 o->again = false;
         if (rc)
                 o->res = 0; /* not recorded */
@@ -426,6 +438,13 @@ int mf_keep_removed(struct ferry_manifest *m, int64_t gen)
 }
 
 /* ---- operation-level calls (manifest.h) ---- */
+
+void ferry_manifest_set_wanted(struct ferry_manifest *m, uint32_t wanted,
+                               uint32_t wanted_link)
+{
+        m->wanted = wanted;
+        m->wanted_link = wanted_link;
+}
 
 int ferry_manifest_scan_start(struct ferry_manifest *m, int64_t *gen,
                               uint64_t *files, uint64_t *bytes)

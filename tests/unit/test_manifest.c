@@ -690,7 +690,8 @@ static void test_upserts_and_byte_names(void)
                          0),
                  ST_SKIPPED);
 
-        /* gen 4: the done row changes: pending again, hash gone */
+        /* gen 4: the done row's ctime alone moves: pending for its
+         * metadata (the copier's ctime rule decides), hash kept */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
         file_upsert(fx.m, root, false, true, "fifo", 4, &fifo, gen, true, &res);
@@ -699,7 +700,7 @@ static void test_upserts_and_byte_names(void)
         st.ctime.nsec++; /* chmod or link: only ctime moved */
         file_upsert(fx.m, dsub, false, true, names[0].name, names[0].len, &st,
                     gen, true, &res);
-        CHECK_EQ(res, UP_CHANGED);
+        CHECK_EQ(res, UP_META);
         /* a new directory's entries go in without a lookup */
         int64_t fresh = 0;
         CHECK_EQ(mf_dir_upsert(fx.m, "fresh", 5, &dst, gen, &fresh, &is_new,
@@ -712,9 +713,26 @@ static void test_upserts_and_byte_names(void)
         CHECK_EQ(sql_int(fx.db, "SELECT state FROM files WHERE id = ?1",
                          done.id),
                  ST_PENDING);
+        CHECK(sql_int(fx.db, "SELECT hash FROM files WHERE id = ?1", done.id) !=
+              SQL_NULL);
+        CHECK_EQ(
+                sql_int(fx.db, "SELECT need FROM files WHERE id = ?1", done.id),
+                MF_NEED_META);
+
+        /* gen 5: its size moves too: its data, pending, hash gone */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
+        st.size++;
+        file_upsert(fx.m, dsub, false, true, names[0].name, names[0].len, &st,
+                    gen, true, &res);
+        CHECK_EQ(res, UP_CHANGED);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(
                 sql_int(fx.db, "SELECT hash FROM files WHERE id = ?1", done.id),
                 SQL_NULL);
+        CHECK_EQ(
+                sql_int(fx.db, "SELECT need FROM files WHERE id = ?1", done.id),
+                MF_NEED_DATA);
 
         /* a rolled back transaction leaves nothing */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
@@ -2353,6 +2371,110 @@ static void test_outcomes_elect_leaders(void)
         ferry_manifest_close(m);
 }
 
+/* classify.c: a done row found again with its data as copied: its
+ * metadata alone moved, or the run wants what was not applied, or it is a
+ * hardlink name copied apart -> UP_META (need META, or DATA for a link);
+ * the recorded stat stays the applied one; its data moved -> UP_CHANGED. */
+static void upsert_one(struct fixture *fx, int64_t dir, const char *name,
+                       const struct ferry_stat *st, int64_t gen,
+                       bool hard_links, enum ferry_upsert want)
+{
+        enum ferry_upsert res = 0;
+        CHECK_EQ(file_upsert(fx->m, dir, false, true, name, strlen(name), st,
+                             gen, hard_links, &res),
+                 0);
+        CHECK_EQ(res, want);
+}
+
+static int64_t row_int(struct fixture *fx, const char *col, const char *name)
+{
+        char sql[160];
+        snprintf(sql, sizeof(sql),
+                 "SELECT %s FROM files WHERE name = CAST('%s' AS BLOB)"
+                 " AND ?1 = ?1",
+                 col, name);
+        return sql_int(fx->db, sql, 0);
+}
+
+static void mark_done(struct fixture *fx, const char *name,
+                      const struct ferry_stat *st, uint32_t applied)
+{
+        struct ferry_item it;
+        memset(&it, 0, sizeof(it));
+        it.id = row_int(fx, "id", name);
+        it.type = FT_REG;
+        it.st = *st;
+        it.applied = applied;
+        it.dst = (struct ferry_dst_rec){FT_REG, st->size, st->mtime};
+        CHECK_EQ(mf_file_done(fx->m, &it), 0);
+}
+
+static void test_classify_metadata(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        int64_t gen = 0, root = 0;
+        bool is_new = false;
+        struct ferry_stat d = mkstat(S_IFDIR | 0755, 0, 5, 2, 3);
+        struct ferry_stat a = mkstat(S_IFREG | 0644, 10, 100, 70, 1);
+        struct ferry_stat b = mkstat(S_IFREG | 0644, 20, 200, 71, 2);
+        struct ferry_stat c = b; /* b's other name */
+        const uint32_t all = MF_AP_PERMS | MF_AP_OWNER | MF_AP_TIMES;
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
+        CHECK_EQ(mf_dir_upsert(fx.m, "", 0, &d, gen, &root, &is_new,
+                               &unit_marking),
+                 0);
+        upsert_one(&fx, root, "a", &a, gen, false, UP_NEW);
+        upsert_one(&fx, root, "b", &b, gen, false, UP_NEW);
+        upsert_one(&fx, root, "c", &c, gen, false, UP_NEW);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        /* copied with --no-perms --no-hard-links */
+        mark_done(&fx, "a", &a, MF_AP_OWNER | MF_AP_TIMES);
+        mark_done(&fx, "b", &b, MF_AP_OWNER | MF_AP_TIMES);
+        mark_done(&fx, "c", &c, MF_AP_OWNER | MF_AP_TIMES);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+
+        /* the same options: nothing to do */
+        ferry_manifest_set_wanted(fx.m, MF_AP_OWNER | MF_AP_TIMES, 0);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
+        upsert_one(&fx, root, "a", &a, gen, false, UP_UNCHANGED);
+        /* a chmod in SRC: metadata alone, the applied stat kept */
+        struct ferry_stat a2 = a;
+        a2.mode = S_IFREG | 0600;
+        a2.ctime.sec++;
+        upsert_one(&fx, root, "a", &a2, gen, false, UP_META);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(row_int(&fx, "need", "a"), MF_NEED_META);
+        CHECK_EQ(row_int(&fx, "state", "a"), ST_PENDING);
+        CHECK_EQ(row_int(&fx, "mode", "a"), S_IFREG | 0644);
+
+        /* a run with perms and hard links: b's mode is wanted (META, it
+         * is the group's first name), c is to be a link to b (DATA) */
+        ferry_manifest_set_wanted(fx.m, all, 0);
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
+        upsert_one(&fx, root, "b", &b, gen, true, UP_META);
+        upsert_one(&fx, root, "c", &c, gen, true, UP_META);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(row_int(&fx, "need", "b"), MF_NEED_META);
+        CHECK_EQ(row_int(&fx, "hl", "b"), MF_HL_LEADER);
+        CHECK_EQ(row_int(&fx, "need", "c"), MF_NEED_DATA);
+        CHECK_EQ(row_int(&fx, "hl", "c"), row_int(&fx, "id", "b"));
+
+        /* its data moved too: a copy, the hash gone */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
+        a2.size++;
+        upsert_one(&fx, root, "a", &a2, gen, true, UP_CHANGED);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
+        CHECK_EQ(row_int(&fx, "need", "a"), MF_NEED_DATA);
+        CHECK_EQ(row_int(&fx, "mode", "a"), S_IFREG | 0600);
+        fx_close(&fx);
+}
+
 int main(int argc, char **argv)
 {
         unit_init(argc, argv);
@@ -2364,6 +2486,7 @@ int main(int argc, char **argv)
         RUN(test_status_leaves_no_wal);
         RUN(test_bind_job);
         RUN(test_upserts_and_byte_names);
+        RUN(test_classify_metadata);
         RUN(test_hardlinks);
         RUN(test_fill_limits_and_queries);
         RUN(test_status_counts);
