@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* An output error outweighs what the job found (0, 5, 20, 23, 24), not an
+/* An output error outweighs what the job found (0, 5, 20, 23, 24, 26), not an
  * error that kept it from working (usage, paths, manifest, lock, internal,
  * destination full). */
 static int output_code(int code)
@@ -32,7 +32,8 @@ static int output_code(int code)
         case FERRY_EVERIFY:
         case FERRY_EINTR:
         case FERRY_EPARTIAL:
-        case FERRY_EVANISHED: return FERRY_EOUTPUT;
+        case FERRY_EVANISHED:
+        case FERRY_EMETA: return FERRY_EOUTPUT;
         default: return code;
         }
 }
@@ -295,7 +296,8 @@ static void print_json_summary(const struct ferry_cli *cli,
                "\"bytes_copied\": %llu, \"files_unchanged\": %llu, "
                "\"files_failed\": %llu, \"files_vanished\": %llu, "
                "\"files_skipped\": %llu, \"files_deleted\": %llu, "
-               "\"scan_errors\": %llu, \"dry_run\": %s, \"seconds\": %.3f, "
+               "\"scan_errors\": %llu, \"meta_failed\": %llu, "
+               "\"dry_run\": %s, \"seconds\": %.3f, "
                "\"exit_code\": %d}\n",
                (unsigned long long)s->files_seen,
                (unsigned long long)s->files_copied,
@@ -306,6 +308,7 @@ static void print_json_summary(const struct ferry_cli *cli,
                (unsigned long long)s->files_skipped,
                (unsigned long long)s->files_deleted,
                (unsigned long long)s->scan_errors,
+               (unsigned long long)s->meta_failed,
                cli->opt.dry_run ? "true" : "false", s->seconds, code);
 }
 
@@ -334,6 +337,11 @@ static void print_summary(const struct ferry_cli *cli,
                 (unsigned long long)s->files_vanished,
                 (unsigned long long)s->files_skipped,
                 (unsigned long long)s->files_deleted, s->seconds);
+        if (s->meta_failed)
+                fprintf(stderr,
+                        "ferry: metadata not applied: %llu (their data "
+                        "arrived)\n",
+                        (unsigned long long)s->meta_failed);
 }
 
 static void list_failures(struct out *o, const char *manifest)
@@ -393,6 +401,11 @@ static int run_job(struct ferry_cli *cli, struct sink *so)
         else if (code == FERRY_EPARTIAL)
                 fprintf(stderr, "ferry: some files failed (listed above); run "
                                 "the same command to retry them\n");
+        else if (code == FERRY_EMETA)
+                fprintf(stderr, "ferry: every file's data arrived, but some "
+                                "metadata was not applied (`ferry status` "
+                                "lists it); run the same command to apply "
+                                "it again\n");
         return code;
 }
 
