@@ -5,7 +5,7 @@
  * The coordinator is one thread (coord.h); its files are its roles:
  *   run.c      the loop, dispatch, threads, the phase, errors, result codes
  *   start.c    the start of a copy run: the run's row, the DST sample,
- *              what metadata DST holds
+ *              what metadata DST holds (and so what is applied)
  *   metafail.c metadata shortfalls counted and named (a few per cause)
  *   ingest.c   scan results into manifest rows, and what they found
  *   handout.c  what is handed out next: passes, low rows

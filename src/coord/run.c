@@ -372,24 +372,6 @@ void start_loop(struct coord *c, enum run_phase first)
         run_loop(c);
 }
 
-struct ferry_meta_cfg coord_meta_cfg(const struct coord *c)
-{
-        /* what DST cannot hold is not attempted (start.c said so) */
-        const struct ferry_dst_caps *k = &c->dst_caps;
-        struct ferry_meta_cfg m = {
-                .perms = c->opt->perms && k->perms,
-                .owner = c->opt->owner && k->owner,
-                .times = c->opt->times,
-                .xattrs = c->opt->xattrs && (k->xattrs_user || k->xattrs_other),
-                .acls = c->opt->acls && k->acls,
-                .atimes = c->opt->atimes,
-                .root = geteuid() == 0,
-                .umask = c->umask,
-        };
-        m.caps = c->dst_caps;
-        return m;
-}
-
 int start_threads(struct coord *c, bool scan, bool work)
 {
         int rc = 0;

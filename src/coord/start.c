@@ -6,7 +6,7 @@
  * hold what the manifest calls done?), the new generation, failed rows
  * made pending again, and what metadata DST can hold (probe_dst: the
  * probe, kept in the manifest per DST, and the one warning that says what
- * will not be kept).
+ * will not be kept; coord_meta_cfg: the options less that).
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -191,20 +191,23 @@ static bool caps_parse(const char *text, const char *id,
 
 /* What metadata DST holds: probed once per DST (its root's dev:ino; a
  * no-change re-run touches nothing in DST), then said once when the
- * options ask for what it cannot hold. Not in a dry run: it writes
- * nothing, and DST may not exist. */
+ * options ask for what it cannot hold. */
 static int probe_dst(struct coord *c)
 {
         struct stat st; /* not through fsio: its fault counts stay put */
-        if (c->opt->dry_run || c->cfg->dstfd < 0 || fstat(c->cfg->dstfd, &st))
+        if (c->cfg->dstfd < 0 || fstat(c->cfg->dstfd, &st))
                 return 0;
         char id[64], text[160];
         snprintf(id, sizeof(id), "%llu:%llu", (unsigned long long)st.st_dev,
                  (unsigned long long)st.st_ino);
         if (ferry_manifest_note(c->m, CAPS_KEY, text, sizeof(text)))
                 return -1;
-        if (!caps_parse(text, id, &c->dst_caps) &&
-            !ferry_dst_caps_probe(c->cfg->dstfd, &c->dst_caps)) {
+        /* a dry run writes nothing, not even probes: it goes by what an
+         * earlier run learned, if any */
+        bool known = caps_parse(text, id, &c->dst_caps);
+        if (!known && c->opt->dry_run)
+                return 0;
+        if (!known && !ferry_dst_caps_probe(c->cfg->dstfd, &c->dst_caps)) {
                 caps_text(&c->dst_caps, id, text, sizeof(text));
                 if (ferry_manifest_set_note(c->m, CAPS_KEY, text))
                         return -1;
@@ -222,6 +225,24 @@ static int probe_dst(struct coord *c)
         if (ferry_dst_caps_missing(&c->dst_caps, &w, why, sizeof(why)))
                 emit(c, FERRY_EV_WARNING, "", "", why);
         return 0;
+}
+
+struct ferry_meta_cfg coord_meta_cfg(const struct coord *c)
+{
+        /* what DST cannot hold is not attempted (start.c said so) */
+        const struct ferry_dst_caps *k = &c->dst_caps;
+        struct ferry_meta_cfg m = {
+                .perms = c->opt->perms && k->perms,
+                .owner = c->opt->owner && k->owner,
+                .times = c->opt->times,
+                .xattrs = c->opt->xattrs && (k->xattrs_user || k->xattrs_other),
+                .acls = c->opt->acls && k->acls,
+                .atimes = c->opt->atimes,
+                .root = geteuid() == 0,
+                .umask = c->umask,
+        };
+        m.caps = c->dst_caps;
+        return m;
 }
 
 /* Prepares the manifest for a run: new generation, failed rows retried. */
