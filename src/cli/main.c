@@ -243,6 +243,8 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
 static void on_failure(const struct ferry_failure_row *r, void *arg)
 {
         struct out *o = arg;
+        if (r->meta) /* named during the run, counted in the summary */
+                return;
         if (++o->failures_listed <= 100)
                 ferry_report_failure(stderr, "ferry: failed: ", r->path,
                                      r->path_len, r->reason, &r->fail, &o->top);

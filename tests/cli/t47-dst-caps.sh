@@ -99,6 +99,10 @@ rm -rf dst
 run env FERRY_FAULT=read:1:13,chown:3:1 "$FERRY" -j 1 src dst
 check "run 3: the faults fired" test "$(wc -l <"$FERRY_FAULT_LOG")" = 2
 check "run 3: a failed file and a shortfall: exit 23 (got $RC)" test "$RC" = 23
+check "run 3: the list of failures at the end holds the failed file alone" \
+	test "$(grep -c '^ferry: failed:' "$LOG/err")" = 1
+check "run 3: the shortfall is named as metadata" \
+	test "$(grep -c '^ferry: metadata:' "$LOG/err")" = 1
 check "run 3: status counts both, apart" eval '
 	"$FERRY" status src dst | grep -qx "failed: 1 files" &&
 	"$FERRY" status src dst | grep -qx "metadata not applied: 1"'
