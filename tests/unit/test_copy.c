@@ -225,6 +225,38 @@ static void test_temp_name(void)
         unit_rmtree(dir);
 }
 
+/* What the probe's answers come to: FAT's size limit by statfs type or
+ * mount type, and the one warning's words. */
+static void test_dst_caps_words(void)
+{
+        CHECK_EQ(ferry_dst_caps_max_size(0x4d44, ""), 0xffffffffULL);
+        CHECK_EQ(ferry_dst_caps_max_size(0x65735546, "fuse.fusefat"),
+                 0xffffffffULL);
+        CHECK_EQ(ferry_dst_caps_max_size(0x65735546, "fuseblk"), UINT64_MAX);
+        CHECK_EQ(ferry_dst_caps_max_size(0xef53, NULL), UINT64_MAX);
+        struct ferry_dst_caps k;
+        ferry_dst_caps_all(&k);
+        struct ferry_dst_wants w = {true, true, true, true, true, true};
+        char buf[200];
+        CHECK(!ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
+        CHECK_STR(buf, "");
+        k.owner = k.perms = k.xattrs_user = k.xattrs_other = false;
+        CHECK(ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
+        CHECK_STR(buf, "the destination keeps no owners, modes or xattrs: "
+                       "copying data and times");
+        w.owner = false; /* --no-owner (or not root): not said */
+        w.times = false;
+        CHECK(ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
+        CHECK_STR(buf, "the destination keeps no modes or xattrs: copying "
+                       "data");
+        ferry_dst_caps_all(&k);
+        k.acls = false;
+        CHECK(ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
+        CHECK_STR(buf, "the destination keeps no ACLs: copying data");
+        w.acls = false;
+        CHECK(!ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
+}
+
 /* A long UTF-8 name is cut on a character boundary (exFAT refuses a cut
  * character: EILSEQ); a name that is not UTF-8 is cut by bytes. */
 static void test_temp_name_utf8(void)
@@ -815,6 +847,7 @@ int main(int argc, char **argv)
         }
         RUN(test_temp_name);
         RUN(test_temp_name_utf8);
+        RUN(test_dst_caps_words);
         RUN(test_copy_regular);
         RUN(test_copy_replaces_what_is_in_dst);
         RUN(test_copy_sparse);
