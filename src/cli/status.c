@@ -6,7 +6,10 @@
  * with the most frequent cause first. The text form prints each cause as
  * "1,204 × permission denied reading SRC" and the first STATUS_SHOWN
  * failures of it (all of them with --failures); --json prints every
- * failure with its cause, and the causes with their counts.
+ * failure with its cause, and the causes with their counts. Entries whose
+ * data arrived but whose metadata fell short ("metadata not applied: N")
+ * come after the failures, grouped by cause the same way (JSON:
+ * metadata_failures, metadata_causes).
  */
 #define _GNU_SOURCE
 #include "cli.h"
