@@ -281,6 +281,8 @@ struct ferry_failure_row {
         const char *reason;        /* the message recorded with it */
         uint64_t cause_count;      /* failures of this cause in all */
         uint64_t cause_index;      /* 0 for the first of its cause */
+        bool meta; /* not a failure: the data arrived, the metadata of
+                      fail did not (these come after every failure) */
 };
 
 typedef void (*ferry_failure_fn)(const struct ferry_failure_row *row,

@@ -101,6 +101,14 @@ bool ferry_copier_meta(struct ferry_copier *c, struct ferry_batch *b,
 /* copy_dst.c: creates temp file tmp in the DST directory (a leftover of a
  * crashed run is removed first). */
 int ferry_copier_create_temp(struct ferry_copier *c, const char *tmp, int *fd);
+/* copy_dst.c: ferry_meta_apply failed with err at step on an entry whose
+ * data is in place: true when that is a shortfall, kept in it->meta_fail
+ * (ferry_copy_meta_shortfall). */
+bool ferry_copier_meta_failed(struct ferry_copier *c, struct ferry_item *it,
+                              int err, enum ferry_step step);
+/* copy_dst.c: a file larger than DST holds; c->why and c->why_step say
+ * so. */
+bool ferry_copier_too_big(struct ferry_copier *c, const struct ferry_item *it);
 /* copy_dst.c: renames tmp over name under rule 9 and the case rules. */
 int ferry_copier_install(struct ferry_copier *c, const struct ferry_item *it,
                          const struct ferry_stat *src, const char *tmp,

@@ -235,8 +235,11 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
         if (!rc) {
                 struct ferry_meta_target t = {-1, c->dst_dir, tmp};
                 enum ferry_step fs = FERRY_STEP_NONE;
+                it->meta_fail = (struct ferry_failure){0};
                 rc = ferry_meta_apply(&c->cfg.meta, &t, &st, NULL, &it->applied,
                                       &fs);
+                if (rc && ferry_copier_meta_failed(c, it, rc, fs))
+                        rc = 0; /* the link is made: a shortfall */
                 if (rc)
                         *step = ferry_copier_dst_step(fs);
         }
@@ -363,7 +366,8 @@ static void fail_why(struct ferry_copier *c, struct ferry_batch *b,
 }
 
 /* What the copy left in DST, for the manifest (rule 9): the source's size
- * and mtime, or with --no-times the mtime DST gave it. */
+ * and mtime, or with --no-times (or a metadata shortfall, which may have
+ * left the times unset) the mtime DST gave it. */
 static void record_dst(struct ferry_copier *c, struct ferry_item *it,
                        const char *name)
 {
@@ -371,7 +375,7 @@ static void record_dst(struct ferry_copier *c, struct ferry_item *it,
         it->dst.type = it->type;
         it->dst.size = it->st.size;
         it->dst.mtime = it->st.mtime;
-        if (!c->cfg.meta.times) {
+        if (!c->cfg.meta.times || it->meta_fail.step) {
                 if (ferry_fsio_statat(c->dst_dir, name, &d))
                         it->dst.type = 0; /* unknown: not claimed */
                 else
@@ -430,6 +434,11 @@ static bool ready_to_copy(struct ferry_copier *c, struct ferry_batch *b,
 static void copy_item(struct ferry_copier *c, struct ferry_batch *b,
                       struct ferry_item *it)
 {
+        /* a file DST cannot hold fails before anything is read or made */
+        if (ferry_copier_too_big(c, it)) {
+                fail_why(c, b, it);
+                return;
+        }
         if (!ready_to_copy(c, b, it))
                 return;
         /* metadata alone (copy_meta.c), unless its data moved after all */

@@ -115,7 +115,14 @@ struct ferry_copy_dirs {
 int ferry_copy_make_dst_dir(const struct ferry_copy_dirs *d, const char *path,
                             int *fd, char *why, size_t size);
 
-/* Writes the temp name of row id for name into out (NAME_MAX + 1 bytes). */
+/* Writes the temp name of row id for name into out (NAME_MAX + 1 bytes);
+ * a long UTF-8 name is cut on a character boundary. */
 void ferry_copy_temp_name(const char *name, int64_t id, char *out);
+
+/* Applying metadata to a DST entry whose data is in place failed with err:
+ * true when that is a metadata shortfall (the data stays done); false for
+ * DST's own failures (no answer from its root, full, no descriptors) and
+ * transient errors (retried), which stay what they are. */
+bool ferry_copy_meta_shortfall(int dstfd, int err);
 
 #endif

@@ -125,8 +125,12 @@ static int apply_file_meta(struct ferry_copier *c, int fd,
 {
         struct ferry_meta_target t = {fd, -1, NULL};
         enum ferry_step fs = FERRY_STEP_NONE;
+        it->meta_fail = (struct ferry_failure){0};
         int rc =
                 ferry_meta_apply(&c->cfg.meta, &t, st, NULL, &it->applied, &fs);
+        /* the data is there: a metadata shortfall does not fail it */
+        if (rc && ferry_copier_meta_failed(c, it, rc, fs))
+                return 0;
         if (rc)
                 *step = ferry_copier_dst_step(fs);
         return rc;

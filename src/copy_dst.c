@@ -2,10 +2,11 @@
  * copy_dst.c - what the copier puts in DST, and how (copier.h).
  *
  * Temp names, DST directories (made, opened, given back owner access),
- * temp files, and rule 9 (DESIGN.md): a copy is renamed over an existing
- * entry only when that entry is ferry's (ferry_copy_matches,
- * ferry_copy_is_ours); anything else is left alone with the reason why
- * (c->why, FERRY_STEP_NOT_OURS).
+ * temp files, what counts as a metadata shortfall (data in place, some
+ * metadata not), files too big for DST, and rule 9 (DESIGN.md): a copy is
+ * renamed over an existing entry only when that entry is ferry's
+ * (ferry_copy_matches, ferry_copy_is_ours); anything else is left alone with
+ * the reason why (c->why, FERRY_STEP_NOT_OURS).
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -21,6 +22,30 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Whether s (len bytes) is well-formed UTF-8: lead bytes C2..F4, each
+ * followed by as many continuation bytes as it says. */
+static bool is_utf8(const unsigned char *s, size_t len)
+{
+        for (size_t i = 0; i < len;) {
+                unsigned char b = s[i];
+                size_t more = b < 0x80                ? 0
+                              : b >= 0xc2 && b < 0xe0 ? 1
+                              : b >= 0xe0 && b < 0xf0 ? 2
+                              : b >= 0xf0 && b < 0xf5 ? 3
+                                                      : SIZE_MAX;
+                if (more == SIZE_MAX || len - i - 1 < more)
+                        return false;
+                for (size_t k = 1; k <= more; k++)
+                        if ((s[i + k] & 0xc0) != 0x80)
+                                return false;
+                i += more + 1;
+        }
+        return true;
+}
+
+/* A name too long for its temp name is cut; a UTF-8 name on a character
+ * boundary (exFAT and others store UTF-16 and refuse a cut character with
+ * EILSEQ), any other by bytes. */
 void ferry_copy_temp_name(const char *name, int64_t id, char *out)
 {
         char suffix[40];
@@ -28,8 +53,13 @@ void ferry_copy_temp_name(const char *name, int64_t id, char *out)
                             (long long)id);
         size_t keep = strlen(name);
         size_t room = NAME_MAX - 1 - (size_t)slen;
-        if (keep > room)
+        if (keep > room) {
+                const unsigned char *u = (const unsigned char *)name;
+                bool utf8 = is_utf8(u, keep);
                 keep = room;
+                while (utf8 && keep && (u[keep] & 0xc0) == 0x80)
+                        keep--;
+        }
         out[0] = '.';
         memcpy(out + 1, name, keep);
         memcpy(out + 1 + keep, suffix, (size_t)slen + 1);
@@ -87,21 +117,55 @@ static bool make_dir_writable(struct ferry_copier *c)
                                  (st.mode & 07777) | S_IWUSR | S_IXUSR) == 0;
 }
 
+/* The temp file's mode: private until its own mode is applied; with
+ * --no-perms (or a DST that keeps no modes) none is applied, and the
+ * umask makes it what cp's would be (readable meanwhile, as cp's are). */
 int ferry_copier_create_temp(struct ferry_copier *c, const char *tmp, int *fd)
 {
-        int rc = ferry_fsio_openat(c->dst_dir, tmp,
-                                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
-                                   0600, fd);
+        const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
+        mode_t mode = c->cfg.meta.perms ? 0600 : 0666 & ~c->cfg.meta.umask;
+        int rc = ferry_fsio_openat(c->dst_dir, tmp, flags, mode, fd);
         if (rc == EACCES && make_dir_writable(c))
-                rc = ferry_fsio_openat(c->dst_dir, tmp,
-                                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
-                                       0600, fd);
+                rc = ferry_fsio_openat(c->dst_dir, tmp, flags, mode, fd);
         if (rc != EEXIST)
                 return rc;
         ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
-        return ferry_fsio_openat(c->dst_dir, tmp,
-                                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600,
-                                 fd);
+        return ferry_fsio_openat(c->dst_dir, tmp, flags, mode, fd);
+}
+
+bool ferry_copy_meta_shortfall(int dstfd, int err)
+{
+        /* transient: retried as a copy is (then a failure, as today) */
+        if (ferry_fsio_out_of_fds(err) || err == ENOSPC || err == EDQUOT ||
+            ferry_copy_transient(err))
+                return false;
+        return !(ferry_copy_dst_suspect(err) && ferry_copy_dst_failed(dstfd));
+}
+
+bool ferry_copier_meta_failed(struct ferry_copier *c, struct ferry_item *it,
+                              int err, enum ferry_step step)
+{
+        if (!ferry_copy_meta_shortfall(c->cfg.dstfd, err))
+                return false;
+        it->meta_fail = (struct ferry_failure){FERRY_SIDE_DST, step, err};
+        return true;
+}
+
+bool ferry_copier_too_big(struct ferry_copier *c, const struct ferry_item *it)
+{
+        uint64_t max = c->cfg.meta.caps.max_size;
+        if (!max || it->type != FT_REG || it->st.size <= max) /* 0: unset */
+                return false;
+        c->why_step = FERRY_STEP_TOO_BIG;
+        if (max == 0xffffffffULL)
+                snprintf(c->why, sizeof(c->why),
+                         "larger than the destination can hold (4 GiB - 1 on "
+                         "FAT32)");
+        else
+                snprintf(c->why, sizeof(c->why),
+                         "larger than the destination can hold (%llu bytes)",
+                         (unsigned long long)max);
+        return true;
 }
 
 /* Coarsest mtime a destination keeps: FAT's 2 s (exFAT 10 ms, exfat-fuse

@@ -11,6 +11,7 @@
 #define FERRY_DSTCAPS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct ferry_dst_caps {
@@ -30,5 +31,26 @@ static inline void ferry_dst_caps_all(struct ferry_dst_caps *c)
         *c = (struct ferry_dst_caps){true, true, true, true,
                                      true, true, true, UINT64_MAX};
 }
+
+/* The options a run was given, of those the probe can tell about. */
+struct ferry_dst_wants {
+        bool owner, perms, xattrs, acls, times, specials;
+};
+
+/* Probes DST's root (dirfd) with files of its own, removed again, and
+ * gives the root its times back. Returns 0, or the errno that kept the
+ * probe file from being made: *c is then all but max_size. */
+int ferry_dst_caps_probe(int dirfd, struct ferry_dst_caps *c);
+
+/* The largest file a file system of this statfs f_type and mount type
+ * (/proc/self/mountinfo's, may be NULL) holds; UINT64_MAX: no limit. */
+uint64_t ferry_dst_caps_max_size(long fs_type, const char *mount_type);
+
+/* What w asks for and c cannot hold, as the run's warning says it ("the
+ * destination keeps no owners or modes: copying data and times") in buf;
+ * false (buf "") when nothing is missing. */
+bool ferry_dst_caps_missing(const struct ferry_dst_caps *c,
+                            const struct ferry_dst_wants *w, char *buf,
+                            size_t size);
 
 #endif

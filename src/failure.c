@@ -161,6 +161,9 @@ char *ferry_failure_str(const struct ferry_failure *f, char *buf, size_t size)
                          "not replaced: an entry on %s that is not ferry's",
                          side);
                 break;
+        case FERRY_STEP_TOO_BIG:
+                snprintf(buf, size, "larger than %s can hold", side);
+                break;
         case FERRY_STEP_MISSING:
                 snprintf(buf, size, "missing on %s", side);
                 break;

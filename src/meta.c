@@ -25,6 +25,27 @@ static int set_mode(const struct ferry_meta_target *t, mode_t mode)
                           : ferry_fsio_fchmodat(t->dirfd, t->name, mode);
 }
 
+/* SRC's mode; with --no-perms (or a DST that keeps no modes) no chmod
+ * of a file at all (its temp was made 0666 under the umask, as cp's) and
+ * of a directory only when it lacks the umask's mode (ferry makes them
+ * 0700) and DST keeps modes: a DST that refuses chmod copies every file. */
+static int apply_mode(const struct ferry_meta_cfg *mc,
+                      const struct ferry_meta_target *t,
+                      const struct ferry_stat *st)
+{
+        if (mc->perms)
+                return set_mode(t, st->mode & 07777);
+        if (!S_ISDIR(st->mode) || !mc->caps.perms)
+                return 0;
+        mode_t want = 0777 & ~mc->umask;
+        struct ferry_stat d;
+        int rc = t->fd >= 0 ? ferry_fsio_fstat(t->fd, &d)
+                            : ferry_fsio_statat(t->dirfd, t->name, &d);
+        if (rc || (d.mode & 07777) == want)
+                return rc;
+        return set_mode(t, want);
+}
+
 static int set_times(const struct ferry_meta_target *t,
                      const struct ferry_stat *st)
 {
@@ -50,18 +71,13 @@ int ferry_meta_apply(const struct ferry_meta_cfg *mc,
                 }
                 *applied |= MF_AP_OWNER;
         }
-        if (!link) {
-                mode_t mode = mc->perms           ? (st->mode & 07777)
-                              : S_ISDIR(st->mode) ? (0777 & ~mc->umask)
-                                                  : (0666 & ~mc->umask);
-                if ((rc = set_mode(t, mode))) {
-                        *step = FERRY_STEP_CHMOD;
-                        return rc;
-                }
-                if (mc->perms)
-                        *applied |= MF_AP_PERMS;
+        if (!link && (rc = apply_mode(mc, t, st))) {
+                *step = FERRY_STEP_CHMOD;
+                return rc;
         }
-        if (mc->times) {
+        if (!link && mc->perms)
+                *applied |= MF_AP_PERMS;
+        if (mc->times && (!link || mc->caps.symlink_times)) {
                 if ((rc = set_times(t, st))) {
                         *step = link ? FERRY_STEP_LUTIMES : FERRY_STEP_UTIMES;
                         return rc;

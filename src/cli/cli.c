@@ -66,7 +66,7 @@ static const struct opt_def opts[] = {
         {"no-hard-links", no_argument, O_NO_HARD_LINKS, NULL,
          "copy hardlinked files as separate files"},
         {"no-perms", no_argument, O_NO_PERMS, NULL,
-         "do not copy permission bits"},
+         "do not copy permission bits (no chmod of files: umask's mode)"},
         {"no-owner", no_argument, O_NO_OWNER, NULL,
          "do not copy owner and group (only root copies them)"},
         {"no-times", no_argument, O_NO_TIMES, NULL,

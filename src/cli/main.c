@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* An output error outweighs what the job found (0, 5, 20, 23, 24), not an
+/* An output error outweighs what the job found (0, 5, 20, 23, 24, 26), not an
  * error that kept it from working (usage, paths, manifest, lock, internal,
  * destination full). */
 static int output_code(int code)
@@ -33,7 +33,8 @@ static int output_code(int code)
         case FERRY_EVERIFY:
         case FERRY_EINTR:
         case FERRY_EPARTIAL:
-        case FERRY_EVANISHED: return FERRY_EOUTPUT;
+        case FERRY_EVANISHED:
+        case FERRY_EMETA: return FERRY_EOUTPUT;
         default: return code;
         }
 }
@@ -243,6 +244,8 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
 static void on_failure(const struct ferry_failure_row *r, void *arg)
 {
         struct out *o = arg;
+        if (r->meta) /* named during the run, counted in the summary */
+                return;
         if (++o->failures_listed <= 100)
                 ferry_report_failure(stderr, "ferry: failed: ", r->path,
                                      r->path_len, r->reason, &r->fail, &o->top);
@@ -297,7 +300,8 @@ static void print_json_summary(const struct ferry_cli *cli,
                "\"files_failed\": %llu, \"files_vanished\": %llu, "
                "\"files_skipped\": %llu, \"files_deleted\": %llu, "
                "\"scan_errors\": %llu, \"files_linked\": %llu, "
-               "\"meta_applied\": %llu, \"dry_run\": %s, \"seconds\": %.3f, "
+               "\"meta_applied\": %llu, \"meta_failed\": %llu, "
+               "\"dry_run\": %s, \"seconds\": %.3f, "
                "\"exit_code\": %d}\n",
                (unsigned long long)s->files_seen,
                (unsigned long long)s->files_copied,
@@ -310,6 +314,7 @@ static void print_json_summary(const struct ferry_cli *cli,
                (unsigned long long)s->scan_errors,
                (unsigned long long)s->files_linked,
                (unsigned long long)s->meta_applied,
+               (unsigned long long)s->meta_failed,
                cli->opt.dry_run ? "true" : "false", s->seconds, code);
 }
 
@@ -338,6 +343,11 @@ static void print_summary(const struct ferry_cli *cli,
                 (unsigned long long)s->files_vanished,
                 (unsigned long long)s->files_skipped,
                 (unsigned long long)s->files_deleted, s->seconds);
+        if (s->meta_failed)
+                fprintf(stderr,
+                        "ferry: metadata not applied: %llu (their data "
+                        "arrived)\n",
+                        (unsigned long long)s->meta_failed);
 }
 
 static void list_failures(struct out *o, const char *manifest)
@@ -397,6 +407,11 @@ static int run_job(struct ferry_cli *cli, struct sink *so)
         else if (code == FERRY_EPARTIAL)
                 fprintf(stderr, "ferry: some files failed (listed above); run "
                                 "the same command to retry them\n");
+        else if (code == FERRY_EMETA)
+                fprintf(stderr, "ferry: every file's data arrived, but some "
+                                "metadata was not applied (`ferry status` "
+                                "lists it); run the same command to apply "
+                                "it again\n");
         return code;
 }
 

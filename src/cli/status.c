@@ -6,7 +6,10 @@
  * with the most frequent cause first. The text form prints each cause as
  * "1,204 × permission denied reading SRC" and the first STATUS_SHOWN
  * failures of it (all of them with --failures); --json prints every
- * failure with its cause, and the causes with their counts.
+ * failure with its cause, and the causes with their counts. Entries whose
+ * data arrived but whose metadata fell short ("metadata not applied: N")
+ * come after the failures, grouped by cause the same way (JSON:
+ * metadata_failures, metadata_causes).
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -31,9 +34,11 @@ struct status_out {
         struct top top;       /* SRC and DST as the status names them */
         bool head;            /* the counts are printed */
         uint64_t rows;        /* failures printed */
+        uint64_t meta_rows;   /* metadata shortfalls printed (after) */
         uint64_t per_cause;   /* of each cause; 0: all */
         struct cause *causes; /* --json: owned */
         size_t n_causes, cap_causes;
+        size_t n_fail_causes; /* of causes, those of failures (first) */
 };
 
 static void put_time(const char *label, int64_t t)
@@ -71,7 +76,8 @@ static void status_text(const struct ferry_status_info *i)
         printf("\ndone: %llu files, %llu bytes\npending: %llu files, %llu "
                "bytes\n"
                "failed: %llu files\nskipped: %llu files\nvanished: %llu files\n"
-               "not in source: %llu files\ndirectories: %llu\n",
+               "not in source: %llu files\ndirectories: %llu\n"
+               "metadata not applied: %llu\n",
                (unsigned long long)i->done.files,
                (unsigned long long)i->done.bytes,
                (unsigned long long)i->pending.files,
@@ -80,7 +86,7 @@ static void status_text(const struct ferry_status_info *i)
                (unsigned long long)i->skipped.files,
                (unsigned long long)i->vanished.files,
                (unsigned long long)i->not_in_source,
-               (unsigned long long)i->dirs);
+               (unsigned long long)i->dirs, (unsigned long long)i->meta_failed);
 }
 
 static void status_json_head(const struct ferry_status_info *i)
@@ -102,7 +108,8 @@ static void status_json_head(const struct ferry_status_info *i)
                " \"pending\": %llu, \"pending_bytes\": %llu, \"failed\": %llu,"
                " \"skipped\": %llu, \"vanished\": %llu, \"not_in_source\": "
                "%llu,"
-               " \"directories\": %llu, \"failures\": [",
+               " \"directories\": %llu, \"meta_failed\": %llu,"
+               " \"failures\": [",
                (long long)i->last_start, (long long)i->last_end, i->last_result,
                (unsigned long long)i->done.files,
                (unsigned long long)i->done.bytes,
@@ -112,7 +119,7 @@ static void status_json_head(const struct ferry_status_info *i)
                (unsigned long long)i->skipped.files,
                (unsigned long long)i->vanished.files,
                (unsigned long long)i->not_in_source,
-               (unsigned long long)i->dirs);
+               (unsigned long long)i->dirs, (unsigned long long)i->meta_failed);
 }
 
 static void on_info(const struct ferry_status_info *info, void *arg)
@@ -147,10 +154,20 @@ static void json_cause(const struct ferry_failure *f)
                ferry_side_str(f->side), ferry_step_str(f->step), f->err);
 }
 
+/* The failures' array ends where the shortfalls' begins. */
+static void json_meta_start(struct status_out *s)
+{
+        fputs("], \"metadata_failures\": [", stdout);
+        s->n_fail_causes = s->n_causes;
+}
+
 static void json_failure(struct status_out *s,
                          const struct ferry_failure_row *r)
 {
-        fputs(s->rows ? ", {\"path\": " : "{\"path\": ", stdout);
+        uint64_t done = r->meta ? s->meta_rows : s->rows;
+        if (r->meta && !s->meta_rows)
+                json_meta_start(s);
+        fputs(done ? ", {\"path\": " : "{\"path\": ", stdout);
         ferry_cli_put_json(stdout, r->path, r->path_len);
         fputs(", \"reason\": ", stdout);
         const char *reason = r->reason ? r->reason : "";
@@ -175,15 +192,19 @@ static void text_failure(struct status_out *s,
                          const struct ferry_failure_row *r)
 {
         char buf[256];
-        if (!s->rows)
+        if (r->meta && !s->meta_rows)
+                puts("metadata not applied, by cause, most frequent first "
+                     "(the data arrived; the next run applies it again):");
+        else if (!r->meta && !s->rows)
                 puts("failures by cause, most frequent first:");
         if (!r->cause_index) {
                 ferry_report_count(stdout, r->cause_count);
                 printf(" \u00d7 %s\n",
                        ferry_failure_str(&r->fail, buf, sizeof(buf)));
         }
-        ferry_report_failure(stdout, "failed: ", r->path, r->path_len,
-                             r->reason, &r->fail, &s->top);
+        ferry_report_failure(stdout,
+                             r->meta ? "metadata: " : "failed: ", r->path,
+                             r->path_len, r->reason, &r->fail, &s->top);
         if (s->per_cause && r->cause_index + 1 == s->per_cause &&
             r->cause_count > s->per_cause) {
                 fputs("... and ", stdout);
@@ -202,18 +223,29 @@ static void on_failure(const struct ferry_failure_row *r, void *arg)
                 json_failure(s, r);
         else
                 text_failure(s, r);
-        s->rows++;
+        if (r->meta)
+                s->meta_rows++;
+        else
+                s->rows++;
         ferry_sink_failed(s->so);
 }
 
 static void json_tail(struct status_out *s)
 {
-        fputs("], \"causes\": [", stdout);
-        for (size_t i = 0; i < s->n_causes; i++) {
-                fputs(i ? ", {" : "{", stdout);
-                json_cause(&s->causes[i].fail);
-                printf(", \"count\": %llu}",
-                       (unsigned long long)s->causes[i].count);
+        if (!s->meta_rows)
+                json_meta_start(s);
+        /* the causes of failures, then those of metadata shortfalls */
+        for (int meta = 0; meta < 2; meta++) {
+                size_t from = meta ? s->n_fail_causes : 0;
+                size_t to = meta ? s->n_causes : s->n_fail_causes;
+                fputs(meta ? "], \"metadata_causes\": [" : "], \"causes\": [",
+                      stdout);
+                for (size_t i = from; i < to; i++) {
+                        fputs(i > from ? ", {" : "{", stdout);
+                        json_cause(&s->causes[i].fail);
+                        printf(", \"count\": %llu}",
+                               (unsigned long long)s->causes[i].count);
+                }
         }
         puts("]}");
 }

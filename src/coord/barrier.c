@@ -251,6 +251,10 @@ static void record_copy(struct coord *c, const struct ferry_batch *b,
                 o->item = it;
                 o->applied_also = applied_also(c, it);
                 count_done(c, b, it);
+                if (it->meta_fail.step) /* data there, metadata not all */
+                        meta_shortfall(c, ferry_batch_at(b, it->dir_off),
+                                       ferry_batch_at(b, it->name_off), false,
+                                       &it->meta_fail);
                 break;
         case R_IN_WAY: /* why says why it stays */
         case R_FAILED:
@@ -265,6 +269,8 @@ static void record_copy(struct coord *c, const struct ferry_batch *b,
                 c->sum->files_failed++;
                 c->prog.errors++;
                 emit_item(c, FERRY_EV_FAILED, b, it, why, fail);
+                if (fail->step == FERRY_STEP_TOO_BIG)
+                        too_big_seen(c, why);
                 break;
         case R_VANISHED:
                 o->kind = FO_VANISHED;

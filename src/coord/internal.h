@@ -4,7 +4,9 @@
  *
  * The coordinator is one thread (coord.h); its files are its roles:
  *   run.c      the loop, dispatch, threads, the phase, errors, result codes
- *   start.c    the start of a copy run: the run's row, the DST sample
+ *   start.c    the start of a copy run: the run's row, the DST sample,
+ *              what metadata DST holds (and so what is applied)
+ *   metafail.c metadata shortfalls counted and named (a few per cause)
  *   ingest.c   scan results into manifest rows, and what they found
  *   handout.c  what is handed out next: passes, low rows
  *   barrier.c  the barrier thread and recording copy results (rule 1)
@@ -140,6 +142,19 @@ struct finish {
 
 struct ferry_treework;
 
+/* metafail.c's counts: shortfalls per cause (step, errno) */
+#define META_CAUSES 16
+struct meta_cause {
+        struct ferry_failure f;
+        uint64_t n;
+};
+struct meta_fails {
+        struct meta_cause cause[META_CAUSES];
+        size_t n;
+        uint64_t unnamed; /* of causes beyond META_CAUSES */
+        uint64_t too_big; /* files larger than DST holds */
+};
+
 struct coord {
         const struct ferry_coord_cfg *cfg;
         const struct ferry_options *opt;
@@ -160,6 +175,7 @@ struct coord {
         bool fresh;   /* among them, rows that may be handed out */
         mode_t umask; /* the process umask, for --no-perms */
         struct ferry_dst_caps dst_caps; /* what DST holds (dstcaps.h) */
+        struct meta_fails mf;           /* metafail.c */
         int64_t written_since;          /* see written_since() */
         int64_t run_started;            /* time(NULL) when this run began */
         struct handout ho;
@@ -212,6 +228,14 @@ struct ferry_meta_cfg coord_meta_cfg(const struct coord *c);
 void stop_threads(struct coord *c);
 void start_loop(struct coord *c, enum run_phase first);
 int result_code(struct coord *c);
+
+/* metafail.c: a shortfall of dir/name (a directory's when is_dir),
+ * counted and named when few of its cause were; the rest said at the end
+ * (meta_shortfall_end). too_big_seen: one warning for the run. */
+void meta_shortfall(struct coord *c, const char *dir, const char *name,
+                    bool is_dir, const struct ferry_failure *f);
+void meta_shortfall_end(struct coord *c);
+void too_big_seen(struct coord *c, const char *why);
 
 /* start.c */
 int begin_run(struct coord *c);

@@ -372,22 +372,6 @@ void start_loop(struct coord *c, enum run_phase first)
         run_loop(c);
 }
 
-struct ferry_meta_cfg coord_meta_cfg(const struct coord *c)
-{
-        struct ferry_meta_cfg m = {
-                .perms = c->opt->perms,
-                .owner = c->opt->owner,
-                .times = c->opt->times,
-                .xattrs = c->opt->xattrs,
-                .acls = c->opt->acls,
-                .atimes = c->opt->atimes,
-                .root = geteuid() == 0,
-                .umask = c->umask,
-        };
-        m.caps = c->dst_caps;
-        return m;
-}
-
 int start_threads(struct coord *c, bool scan, bool work)
 {
         int rc = 0;
@@ -396,7 +380,7 @@ int start_threads(struct coord *c, bool scan, bool work)
                         .srcfd = c->cfg->srcfd,
                         .dstfd = c->cfg->dstfd,
                         .meta = coord_meta_cfg(c),
-                        .specials = c->opt->specials,
+                        .specials = c->opt->specials && c->dst_caps.specials,
                         .devices = c->opt->devices,
                         .trust_mtime = c->opt->trust_mtime,
                         .fsync_each = c->opt->durability == FERRY_DURABLE_FILE,
@@ -546,6 +530,9 @@ int result_code(struct coord *c)
                 return FERRY_EPARTIAL;
         if (c->sum->files_vanished)
                 return FERRY_EVANISHED;
+        /* every file's data arrived; only metadata fell short */
+        if (c->sum->meta_failed)
+                return FERRY_EMETA;
         return FERRY_OK;
 }
 
@@ -556,7 +543,7 @@ static void end_run(struct coord *c, int code)
                 return;
         }
         if (ferry_manifest_run_finish(c->m, c->run_id, code) ||
-            (code == FERRY_OK && !c->bar.failed &&
+            ((code == FERRY_OK || code == FERRY_EMETA) && !c->bar.failed &&
              ferry_manifest_set_note(c->m, UNCERTAIN_KEY, "")) ||
             ferry_manifest_commit(c->m))
                 manifest_error(c);
@@ -583,6 +570,7 @@ int ferry_coord_copy(const struct ferry_coord_cfg *cfg,
                 set_phase(&c, PH_FINISHING);
                 commit(&c); /* the copy's marks, apart from what follows */
                 finish_tree(&c);
+                meta_shortfall_end(&c);
         }
         end_run(&c, result_code(&c));
 out:

@@ -3,8 +3,10 @@
  *
  * Owns begin_run: the run's row, when this run's uncertain copies may date
  * from (written_since), the DST sample (check_destination: does DST still
- * hold what the manifest calls done?), the new generation, and failed rows
- * made pending again.
+ * hold what the manifest calls done?), the new generation, failed rows
+ * made pending again, and what metadata DST can hold (probe_dst: the
+ * probe, kept in the manifest per DST, and the one warning that says what
+ * will not be kept; coord_meta_cfg: the options less that).
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -13,10 +15,13 @@
 #include "fsio.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The earliest start of a run that may have left copies without done
  * marks: one that did not end well (manifest.h), or whose barrier
@@ -152,13 +157,101 @@ static int check_destination(struct coord *c)
         return 0;
 }
 
+#define CAPS_KEY "dst_caps"
+
+/* "ID ROOT BITS MAX": the caps learned for DST's root of that dev:ino, by
+ * a process that was root or not. */
+static void caps_text(const struct ferry_dst_caps *k, const char *id, char *out,
+                      size_t size)
+{
+        unsigned bits =
+                (unsigned)k->owner | (unsigned)k->perms << 1 |
+                (unsigned)k->xattrs_user << 2 | (unsigned)k->xattrs_other << 3 |
+                (unsigned)k->acls << 4 | (unsigned)k->symlink_times << 5 |
+                (unsigned)k->specials << 6;
+        snprintf(out, size, "%s %d %u %" PRIu64, id, geteuid() == 0, bits,
+                 k->max_size);
+}
+
+static bool caps_parse(const char *text, const char *id,
+                       struct ferry_dst_caps *k)
+{
+        char got[64];
+        int root;
+        unsigned bits;
+        uint64_t max;
+        if (sscanf(text, "%63s %d %u %" SCNu64, got, &root, &bits, &max) != 4 ||
+            strcmp(got, id) || root != (geteuid() == 0))
+                return false;
+        *k = (struct ferry_dst_caps){
+                bits & 1,      bits >> 1 & 1, bits >> 2 & 1, bits >> 3 & 1,
+                bits >> 4 & 1, bits >> 5 & 1, bits >> 6 & 1, max};
+        return true;
+}
+
+/* What metadata DST holds: probed once per DST (its root's dev:ino; a
+ * no-change re-run touches nothing in DST), then said once when the
+ * options ask for what it cannot hold. */
+static int probe_dst(struct coord *c)
+{
+        struct stat st; /* not through fsio: its fault counts stay put */
+        if (c->cfg->dstfd < 0 || fstat(c->cfg->dstfd, &st))
+                return 0;
+        char id[64], text[160];
+        snprintf(id, sizeof(id), "%llu:%llu", (unsigned long long)st.st_dev,
+                 (unsigned long long)st.st_ino);
+        if (ferry_manifest_note(c->m, CAPS_KEY, text, sizeof(text)))
+                return -1;
+        /* a dry run writes nothing, not even probes: it goes by what an
+         * earlier run learned, if any */
+        bool known = caps_parse(text, id, &c->dst_caps);
+        if (!known && c->opt->dry_run)
+                return 0;
+        if (!known && !ferry_dst_caps_probe(c->cfg->dstfd, &c->dst_caps)) {
+                caps_text(&c->dst_caps, id, text, sizeof(text));
+                if (ferry_manifest_set_note(c->m, CAPS_KEY, text))
+                        return -1;
+        }
+        const struct ferry_options *o = c->opt;
+        struct ferry_dst_wants w = {
+                .owner = o->owner && geteuid() == 0,
+                .perms = o->perms,
+                .xattrs = o->xattrs,
+                .acls = o->acls,
+                .times = o->times,
+                .specials = o->specials,
+        };
+        char why[200];
+        if (ferry_dst_caps_missing(&c->dst_caps, &w, why, sizeof(why)))
+                emit(c, FERRY_EV_WARNING, "", "", why);
+        return 0;
+}
+
+struct ferry_meta_cfg coord_meta_cfg(const struct coord *c)
+{
+        /* what DST cannot hold is not attempted (start.c said so) */
+        const struct ferry_dst_caps *k = &c->dst_caps;
+        struct ferry_meta_cfg m = {
+                .perms = c->opt->perms && k->perms,
+                .owner = c->opt->owner && k->owner,
+                .times = c->opt->times,
+                .xattrs = c->opt->xattrs && (k->xattrs_user || k->xattrs_other),
+                .acls = c->opt->acls && k->acls,
+                .atimes = c->opt->atimes,
+                .root = geteuid() == 0,
+                .umask = c->umask,
+        };
+        m.caps = c->dst_caps;
+        return m;
+}
+
 /* Prepares the manifest for a run: new generation, failed rows retried. */
 int begin_run(struct coord *c)
 {
         c->run_started = (int64_t)time(NULL);
         if (ferry_manifest_begin(c->m) ||
             ferry_manifest_run_start(c->m, c->cfg->command, &c->run_id) ||
-            written_since(c) || check_destination(c) ||
+            written_since(c) || check_destination(c) || probe_dst(c) ||
             ferry_manifest_scan_start(c->m, &c->gen, &c->prog.files_total,
                                       &c->prog.bytes_total)) {
                 manifest_error(c);

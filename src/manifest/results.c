@@ -38,7 +38,7 @@ static const char *const results_sql[S_NSTMTS] = {
                 " attempts = attempts + 1, dst_type = ?11,"
                 " dst_size = ?12, dst_mtime_ns = ?13, applied = ?14,"
                 " xdigest = ?15, nlink = ?16, atime_ns = ?17, need = " SQL_NEED_DATA
-                " WHERE id = ?1",
+                ", meta_step = ?18, meta_errno = ?19 WHERE id = ?1",
         /* ?4 .. ?6: the failure (mf_bind_failure) */
         [S_FILE_STATE] =
                 "UPDATE files SET state = ?2, error = ?3,"
@@ -54,7 +54,11 @@ static const char *const results_sql[S_NSTMTS] = {
                 " dst_mtime_ns = ?4 WHERE id = ?1",
         [S_RETRY_FAILED] =
                 "UPDATE files SET state = " SQL_PENDING
-                " WHERE state = " SQL_FAILED,
+                " WHERE state = " SQL_FAILED ";"
+                /* a done row whose metadata fell short: its metadata
+                 * alone is tried again, no data moves */
+                "UPDATE files SET state = " SQL_PENDING ", need = " SQL_NEED_META
+                " WHERE state = " SQL_DONE " AND meta_step != 0",
         /* the hash goes too: mf_keep_removed reads a hash with
          * no error as "copied" */
         [S_RESET_DONE] =
@@ -65,11 +69,11 @@ static const char *const results_sql[S_NSTMTS] = {
                 "INSERT INTO runs (started, pid, command) VALUES (?1, ?2, ?3)",
         [S_RUN_FINISH] =
                 "UPDATE runs SET finished = ?2, result = ?3 WHERE id = ?1",
-        /* ?2, ?3, ?4: the results of a run that recorded every result */
+        /* ?2 .. ?5: the results of a run that recorded every result */
         [S_INTERRUPTED] =
                 "SELECT coalesce(min(started), 0) FROM runs"
                 " WHERE id < ?1 AND id > (SELECT coalesce("
-                "max(id), 0) FROM runs WHERE result IN (?2, ?3, ?4)"
+                "max(id), 0) FROM runs WHERE result IN (?2, ?3, ?4, ?5)"
                 " AND id < ?1)",
 };
 // clang-format on
@@ -138,6 +142,8 @@ int mf_file_done_ap(struct ferry_manifest *m, const struct ferry_item *it,
         sqlite3_bind_int64(s, 16, (int64_t)it->st.nlink);
         if ((it->applied | also) & MF_AP_ATIMES)
                 mf_bind_time(s, 17, it->st.atime); /* else NULL: untracked */
+        sqlite3_bind_int(s, 18, (int)it->meta_fail.step);
+        sqlite3_bind_int(s, 19, it->meta_fail.step ? it->meta_fail.err : 0);
         return mf_exec_stmt(m, s, "file update");
 }
 
@@ -186,6 +192,7 @@ int ferry_manifest_interrupted_since(struct ferry_manifest *m, int64_t run_id,
         sqlite3_bind_int(s, 2, FERRY_OK);
         sqlite3_bind_int(s, 3, FERRY_EPARTIAL);
         sqlite3_bind_int(s, 4, FERRY_EVANISHED);
+        sqlite3_bind_int(s, 5, FERRY_EMETA);
         sqlite3_bind_int64(s, 1, run_id);
         int rc = sqlite3_step(s);
         if (rc == SQLITE_ROW)

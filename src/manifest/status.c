@@ -1,11 +1,14 @@
 /*
  * manifest/status.c - what `ferry status` reads, in one read transaction:
  * files and bytes of each row state, the job's SRC and DST, directories
- * and rows gone from SRC, the last run, and each failed row or directory
- * with its reason and cause, grouped by cause.
+ * and rows gone from SRC, the last run, each failed row or directory
+ * with its reason and cause, grouped by cause, and then each whose data
+ * arrived but whose metadata fell short, grouped by cause the same way.
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
+
+#include "failure.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -36,6 +39,24 @@
         " WHERE ?1 = 0 OR k <= ?1"                                             \
         " ORDER BY n DESC, side, step, errno, k"
 
+/* Metadata shortfalls (done rows and directories whose metadata fell
+ * short), grouped by cause as FAILURES_SQL does; the same columns. */
+#define META_SQL                                                               \
+        "SELECT path, name, '', 2, step, errno, n, k - 1 FROM ("               \
+        " SELECT path, name, step, errno,"                                     \
+        "  count(*) OVER (PARTITION BY step, errno) AS n,"                     \
+        "  row_number() OVER (PARTITION BY step, errno"                        \
+        "   ORDER BY ord, id) AS k"                                            \
+        " FROM (SELECT 0 AS ord, id, path, x'' AS name,"                       \
+        "   meta_step AS step, meta_errno AS errno"                            \
+        "   FROM dirs WHERE meta_step != 0"                                    \
+        "  UNION ALL"                                                          \
+        "  SELECT 1, f.id, d.path, f.name, f.meta_step, f.meta_errno"          \
+        "   FROM files f JOIN dirs d ON d.id = f.dir"                          \
+        "   WHERE f.state = " SQL_DONE " AND f.meta_step != 0))"               \
+        " WHERE ?1 = 0 OR k <= ?1"                                             \
+        " ORDER BY n DESC, step, errno, k"
+
 enum status_stmt {
         S_BEGIN,
         S_COMMIT,
@@ -47,6 +68,8 @@ enum status_stmt {
         S_LAST_RUN,
         S_FAILURES,
         S_FAILURES_V4,
+        S_META_COUNT,
+        S_META_FAILURES,
         S_NSTMTS
 };
 
@@ -75,6 +98,11 @@ static const char *const status_sql[S_NSTMTS] = {
          * migrated) records no causes */
         [S_FAILURES_V4] =
                 FAILURES_SQL("NULL", "NULL", "NULL", "NULL", "NULL", "NULL"),
+        [S_META_COUNT] =
+                "SELECT (SELECT count(*) FROM files WHERE state = " SQL_DONE
+                " AND meta_step != 0)"
+                " + (SELECT count(*) FROM dirs WHERE meta_step != 0)",
+        [S_META_FAILURES] = META_SQL,
 };
 // clang-format on
 _Static_assert(S_NSTMTS <= MF_TABLE_MAX, "status.c: statement table too big");
@@ -172,13 +200,30 @@ static int failure_path(sqlite3_stmt *s, char **buf, size_t *cap, size_t *len)
         return 0;
 }
 
+/* Rows whose metadata fell short (schema 6 on; none before). */
+static int status_meta_count(struct ferry_manifest *m,
+                             struct ferry_status_info *info)
+{
+        int64_t version = 0, n = 0;
+        if (mf_schema_version(m, &version))
+                return FERRY_EMANIFEST;
+        int rc = version < 6 ? 0
+                             : mf_select_ints(m, STMT(S_META_COUNT), 0, &n, 1);
+        info->meta_failed = (uint64_t)n;
+        return rc;
+}
+
+/* Each failed row (meta false), or each row whose metadata fell short
+ * (meta true), to req->on_failure. */
 static int status_failures(struct ferry_manifest *m,
-                           const struct ferry_status_req *req)
+                           const struct ferry_status_req *req, bool meta)
 {
         int64_t version = 0;
         if (mf_schema_version(m, &version))
                 return FERRY_EMANIFEST;
-        sqlite3_stmt *s = STMT(version < 5 ? S_FAILURES_V4 : S_FAILURES);
+        sqlite3_stmt *s = STMT(meta          ? S_META_FAILURES
+                               : version < 5 ? S_FAILURES_V4
+                                             : S_FAILURES);
         if (!s)
                 return mf_db_fail(m, "read");
         sqlite3_bind_int64(s, 1, (sqlite3_int64)req->per_cause);
@@ -196,6 +241,12 @@ static int status_failures(struct ferry_manifest *m,
                 row.fail.err = sqlite3_column_int(s, 5);
                 row.cause_count = (uint64_t)sqlite3_column_int64(s, 6);
                 row.cause_index = (uint64_t)sqlite3_column_int64(s, 7);
+                row.meta = meta;
+                char why[256];
+                if (meta) /* "set owner: Operation not permitted" */
+                        row.reason = ferry_failure_message(
+                                &row.fail, !sqlite3_column_bytes(s, 1), why,
+                                sizeof(why));
                 req->on_failure(&row, req->arg);
         }
         free(buf);
@@ -226,6 +277,8 @@ int ferry_manifest_status(struct ferry_manifest *m,
                 rc = status_meta(m, info);
         if (!rc)
                 rc = status_last_run(m, info);
+        if (!rc)
+                rc = status_meta_count(m, info);
         /* the counts go out before the failures, from the same read;
          * a read without write access that was torn already is not
          * handed on (the caller may read again) */
@@ -237,7 +290,11 @@ int ferry_manifest_status(struct ferry_manifest *m,
         /* failed counts exactly the rows status_failures lists */
         bool more = !rc && req && req->on_failure && info->failed.files;
         if (more)
-                rc = status_failures(m, req);
+                rc = status_failures(m, req, false);
+        bool meta = !rc && req && req->on_failure && info->meta_failed;
+        if (meta)
+                rc = status_failures(m, req, true);
+        more = more || meta;
         sqlite3_exec(m->db, status_sql[S_COMMIT], NULL, NULL, NULL);
         /* what was read after the early check may be torn, errors too */
         if (!m->moved && m->immutable && (!early || more) && !mf_still_alone(m))

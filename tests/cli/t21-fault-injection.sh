@@ -111,6 +111,23 @@ expect_transient() {
 }
 
 # expect_permanent LABEL: a permanent fault failed one file, reported.
+# A file's metadata refused: its data arrived, the metadata did not
+# (exit 26, counted and named by status); the next run applies it.
+expect_meta() {
+	local label=$1
+	if [[ $RC == 0 ]] && ! fired; then
+		say "$label: fault not reached (exit 0, none logged)"
+		return
+	fi
+	check "$label: a metadata shortfall alone: exit 26 (got $RC)" test "$RC" = 26
+	check "$label: status counts it apart from failures" \
+		test "$("$FERRY" status src dst | sed -n 's/^metadata not applied: //p')" = 1
+	check "$label: status names the file and the metadata's reason" \
+		grep -q "^metadata: '.*': set .*: Permission denied" <("$FERRY" status src dst)
+	run "$FERRY" -q src dst
+	check "$label: the next run applies it: exit 0 (got $RC)" test "$RC" = 0
+}
+
 expect_permanent() {
 	local label=$1
 	if [[ $RC == 0 ]] && fired; then
@@ -383,6 +400,8 @@ for op in utimens chmod link symlink mkdir; do
 		no_sanitizer_report "$LOG/err"
 		if [[ $err == 5 ]]; then
 			expect_transient "$label" "$op" 'Input/output error'
+		elif [[ $op == utimens || $op == chmod ]]; then
+			expect_meta "$label"
 		else
 			expect_permanent "$label"
 		fi

@@ -39,6 +39,9 @@
 #    lists them; an empty directory that exFAT refuses fails with the
 #    reason; a directory renamed by case in SRC is copied into the old
 #    spelling's directory.
+#  - (issue 10) as root with the defaults, 1,000 files owned by another
+#    uid all arrive with exit 0 and one warning that exFAT keeps no owners,
+#    modes or xattrs; a 255-byte name of multibyte characters copies.
 # Needs root, a loop device, FUSE, exfat-fuse and exfatprogs; skipped with
 # the reason otherwise.
 . "$(dirname "$0")/lib.sh" || exit 1
@@ -328,4 +331,30 @@ check "run 6 (--delete): so is names/$ulose" \
 check "run 6 (--delete): DST still holds the files of dirs/$DIR_LOSE (diff -r)" \
 	diff -r "src/dirs/$DIR_LOSE" "mnt/dst/dirs/$DIR_LOSE"
 manifest_invariant "$M" mnt/dst "run 6"
+
+# run 7 (issue 10): as root with the defaults (owners and modes asked
+# for), 1,000 files of another owner all arrive: exFAT keeps no owners,
+# modes or xattrs, which one warning says before the copy, and what DST
+# cannot hold is neither attempted nor counted: exit 0. A 255-byte name
+# of 3-byte UTF-8 characters copies too: its temp name is cut between
+# characters (cut inside one, exFAT refuses it: EILSEQ).
+mkdir -p own/sub
+for i in $(seq 1000); do printf '%d\n' "$i" >"own/sub/f$i"; done
+LONG=$(printf '\xe2\x82\xac%.0s' $(seq 85))
+printf 'a long multibyte name\n' >"own/$LONG"
+chown -R 12345:12345 own
+run "$FERRY" own mnt/own
+check "run 7: 1,000 files of another owner, defaults: exit 0 (got $RC)" test "$RC" = 0
+show "$LOG/err" 5
+check "run 7: every file arrived (diff -r)" diff -r own mnt/own
+check "run 7: the 255-byte multibyte name arrived" cmp -s "own/$LONG" "mnt/own/$LONG"
+n=$(grep -c '^ferry: warning: the destination keeps no owners, modes, xattrs.*: copying data and times$' "$LOG/err")
+check "run 7: the warning says what is not kept, once (got $n)" test "$n" = 1
+check "run 7: ... before the copy (its first line)" \
+	eval 'head -n 1 "$LOG/err" | grep -q "keeps no owners"'
+check "run 7: no metadata counted as not applied" \
+	test "$("$FERRY" status own mnt/own | sed -n 's/^metadata not applied: //p')" = 0
+run "$FERRY" -v own mnt/own
+check "run 7 again: exit 0, nothing copied again (got $RC)" \
+	eval '[[ $RC == 0 && ! -s $LOG/out ]]'
 finish

@@ -42,6 +42,7 @@ static void fx_open(struct fixture *fx)
                 .retries = 1,
                 .stop = &fx->stop,
         };
+        ferry_dst_caps_all(&fx->cfg.meta.caps);
 }
 
 /* Opens an existing fixture (a child process gets it from UNIT_DIR). */
@@ -63,6 +64,7 @@ static void fx_reopen(struct fixture *fx, const char *dir)
                 .retries = 1,
                 .stop = &fx->stop,
         };
+        ferry_dst_caps_all(&fx->cfg.meta.caps);
 }
 
 static void fx_close(struct fixture *fx, bool remove)
@@ -215,6 +217,99 @@ static void test_temp_name(void)
         unit_tmpdir(dir, "copy");
         int fd = open(dir, O_RDONLY | O_DIRECTORY);
         ferry_copy_temp_name(longname, INT64_MAX, out);
+        int f = openat(fd, out, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        CHECK(f >= 0);
+        if (f >= 0)
+                close(f);
+        close(fd);
+        unit_rmtree(dir);
+}
+
+/* What the probe's answers come to: FAT's size limit by statfs type or
+ * mount type, and the one warning's words. */
+static void test_dst_caps_words(void)
+{
+        CHECK_EQ(ferry_dst_caps_max_size(0x4d44, ""), 0xffffffffULL);
+        CHECK_EQ(ferry_dst_caps_max_size(0x65735546, "fuse.fusefat"),
+                 0xffffffffULL);
+        CHECK_EQ(ferry_dst_caps_max_size(0x65735546, "fuseblk"), UINT64_MAX);
+        CHECK_EQ(ferry_dst_caps_max_size(0xef53, NULL), UINT64_MAX);
+        struct ferry_dst_caps k;
+        ferry_dst_caps_all(&k);
+        struct ferry_dst_wants w = {true, true, true, true, true, true};
+        char buf[200];
+        CHECK(!ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
+        CHECK_STR(buf, "");
+        k.owner = k.perms = k.xattrs_user = k.xattrs_other = false;
+        CHECK(ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
+        CHECK_STR(buf, "the destination keeps no owners, modes or xattrs: "
+                       "copying data and times");
+        w.owner = false; /* --no-owner (or not root): not said */
+        w.times = false;
+        CHECK(ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
+        CHECK_STR(buf, "the destination keeps no modes or xattrs: copying "
+                       "data");
+        ferry_dst_caps_all(&k);
+        k.acls = false;
+        CHECK(ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
+        CHECK_STR(buf, "the destination keeps no ACLs: copying data");
+        w.acls = false;
+        CHECK(!ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
+}
+
+/* A long UTF-8 name is cut on a character boundary (exFAT refuses a cut
+ * character: EILSEQ); a name that is not UTF-8 is cut by bytes. */
+static void test_temp_name_utf8(void)
+{
+        char out[NAME_MAX + 1];
+        char name[NAME_MAX + 1];
+        /* 85 x "\u00e9\u20ac"-like 3-byte characters: 255 bytes */
+        for (size_t i = 0; i < 85; i++)
+                memcpy(name + 3 * i, "\xe2\x82\xac", 3); /* U+20AC */
+        name[255] = '\0';
+        const int64_t ids[] = {1, 42, 4242, 123456, INT64_MAX};
+        for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+                char suffix[64];
+                int slen = snprintf(suffix, sizeof(suffix), ".%lld.ferry-part",
+                                    (long long)ids[i]);
+                ferry_copy_temp_name(name, ids[i], out);
+                size_t len = strlen(out);
+                size_t kept = len - 1 - (size_t)slen;
+                CHECK(len <= NAME_MAX);
+                CHECK_EQ(kept % 3, 0); /* whole characters only */
+                CHECK(kept + 3 > NAME_MAX - 1 - (size_t)slen); /* as many */
+                CHECK(!memcmp(out + 1, name, kept));
+                CHECK(!strcmp(out + 1 + kept, suffix));
+        }
+        /* 4-byte characters (U+1F600), and 2-byte ones after ASCII */
+        for (size_t i = 0; i < 63; i++)
+                memcpy(name + 4 * i, "\xf0\x9f\x98\x80", 4);
+        memcpy(name + 252, "abc", 4);
+        ferry_copy_temp_name(name, 7, out);
+        size_t kept = strlen(out) - 1 - strlen(".7.ferry-part");
+        CHECK_EQ(kept % 4, 0);
+        CHECK_EQ(kept, 240);
+        memset(name, 'a', 1);
+        for (size_t i = 0; i < 127; i++)
+                memcpy(name + 1 + 2 * i, "\xc3\xa9", 2);
+        name[255] = '\0';
+        ferry_copy_temp_name(name, 7, out);
+        kept = strlen(out) - 1 - strlen(".7.ferry-part");
+        CHECK_EQ(kept, 241); /* "a" and 120 characters of 2 bytes */
+        /* not UTF-8 (a lone continuation byte at the cut): by bytes */
+        memset(name, 'x', 255);
+        name[241] = (char)0x80;
+        name[255] = '\0';
+        ferry_copy_temp_name(name, 7, out);
+        CHECK_EQ(strlen(out), NAME_MAX);
+        /* the UTF-8 temp name exists on this file system */
+        char dir[PATH_MAX];
+        unit_tmpdir(dir, "copy");
+        int fd = open(dir, O_RDONLY | O_DIRECTORY);
+        for (size_t i = 0; i < 85; i++)
+                memcpy(name + 3 * i, "\xe2\x82\xac", 3);
+        name[255] = '\0';
+        ferry_copy_temp_name(name, INT64_MAX, out);
         int f = openat(fd, out, O_WRONLY | O_CREAT | O_EXCL, 0600);
         CHECK(f >= 0);
         if (f >= 0)
@@ -751,6 +846,8 @@ int main(int argc, char **argv)
                 return 2;
         }
         RUN(test_temp_name);
+        RUN(test_temp_name_utf8);
+        RUN(test_dst_caps_words);
         RUN(test_copy_regular);
         RUN(test_copy_replaces_what_is_in_dst);
         RUN(test_copy_sparse);
