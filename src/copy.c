@@ -4,7 +4,8 @@
  * Owns the copier's life (its buffer, XXH3 state and the cached
  * descriptors of the current source and destination directories) and the
  * procedure of one row: enter its directories, make attempts (a file's
- * data through copy_data.c, a symlink, a hard link to its leader), retry
+ * data through copy_data.c, a symlink, a special file through
+ * copy_special.c, a hard link to its leader), retry
  * what the policy of retry.h calls transient, and turn the outcome into
  * the item's result and struct ferry_failure. The data loop and verify
  * are in copy_data.c, what is put in DST and rule 9 in copy_dst.c.
@@ -309,6 +310,8 @@ static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
 {
         if (it->type == FT_LINK)
                 return copy_symlink_once(c, name, it, changed, step);
+        if (it->type == FT_SPECIAL)
+                return ferry_copier_special_once(c, name, it, changed, step);
         *changed = false;
         if (it->link_off) {
                 int rc = link_once(c, b, name, it, step);
@@ -362,13 +365,16 @@ static void fail_why(struct ferry_copier *c, struct ferry_batch *b,
 }
 
 /* What the copy left in DST, for the manifest (rule 9): the source's size
- * and mtime, or with --no-times the mtime DST gave it. */
+ * (a special's kind and device number) and mtime, or with --no-times the
+ * mtime DST gave it. */
 static void record_dst(struct ferry_copier *c, struct ferry_item *it,
                        const char *name)
 {
         struct ferry_stat d;
         it->dst.type = it->type;
-        it->dst.size = it->st.size;
+        it->dst.size = it->type == FT_SPECIAL
+                               ? ferry_copy_special_id(it->st.mode, it->st.rdev)
+                               : it->st.size;
         it->dst.mtime = it->st.mtime;
         if (!c->cfg.meta.times) {
                 if (ferry_fsio_statat(c->dst_dir, name, &d))

@@ -76,7 +76,8 @@ void ferry_copier_rest(struct ferry_copier *c);
 /*
  * Rule 9 (DESIGN.md): ferry replaces or removes a DST entry only when it is
  * ferry's. ferry_copy_matches: d still is what rec says ferry put there
- * (type, size, mtime within a FAT's 2 s). ferry_copy_is_ours: that, or d is
+ * (type, size or a special's kind and device number, mtime within a
+ * FAT's 2 s). ferry_copy_is_ours: that, or d is
  * a copy of this very version of the source src (type, size and, when
  * times are kept, mtime), as cp -a leaves: replacing it loses nothing; or
  * d has the row's type and appeared (its ctime) since a run that did not

@@ -25,18 +25,49 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
+
+/* What of the special files the run copies: FIFOs and sockets unless
+ * --no-specials, devices as root unless --no-devices; none where DST
+ * holds none. */
+static void specials_allowed(const struct coord *c, bool *specials,
+                             bool *devices)
+{
+        *specials = c->opt->specials && c->dst_caps.specials;
+        *devices = c->opt->devices && c->dst_caps.specials && geteuid() == 0;
+}
+
+/* Why a special file is skipped (ferry_entry_rec.skipped); the first
+ * device skipped for want of root says so once. */
+static const char *skip_reason(struct coord *c, uint32_t mode)
+{
+        if (!c->dst_caps.specials)
+                return "special file skipped: the destination cannot hold "
+                       "FIFOs, sockets or devices";
+        if (!S_ISCHR(mode) && !S_ISBLK(mode))
+                return "FIFO or socket skipped (--no-specials)";
+        if (!c->opt->devices)
+                return "device skipped (--no-devices)";
+        if (!c->in.told_devices) {
+                c->in.told_devices = true;
+                emit(c, FERRY_EV_WARNING, "", "",
+                     "devices need root: device files are skipped");
+        }
+        return "device skipped: devices need root";
+}
 
 static void count_entry(struct coord *c, const struct ferry_listing *l,
-                        const struct ferry_entry *e, enum ferry_upsert res)
+                        const struct ferry_entry *e,
+                        const struct ferry_entry_rec *o)
 {
+        enum ferry_upsert res = o->res;
         c->sum->files_seen++;
-        bool special = !S_ISREG(e->st.mode) && !S_ISLNK(e->st.mode);
-        if (special) {
+        if (o->skipped) {
                 c->sum->files_skipped++;
                 if (res != UP_UNCHANGED)
                         emit(c, FERRY_EV_SKIPPED, l->path,
                              l->arena + e->name_off,
-                             "special file (fifo, socket or device) skipped");
+                             skip_reason(c, e->st.mode));
                 return;
         }
         if (res == UP_UNCHANGED)
@@ -142,6 +173,7 @@ void on_listing(struct coord *c, struct ferry_listing *l)
                 .fail = l->open_err && !fds ? &f : NULL,
                 .stopping = c->stop_code || atomic_load(c->cfg->stop),
         };
+        specials_allowed(c, &how.specials, &how.devices);
         int rc = ferry_manifest_record_listing(c->m, l, &how, out);
         if (l->first && l->path_len)
                 c->in.dirs_seen++;
@@ -155,7 +187,7 @@ void on_listing(struct coord *c, struct ferry_listing *l)
                         c->fresh = true;
                 if (out[i].again && c->ho.pass == 1)
                         note_low(c, out[i].id);
-                count_entry(c, l, &l->entries[i], res);
+                count_entry(c, l, &l->entries[i], &out[i]);
         }
         if (!rc && l->open_err)
                 tell_scan_error(c, l, &f, why);

@@ -124,6 +124,7 @@ struct ingest {
         uint64_t dirs_seen; /* directories the scan listed, SRC not counted */
         char src_id[64];    /* SRC's root now, "dev:ino" */
         char src_was[64];   /* the one recorded, when it differs */
+        bool told_devices;  /* "devices need root" was said */
 };
 
 /* End-of-run tree work (finish.c), --delete's guard and --max-delete

@@ -191,7 +191,9 @@ int mf_keep_subtree(struct ferry_manifest *m, const char *path, size_t len,
                     int64_t gen);
 /* Records one scanned non-directory entry of directory dir in *o (what the
  * row became, its id, whether to hand it out again). dir_is_new skips the
- * lookup; without marking, an unchanged done row is only read. */
+ * lookup; without marking, an unchanged done row is only read. Special
+ * files are left out (ST_SKIPPED), as record_listing does when its
+ * ferry_listing_rec copies none. */
 int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                    bool marking, const char *name, size_t len,
                    const struct ferry_stat *st, int64_t gen, bool hard_links,

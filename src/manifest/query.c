@@ -27,7 +27,9 @@ enum query_stmt {
 #define FILE_COLS                                                              \
         "f.id, f.dir, d.path, f.name, f.type, f.size, f.mtime_ns,"             \
         " f.ctime_ns, f.mode, f.uid, f.gid, f.dev, f.ino, f.hash,"             \
-        " f.dst_type, f.dst_size, f.dst_mtime_ns"
+        " f.dst_type, f.dst_size, f.dst_mtime_ns, f.rdev"
+/* the columns Q_NEXT_PASS adds after FILE_COLS: the leader's */
+#define LEADER_COL 18
 
 /* ?1 cursor, ?2 limit, ?3 generation */
 // clang-format off
@@ -50,7 +52,6 @@ static const char *const query_sql[S_NSTMTS] = {
         [Q_VERIFY] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
                 " WHERE f.state = " SQL_DONE
-                " AND f.type IN (" SQL_REG ", " SQL_LINK ")"
                 " AND (f.gen = ?3 OR d.listed = ?3) AND f.id > ?1"
                 " ORDER BY f.id LIMIT ?2",
         [Q_PENDING] =
@@ -141,20 +142,22 @@ static int put_leader(struct ferry_batch *b, sqlite3_stmt *s,
                       struct ferry_item *it)
 {
         it->link_off = 0;
-        if (sqlite3_column_type(s, 17) == SQLITE_NULL ||
-            sqlite3_column_int(s, 17) != ST_DONE ||
-            !sqlite3_column_int(s, 18) || sqlite3_column_bytes(s, 21) != 16)
+        const int l = LEADER_COL;
+        if (sqlite3_column_type(s, l) == SQLITE_NULL ||
+            sqlite3_column_int(s, l) != ST_DONE ||
+            !sqlite3_column_int(s, l + 1) ||
+            sqlite3_column_bytes(s, l + 4) != 16)
                 return 0;
         struct ferry_buf path = FERRY_BUF_INIT;
-        add_blob(&path, s, 19);
+        add_blob(&path, s, l + 2);
         if (path.len)
                 ferry_buf_add(&path, "/", 1);
-        add_blob(&path, s, 20);
+        add_blob(&path, s, l + 3);
         int rc = path.oom ? ENOMEM
                           : ferry_batch_str(b, path.buf, path.len,
                                             &it->link_off);
         ferry_buf_release(&path);
-        memcpy(it->hash, sqlite3_column_blob(s, 21), 16);
+        memcpy(it->hash, sqlite3_column_blob(s, l + 4), 16);
         return rc;
 }
 
@@ -182,6 +185,7 @@ static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum mf_query q)
                 it->dst.size = (uint64_t)sqlite3_column_int64(s, 15);
                 it->dst.mtime = mf_column_time(s, 16);
         }
+        it->st.rdev = (uint64_t)sqlite3_column_int64(s, 17);
         if (q == Q_NEXT_PASS && put_leader(b, s, it))
                 return ENOMEM;
         b->n++;

@@ -69,12 +69,12 @@ static const char *const scan_sql[S_NSTMTS] = {
                 " WHERE dir = ?1 AND gen < ?2 AND state != " SQL_REMOVED,
         [S_FILE_FIND] =
                 "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
-                " state, gen FROM files WHERE dir = ?1 AND name = ?2",
+                " state, gen, rdev FROM files WHERE dir = ?1 AND name = ?2",
         [S_FILE_INSERT] =
                 "INSERT INTO files (dir, name, type, size, mtime_ns,"
-                " ctime_ns, mode, uid, gid, dev, ino, hl, state, gen)"
+                " ctime_ns, mode, uid, gid, dev, ino, hl, state, gen, rdev)"
                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
-                " ?11, ?12, ?13, ?14)",
+                " ?11, ?12, ?13, ?14, ?15)",
         [S_FILE_SEEN] =
                 "UPDATE files SET gen = ?2, state = CASE WHEN state = "
                 SQL_VANISHED " THEN " SQL_PENDING " ELSE state END"
@@ -83,7 +83,7 @@ static const char *const scan_sql[S_NSTMTS] = {
                 "UPDATE files SET type = ?2, size = ?3, mtime_ns = ?4,"
                 " ctime_ns = ?5, mode = ?6, uid = ?7, gid = ?8,"
                 " dev = ?9, ino = ?10, hl = ?11, state = ?12,"
-                " gen = ?13, hash = NULL WHERE id = ?1",
+                " gen = ?13, rdev = ?14, hash = NULL WHERE id = ?1",
         [S_FILE_REMOVE_NAME] =
                 "UPDATE files SET state = " SQL_REMOVED ", gen = ?3"
                 " WHERE dir = ?1 AND name = ?2 AND state != " SQL_REMOVED,
@@ -115,7 +115,8 @@ static const char *const scan_sql[S_NSTMTS] = {
                 " AND f.hl = files.id)",
         [S_KEEP_REMOVED_STATE] =
                 "UPDATE files SET state = CASE WHEN type = " SQL_SPECIAL
-                " THEN " SQL_SKIPPED " WHEN hash IS NOT NULL AND error IS NULL"
+                " AND hash IS NULL THEN " SQL_SKIPPED
+                " WHEN hash IS NOT NULL AND error IS NULL"
                 " THEN " SQL_DONE " ELSE " SQL_PENDING " END"
                 " WHERE state IN " SQL_GONE " AND state = " SQL_REMOVED
                 " AND gen = ?1",
@@ -301,12 +302,23 @@ static void bind_hl(sqlite3_stmt *s, int i, int64_t hl)
                 sqlite3_bind_null(s, i);
 }
 
+/* A special file the listing's options leave out (ST_SKIPPED), or a file
+ * to copy (ST_PENDING). */
+static bool left_out(const struct ferry_listing_rec *how,
+                     const struct ferry_stat *st)
+{
+        if (mf_ftype_of(st->mode) != FT_SPECIAL)
+                return false;
+        return S_ISCHR(st->mode) || S_ISBLK(st->mode) ? !how->devices
+                                                      : !how->specials;
+}
+
 static int file_insert(struct ferry_manifest *m, int64_t dir, const char *name,
                        size_t len, const struct ferry_stat *st, int64_t gen,
-                       bool hard_links)
+                       const struct ferry_listing_rec *how)
 {
         int64_t hl;
-        int rc = mf_hardlink_of(m, st, hard_links, 0, &hl);
+        int rc = mf_hardlink_of(m, st, how->hard_links, 0, &hl);
         if (rc)
                 return rc;
         sqlite3_stmt *s = STMT(S_FILE_INSERT);
@@ -318,17 +330,18 @@ static int file_insert(struct ferry_manifest *m, int64_t dir, const char *name,
         sqlite3_bind_int(s, 3, t);
         mf_bind_stat(s, 4, st);
         bind_hl(s, 12, hl);
-        sqlite3_bind_int(s, 13, t == FT_SPECIAL ? ST_SKIPPED : ST_PENDING);
+        sqlite3_bind_int(s, 13, left_out(how, st) ? ST_SKIPPED : ST_PENDING);
         sqlite3_bind_int64(s, 14, gen);
+        sqlite3_bind_int64(s, 15, t == FT_SPECIAL ? (int64_t)st->rdev : 0);
         return mf_exec_stmt(m, s, "file insert");
 }
 
 static int file_update(struct ferry_manifest *m, int64_t id,
                        const struct ferry_stat *st, int64_t gen,
-                       bool hard_links)
+                       const struct ferry_listing_rec *how)
 {
         int64_t hl;
-        int rc = mf_hardlink_of(m, st, hard_links, id, &hl);
+        int rc = mf_hardlink_of(m, st, how->hard_links, id, &hl);
         if (rc)
                 return rc;
         sqlite3_stmt *s = STMT(S_FILE_UPDATE);
@@ -339,20 +352,23 @@ static int file_update(struct ferry_manifest *m, int64_t id,
         sqlite3_bind_int(s, 2, t);
         mf_bind_stat(s, 3, st);
         bind_hl(s, 11, hl);
-        sqlite3_bind_int(s, 12, t == FT_SPECIAL ? ST_SKIPPED : ST_PENDING);
+        sqlite3_bind_int(s, 12, left_out(how, st) ? ST_SKIPPED : ST_PENDING);
         sqlite3_bind_int64(s, 13, gen);
+        sqlite3_bind_int64(s, 14, t == FT_SPECIAL ? (int64_t)st->rdev : 0);
         return mf_exec_stmt(m, s, "file update");
 }
 
 static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                   bool marking, const char *name, size_t len,
-                  const struct ferry_stat *st, int64_t gen, bool hard_links,
+                  const struct ferry_stat *st, int64_t gen,
+                  const struct ferry_listing_rec *how,
                   struct ferry_entry_rec *o)
 {
-        *o = (struct ferry_entry_rec){.res = UP_NEW};
+        bool out = left_out(how, st);
+        *o = (struct ferry_entry_rec){.res = UP_NEW, .skipped = out};
         int rc;
         if (dir_is_new) {
-                rc = file_insert(m, dir, name, len, st, gen, hard_links);
+                rc = file_insert(m, dir, name, len, st, gen, how);
                 o->id = rc ? 0 : sqlite3_last_insert_rowid(m->db);
                 return rc;
         }
@@ -364,7 +380,7 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         rc = sqlite3_step(s);
         if (rc == SQLITE_DONE) {
                 sqlite3_reset(s);
-                rc = file_insert(m, dir, name, len, st, gen, hard_links);
+                rc = file_insert(m, dir, name, len, st, gen, how);
                 o->id = rc ? 0 : sqlite3_last_insert_rowid(m->db);
                 return rc;
         }
@@ -380,16 +396,24 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                     ferry_time_eq(mf_column_time(s, 4), st->ctime) &&
                     (uint32_t)sqlite3_column_int64(s, 5) == st->mode &&
                     (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
+                    (mf_ftype_of(st->mode) != FT_SPECIAL ||
+                     (uint64_t)sqlite3_column_int64(s, 9) == st->rdev) &&
                     state != ST_REMOVED;
         /* a name listed twice (a directory changing while it is read)
          * must not be handed out twice */
         o->id = id;
         o->again = sqlite3_column_int64(s, 8) != gen;
         sqlite3_reset(s);
-        if (!same) {
+        /* a special file the options now copy, or now leave out (one
+         * ferry made stays done) */
+        bool regate = state == ST_SKIPPED ? !out
+                                          : out && (state == ST_PENDING ||
+                                                    state == ST_VANISHED);
+        if (!same || regate) {
                 o->res = UP_CHANGED;
-                return file_update(m, id, st, gen, hard_links);
+                return file_update(m, id, st, gen, how);
         }
+        o->skipped = state == ST_SKIPPED;
         bool unchanged = state == ST_DONE || state == ST_SKIPPED;
         o->res = unchanged ? UP_UNCHANGED : UP_RESUMED;
         if (unchanged && !marking)
@@ -402,19 +426,30 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         return mf_exec_stmt(m, s, "file update");
 }
 
-int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
-                   bool marking, const char *name, size_t len,
-                   const struct ferry_stat *st, int64_t gen, bool hard_links,
-                   struct ferry_entry_rec *o)
+static int upsert_rec(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
+                      bool marking, const char *name, size_t len,
+                      const struct ferry_stat *st,
+                      const struct ferry_listing_rec *how,
+                      struct ferry_entry_rec *o)
 {
-        int rc = upsert(m, dir, dir_is_new, marking, name, len, st, gen,
-                        hard_links, o);
+        int rc = upsert(m, dir, dir_is_new, marking, name, len, st, how->gen,
+                        how, o);
         /* only an existing row may be one the pass went past */
         if (o->res != UP_CHANGED && o->res != UP_RESUMED)
                 o->again = false;
         if (rc)
                 o->res = 0; /* not recorded */
         return rc;
+}
+
+int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
+                   bool marking, const char *name, size_t len,
+                   const struct ferry_stat *st, int64_t gen, bool hard_links,
+                   struct ferry_entry_rec *o)
+{
+        /* special files left out, as a listing that says nothing */
+        struct ferry_listing_rec how = {.gen = gen, .hard_links = hard_links};
+        return upsert_rec(m, dir, dir_is_new, marking, name, len, st, &how, o);
 }
 
 int mf_keep_removed(struct ferry_manifest *m, int64_t gen)
@@ -558,9 +593,8 @@ int ferry_manifest_record_listing(struct ferry_manifest *m,
         for (size_t i = 0; i < l->n && !rc; i++) {
                 const struct ferry_entry *e = &l->entries[i];
                 struct ferry_entry_rec *o = &out[i];
-                rc = mf_file_upsert(m, dir, is_new, marking,
-                                    l->arena + e->name_off, e->name_len, &e->st,
-                                    how->gen, how->hard_links, o);
+                rc = upsert_rec(m, dir, is_new, marking, l->arena + e->name_off,
+                                e->name_len, &e->st, how, o);
                 if (!rc && (o->res == UP_NEW || o->res == UP_CHANGED) &&
                     !is_new)
                         rc = replaced_dir(m, l, e, how->gen);
