@@ -127,6 +127,7 @@ root_part() {
 	same_dump src dst "once the user's entries are gone, the run makes them"
 
 	# --delete: a special ferry made goes, one it did not stays
+	check "the socket ferry made is in DST" test -S dst/sub/sock
 	rm src/sub/sock
 	mkfifo dst/users-fifo
 	expect_code 0 "$FERRY" --json --delete src dst
