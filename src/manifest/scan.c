@@ -332,7 +332,7 @@ static int file_insert(struct ferry_manifest *m, int64_t dir, const char *name,
         bind_hl(s, 12, hl);
         sqlite3_bind_int(s, 13, left_out(how, st) ? ST_SKIPPED : ST_PENDING);
         sqlite3_bind_int64(s, 14, gen);
-        sqlite3_bind_int64(s, 15, t == FT_SPECIAL ? (int64_t)st->rdev : 0);
+        sqlite3_bind_int64(s, 15, (int64_t)st->rdev); /* 0 but devices */
         return mf_exec_stmt(m, s, "file insert");
 }
 
@@ -354,7 +354,7 @@ static int file_update(struct ferry_manifest *m, int64_t id,
         bind_hl(s, 11, hl);
         sqlite3_bind_int(s, 12, left_out(how, st) ? ST_SKIPPED : ST_PENDING);
         sqlite3_bind_int64(s, 13, gen);
-        sqlite3_bind_int64(s, 14, t == FT_SPECIAL ? (int64_t)st->rdev : 0);
+        sqlite3_bind_int64(s, 14, (int64_t)st->rdev);
         return mf_exec_stmt(m, s, "file update");
 }
 
@@ -396,8 +396,7 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                     ferry_time_eq(mf_column_time(s, 4), st->ctime) &&
                     (uint32_t)sqlite3_column_int64(s, 5) == st->mode &&
                     (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
-                    (mf_ftype_of(st->mode) != FT_SPECIAL ||
-                     (uint64_t)sqlite3_column_int64(s, 9) == st->rdev) &&
+                    (uint64_t)sqlite3_column_int64(s, 9) == st->rdev &&
                     state != ST_REMOVED;
         /* a name listed twice (a directory changing while it is read)
          * must not be handed out twice */
