@@ -28,6 +28,7 @@ struct ferry_copier {
         XXH3_state_t *xxh;
         char *buf;
         bool root;
+        bool mknod;     /* may make devices (ferry_copy_can_make_devices) */
         int64_t dir_id; /* the directory the fds below belong to */
         int src_dir, dst_dir;
         int src_err, dst_err; /* why a descriptor is missing */

@@ -78,6 +78,7 @@ int ferry_copier_new(const struct ferry_copy_cfg *cfg,
                 return ENOMEM;
         }
         c->root = geteuid() == 0;
+        c->mknod = ferry_copy_can_make_devices();
         c->dir_id = -1;
         c->src_dir = c->dst_dir = -1;
         *out = c;

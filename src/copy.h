@@ -85,6 +85,10 @@ void ferry_copier_rest(struct ferry_copier *c);
  * renamed it into place before its done mark, whatever a power cut left
  * of its data.
  */
+/* Whether the process may make device files: root with CAP_MKNOD
+ * (copy_special.c). */
+bool ferry_copy_can_make_devices(void);
+
 bool ferry_copy_matches(const struct ferry_dst_rec *rec,
                         const struct ferry_stat *d);
 bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,

@@ -16,8 +16,11 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 bool ferry_copy_is_special(uint32_t mode)
 {
@@ -28,6 +31,19 @@ bool ferry_copy_is_special(uint32_t mode)
 static bool is_device(uint32_t mode)
 {
         return S_ISCHR(mode) || S_ISBLK(mode);
+}
+
+bool ferry_copy_can_make_devices(void)
+{
+        if (geteuid() != 0)
+                return false;
+        /* root in a container may lack CAP_MKNOD (docker --cap-drop) */
+        struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+        struct __user_cap_data_struct d[2];
+        memset(d, 0, sizeof(d));
+        if (syscall(SYS_capget, &h, d))
+                return true; /* cannot tell: mknod will say */
+        return d[CAP_MKNOD / 32].effective & (1u << (CAP_MKNOD % 32));
 }
 
 uint64_t ferry_copy_special_id(uint32_t mode, uint64_t rdev)
@@ -86,7 +102,7 @@ int ferry_copier_special_once(struct ferry_copier *c, const char *name,
                 return rc;
         /* no longer a special file, or a device the run leaves out */
         if (!ferry_copy_is_special(st.mode) ||
-            (is_device(st.mode) && !(c->cfg.devices && c->root))) {
+            (is_device(st.mode) && !(c->cfg.devices && c->mknod))) {
                 *changed = true;
                 return 0;
         }

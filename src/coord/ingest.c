@@ -15,6 +15,7 @@
 #include "config.h"
 #include "internal.h"
 
+#include "copy.h"
 #include "failure.h"
 #include "owner.h"
 
@@ -28,13 +29,16 @@
 #include <unistd.h>
 
 /* What of the special files the run copies: FIFOs and sockets unless
- * --no-specials, devices as root unless --no-devices; none where DST
- * holds none. */
-static void specials_allowed(const struct coord *c, bool *specials,
-                             bool *devices)
+ * --no-specials, devices as root (with CAP_MKNOD) unless --no-devices;
+ * none where DST holds none. */
+static void specials_allowed(struct coord *c, bool *specials, bool *devices)
 {
+        if (!c->in.asked_mknod) {
+                c->in.asked_mknod = true;
+                c->in.can_mknod = ferry_copy_can_make_devices();
+        }
         *specials = c->opt->specials && c->dst_caps.specials;
-        *devices = c->opt->devices && c->dst_caps.specials && geteuid() == 0;
+        *devices = c->opt->devices && c->dst_caps.specials && c->in.can_mknod;
 }
 
 /* Why a special file is skipped (ferry_entry_rec.skipped); the first
@@ -51,9 +55,13 @@ static const char *skip_reason(struct coord *c, uint32_t mode)
         if (!c->in.told_devices) {
                 c->in.told_devices = true;
                 emit(c, FERRY_EV_WARNING, "", "",
-                     "devices need root: device files are skipped");
+                     geteuid() ? "devices need root: device files are skipped"
+                               : "devices need CAP_MKNOD, which this root "
+                                 "process lacks: device files are skipped");
         }
-        return "device skipped: devices need root";
+        return geteuid() ? "device skipped: devices need root"
+                         : "device skipped: devices need root with "
+                           "CAP_MKNOD, which this process lacks";
 }
 
 static void count_entry(struct coord *c, const struct ferry_listing *l,

@@ -15,6 +15,8 @@
 #  - --delete removes a special ferry made whose SRC entry is gone;
 #  - --no-specials and --no-devices skip them (counted, with the reason);
 #    a later run without them copies them;
+#  - root without CAP_MKNOD: devices skipped with the reason, copied by a
+#    later run that has it;
 #  - unprivileged: FIFOs and sockets are copied, devices skipped with the
 #    reason "devices need root", said once; a later root run copies them.
 . "$(dirname "$0")/lib.sh" || exit 1
@@ -197,6 +199,29 @@ nobody_part() {
 	cd "$T" || die "cd"
 }
 
+# root without CAP_MKNOD (a container's --cap-drop): devices skipped
+# with the reason, FIFOs copied; a later run with it copies the devices.
+nocap_part() {
+	if ! setpriv --bounding-set=-mknod true 2>/dev/null; then
+		say "the part without CAP_MKNOD skipped: setpriv --bounding-set is missing"
+		return
+	fi
+	mkdir -p nocap/src
+	mkfifo nocap/src/fifo
+	mknod nocap/src/null c 1 3
+	expect_code 0 setpriv --bounding-set=-mknod "$FERRY" --json nocap/src nocap/dst
+	summary
+	expect_json "$LOG/summary" files_skipped 1
+	check "without CAP_MKNOD: the FIFO arrives" test -p nocap/dst/fifo
+	check "without CAP_MKNOD: the device is not made" test ! -e nocap/dst/null
+	check "without CAP_MKNOD: the run says why" grep -q "'null': device skipped: devices need root with CAP_MKNOD" "$LOG/err"
+	expect_code 0 "$FERRY" --json nocap/src nocap/dst
+	summary
+	expect_json "$LOG/summary" files_copied 1
+	same_dump nocap/src nocap/dst "with CAP_MKNOD again, the device is copied"
+}
+
 root_part
+nocap_part
 nobody_part
 finish
