@@ -311,8 +311,6 @@ static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
 {
         if (it->type == FT_LINK)
                 return copy_symlink_once(c, name, it, changed, step);
-        if (it->type == FT_SPECIAL)
-                return ferry_copier_special_once(c, name, it, changed, step);
         *changed = false;
         if (it->link_off) {
                 int rc = link_once(c, b, name, it, step);
@@ -321,7 +319,9 @@ static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
                         return rc;
                 it->link_off = 0; /* leader's copy unusable: copy data */
         }
-        return copy_once(c, name, it, changed, step);
+        return it->type == FT_SPECIAL
+                       ? ferry_copier_special_once(c, name, it, changed, step)
+                       : copy_once(c, name, it, changed, step);
 }
 
 /* Whether a failed enter_dir is worth another try: a transient error (an

@@ -7,7 +7,8 @@
 # (an empty itemized list: equal) and the dump of what cp -a made. Proves:
 #  - as root: a FIFO, a socket (a socket node, as cp -a makes), a
 #    character and a block device arrive with their kind, rdev, mode,
-#    owner and mtime; a re-run copies nothing; --verify passes;
+#    owner and mtime, hard-linked ones as links; a re-run copies nothing;
+#    --verify passes;
 #  - a special whose device number or kind changed in SRC is made again;
 #  - --verify finds a DST device with another rdev ("differ"), and the
 #    next run leaves that entry alone (rule 9: not what ferry made);
@@ -75,6 +76,11 @@ make_src() {
 	chown 5:6 src/null
 	mknod src/loop b 7 0
 	chmod 600 src/loop
+	# hard links of special files, which cp -a and rsync -H keep
+	mkfifo src/sub/linked-fifo
+	ln src/sub/linked-fifo src/linked-fifo2
+	mknod src/linked-dev c 1 7
+	ln src/linked-dev src/sub/linked-dev2
 	touch -h -d '2001-02-03 04:05:06' src/fifo src/null src/loop src/sub/sock
 	touch -d '2002-01-01' src/sub
 }
@@ -83,12 +89,14 @@ root_part() {
 	make_src
 	expect_code 0 "$FERRY" --json src dst || return
 	summary
-	expect_json "$LOG/summary" files_copied 5
+	expect_json "$LOG/summary" files_copied 9
 	expect_json "$LOG/summary" files_skipped 0
 	same_dump src dst "as root: FIFO, socket, char and block device arrive (kind, rdev, mode, owner, mtime)"
 	rsync_equal src dst "as root: rsync -aHAXn finds nothing to do"
 	cp -a src cpa
 	same_dump cpa dst "as root: DST is what cp -a makes"
+	check "a hard-linked FIFO is one inode in DST" test dst/sub/linked-fifo -ef dst/linked-fifo2
+	check "a hard-linked device is one inode in DST" test dst/linked-dev -ef dst/sub/linked-dev2
 
 	expect_code 0 "$FERRY" --json src dst
 	summary
@@ -140,19 +148,20 @@ root_part() {
 	# --no-specials, --no-devices: skipped, counted, with the reason
 	expect_code 0 "$FERRY" --json --no-specials --no-devices src dst2
 	summary
-	expect_json "$LOG/summary" files_skipped 4
+	expect_json "$LOG/summary" files_skipped 8
 	check "--no-specials: no FIFO or socket in DST" test ! -e dst2/fifo -a ! -e dst2/newfifo
 	check "--no-devices: no device in DST" test ! -e dst2/null -a ! -e dst2/loop
 	check "--no-specials says why" grep -q "'newfifo': FIFO or socket skipped (--no-specials)" "$LOG/err"
 	check "--no-devices says why" grep -q "'loop': device skipped (--no-devices)" "$LOG/err"
 	expect_code 0 "$FERRY" --json --no-devices src dst2
 	summary
-	expect_json "$LOG/summary" files_copied 2
-	expect_json "$LOG/summary" files_skipped 2
+	expect_json "$LOG/summary" files_copied 4
+	expect_json "$LOG/summary" files_skipped 4
 	expect_code 0 "$FERRY" --json src dst2
 	summary
-	expect_json "$LOG/summary" files_copied 2
+	expect_json "$LOG/summary" files_copied 4
 	same_dump src dst2 "a later run without the options copies what they skipped"
+	rsync_equal src dst2 "and rsync -aHAXn finds nothing to do (hard links too)"
 }
 
 nobody_part() {
