@@ -231,7 +231,7 @@ struct ferry_summary {
         uint64_t files_unchanged; /* skipped, already done */
         uint64_t files_failed;
         uint64_t files_vanished;
-        uint64_t files_skipped; /* special files */
+        uint64_t files_skipped; /* special files the options leave out */
         uint64_t files_deleted; /* --delete */
         uint64_t files_linked;  /* made as hard links (no data) */
         uint64_t meta_applied;  /* metadata alone applied in place */

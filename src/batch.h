@@ -79,7 +79,8 @@ enum ferry_work {
 };
 
 /* What ferry last put in DST under a row's name (sql/003_dst_state.sql):
- * type 0 when nothing. mtime is DST's, as it read it back. */
+ * type 0 when nothing. mtime is DST's, as it read it back. A special's
+ * size is its kind and device number (ferry_copy_special_id). */
 struct ferry_dst_rec {
         enum ferry_ftype type;
         uint64_t size;

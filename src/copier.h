@@ -10,6 +10,7 @@
  *   copy_dst.c   what is put in DST and how: temp files, directories, and
  *                rule 9 (replace only what is ferry's);
  *   copy_meta.c  a row whose metadata alone is to be applied, in place;
+ *   copy_special.c  FIFOs, sockets and devices;
  *   retry.c      the retry policy (retry.h), shared with the scanner.
  * A step that fails names its side and step (struct step, ferry.h's
  * struct ferry_failure); nothing reads the words of a message.
@@ -28,6 +29,7 @@ struct ferry_copier {
         XXH3_state_t *xxh;
         char *buf;
         bool root;
+        bool mknod;     /* may make devices (ferry_copy_can_make_devices) */
         int64_t dir_id; /* the directory the fds below belong to */
         int src_dir, dst_dir;
         int src_err, dst_err; /* why a descriptor is missing */
@@ -61,6 +63,19 @@ extern const struct step S_LINK;
 extern const struct step S_RENAME;
 extern const struct step S_VERIFY_DST;
 extern const struct step S_VERIFY_SRC;
+
+/* copy_special.c: whether mode is a FIFO's, socket's or device's; what
+ * identifies a special (its kind and, for a device, rdev: what the
+ * manifest keeps in dst_size); its hash (from that), and the hash of the
+ * entry name in dirfd as a special's (another type gets the hash of
+ * none); one attempt at making it in DST under rule 9. */
+bool ferry_copy_is_special(uint32_t mode);
+uint64_t ferry_copy_special_id(uint32_t mode, uint64_t rdev);
+void ferry_copy_special_hash(uint32_t mode, uint64_t rdev, uint8_t out[16]);
+int ferry_copy_special_hash_at(int dirfd, const char *name, uint8_t out[16]);
+int ferry_copier_special_once(struct ferry_copier *c, const char *name,
+                              struct ferry_item *it, bool *changed,
+                              const struct step **step);
 
 /* copy.c: the DST step of a metadata step (meta.h), S_COPY for others. */
 const struct step *ferry_copier_dst_step(enum ferry_step s);

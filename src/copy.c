@@ -5,10 +5,11 @@
  * descriptors of the current source and destination directories) and the
  * procedure of one row: enter its directories, make attempts (its
  * metadata alone through copy_meta.c, a file's data through copy_data.c, a
- * symlink, a hard link to its leader), retry what the policy of retry.h calls
- * transient, and turn the outcome into the item's result and struct
- * ferry_failure. The data loop and verify are in copy_data.c, what is put in
- * DST and rule 9 in copy_dst.c.
+ * symlink, a special file through copy_special.c, a hard link to its
+ * leader), retry what the policy of retry.h calls transient, and turn the
+ * outcome into the item's result and struct ferry_failure. The data loop
+ * and verify are in copy_data.c, what is put in DST and rule 9 in
+ * copy_dst.c.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -78,6 +79,7 @@ int ferry_copier_new(const struct ferry_copy_cfg *cfg,
                 return ENOMEM;
         }
         c->root = geteuid() == 0;
+        c->mknod = ferry_copy_can_make_devices();
         c->dir_id = -1;
         c->src_dir = c->dst_dir = -1;
         *out = c;
@@ -321,7 +323,9 @@ static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
                         return rc;
                 it->link_off = 0; /* leader's copy unusable: copy data */
         }
-        return copy_once(c, name, it, changed, step);
+        return it->type == FT_SPECIAL
+                       ? ferry_copier_special_once(c, name, it, changed, step)
+                       : copy_once(c, name, it, changed, step);
 }
 
 /* Whether a failed enter_dir is worth another try: a transient error (an
@@ -366,14 +370,17 @@ static void fail_why(struct ferry_copier *c, struct ferry_batch *b,
 }
 
 /* What the copy left in DST, for the manifest (rule 9): the source's size
- * and mtime, or with --no-times (or a metadata shortfall, which may have
- * left the times unset) the mtime DST gave it. */
+ * (a special's kind and device number) and mtime, or with --no-times (or
+ * a metadata shortfall, which may have left the times unset) the mtime DST
+ * gave it. */
 static void record_dst(struct ferry_copier *c, struct ferry_item *it,
                        const char *name)
 {
         struct ferry_stat d;
         it->dst.type = it->type;
-        it->dst.size = it->st.size;
+        it->dst.size = it->type == FT_SPECIAL
+                               ? ferry_copy_special_id(it->st.mode, it->st.rdev)
+                               : it->st.size;
         it->dst.mtime = it->st.mtime;
         if (!c->cfg.meta.times || it->meta_fail.step) {
                 if (ferry_fsio_statat(c->dst_dir, name, &d))

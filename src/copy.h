@@ -76,7 +76,8 @@ void ferry_copier_rest(struct ferry_copier *c);
 /*
  * Rule 9 (DESIGN.md): ferry replaces or removes a DST entry only when it is
  * ferry's. ferry_copy_matches: d still is what rec says ferry put there
- * (type, size, mtime within a FAT's 2 s). ferry_copy_is_ours: that, or d is
+ * (type, size or a special's kind and device number, mtime within a
+ * FAT's 2 s). ferry_copy_is_ours: that, or d is
  * a copy of this very version of the source src (type, size and, when
  * times are kept, mtime), as cp -a leaves: replacing it loses nothing; or
  * d has the row's type and appeared (its ctime) since a run that did not
@@ -84,6 +85,10 @@ void ferry_copier_rest(struct ferry_copier *c);
  * renamed it into place before its done mark, whatever a power cut left
  * of its data.
  */
+/* Whether the process may make device files: root with CAP_MKNOD
+ * (copy_special.c). */
+bool ferry_copy_can_make_devices(void);
+
 bool ferry_copy_matches(const struct ferry_dst_rec *rec,
                         const struct ferry_stat *d);
 bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,

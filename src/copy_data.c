@@ -181,10 +181,15 @@ int ferry_copier_data(struct ferry_copier *c, int in, int out,
         return apply_file_meta(c, out, before, it, step);
 }
 
-/* Hashes one side of a verify: the file, or a symlink's target. */
+/* Hashes one side of a verify: the file, a symlink's target, or a
+ * special's kind and device number. */
 static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
                      enum ferry_ftype type, uint8_t out[16], uint64_t *size)
 {
+        if (type == FT_SPECIAL) {
+                *size = 0; /* a special's content is its kind and rdev */
+                return ferry_copy_special_hash_at(dirfd, name, out);
+        }
         if (type == FT_LINK) {
                 char *target;
                 size_t len;

@@ -3,10 +3,11 @@
  *
  * Temp names, DST directories (made, opened, given back owner access),
  * temp files, what counts as a metadata shortfall (data in place, some
- * metadata not), files too big for DST, and rule 9 (DESIGN.md): a copy is
- * renamed over an existing entry only when that entry is ferry's
- * (ferry_copy_matches, ferry_copy_is_ours); anything else is left alone with
- * the reason why (c->why, FERRY_STEP_NOT_OURS).
+ * metadata not), files too big for DST, and rule 9 (DESIGN.md; a special
+ * file is ferry's when its kind and device number are what ferry made
+ * too): a copy is renamed over an existing entry only when that entry is
+ * ferry's (ferry_copy_matches, ferry_copy_is_ours); anything else is left
+ * alone with the reason why (c->why, FERRY_STEP_NOT_OURS).
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -175,7 +176,16 @@ bool ferry_copier_too_big(struct ferry_copier *c, const struct ferry_item *it)
 static bool is_type(const struct ferry_stat *st, enum ferry_ftype t)
 {
         return t == FT_REG ? S_ISREG(st->mode)
-                           : t == FT_LINK && S_ISLNK(st->mode);
+               : t == FT_LINK
+                       ? S_ISLNK(st->mode)
+                       : t == FT_SPECIAL && ferry_copy_is_special(st->mode);
+}
+
+/* What rec->size holds of d: a special's kind and device number. */
+static uint64_t size_of(enum ferry_ftype t, const struct ferry_stat *d)
+{
+        return t == FT_SPECIAL ? ferry_copy_special_id(d->mode, d->rdev)
+                               : d->size;
 }
 
 static bool near_time(struct ferry_time a, struct ferry_time b)
@@ -186,7 +196,8 @@ static bool near_time(struct ferry_time a, struct ferry_time b)
 bool ferry_copy_matches(const struct ferry_dst_rec *rec,
                         const struct ferry_stat *d)
 {
-        return rec->type && is_type(d, rec->type) && d->size == rec->size &&
+        return rec->type && is_type(d, rec->type) &&
+               size_of(rec->type, d) == rec->size &&
                near_time(d->mtime, rec->mtime);
 }
 
@@ -199,7 +210,7 @@ bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,
                 return true;
         if (!is_type(d, it->type))
                 return false;
-        if (d->size == src->size && cfg->meta.times &&
+        if (size_of(it->type, d) == size_of(it->type, src) && cfg->meta.times &&
             near_time(d->mtime, src->mtime))
                 return true;
         return cfg->written_since && d->ctime.sec >= cfg->written_since;

@@ -318,6 +318,12 @@ int ferry_fsio_symlinkat(const char *target, int dirfd, const char *name)
         return symlinkat(target, dirfd, name) ? errno : 0;
 }
 
+int ferry_fsio_mknodat(int dirfd, const char *name, mode_t mode, uint64_t rdev)
+{
+        FAULT(FSIO_SYMLINK);
+        return mknodat(dirfd, name, mode, (dev_t)rdev) ? errno : 0;
+}
+
 int ferry_fsio_linkat(int fromfd, const char *from, int dirfd, const char *name)
 {
         FAULT(FSIO_LINK);

@@ -169,6 +169,9 @@ int ferry_fsio_seek_data(int fd, off_t from, off_t *at);
 int ferry_fsio_seek_hole(int fd, off_t from, off_t *at);
 int ferry_fsio_mkdirat(int dirfd, const char *name, mode_t mode);
 int ferry_fsio_symlinkat(const char *target, int dirfd, const char *name);
+/* A FIFO, socket or device node (mknodat); faults as FSIO_SYMLINK, the
+ * other node made under a temp name. */
+int ferry_fsio_mknodat(int dirfd, const char *name, mode_t mode, uint64_t rdev);
 int ferry_fsio_linkat(int fromfd, const char *from, int dirfd,
                       const char *name);
 /* Reads a symlink's target; caller frees *target. */

@@ -51,8 +51,12 @@
  *     +-> VANISHED  SRC's entry was gone when copied (record_outcomes
  *                   FO_VANISHED)
  *
- *   SKIPPED: a new or changed special file (fifo, device, socket) is
- *   skipped, never copied; it leaves SKIPPED only as every state does:
+ *   SKIPPED: a new or changed special file (fifo, socket, device) that
+ *   the run's options leave out (--no-specials, --no-devices, devices
+ *   when not root, a DST that holds none: ferry_listing_rec); a scan
+ *   that allows it again makes it PENDING (and a PENDING one it leaves
+ *   out SKIPPED) (record_listing); otherwise it leaves SKIPPED only as
+ *   every state does:
  *
  *   any state but REMOVED --> REMOVED   the entry is no longer in SRC:
  *       a scan that read its directory whole did not see it, a directory
@@ -238,6 +242,9 @@ void ferry_manifest_set_wanted(struct ferry_manifest *m, uint32_t wanted,
 struct ferry_listing_rec {
         int64_t gen;
         bool hard_links; /* --hard-links: names of one inode are a group */
+        /* what of the special files is copied (the rest is skipped):
+         * FIFOs and sockets, devices (the options, root, DST's caps) */
+        bool specials, devices;
         /* l->open_err set: why, kept with the directory; NULL when it is
          * not the directory's fault (no descriptor came free) */
         const char *error;
@@ -252,6 +259,7 @@ struct ferry_entry_rec {
         /* an existing row this scan had not recorded yet (UP_CHANGED,
          * UP_RESUMED): to hand out once more if the pass is past it */
         bool again;
+        bool skipped; /* a special file the options leave out (ST_SKIPPED) */
 };
 
 /*

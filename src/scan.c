@@ -8,6 +8,11 @@
  * after the listing that named them was queued. When the stack is empty and
  * every thread is idle, the last one queues MSG_SCAN_DONE.
  *
+ * With -x (cfg.one_file_system) a directory on another file system than
+ * SRC's (a mount point: its st_dev differs) is not read: its one listing
+ * is empty and whole, so DST gets the directory, empty, as rsync -x and
+ * cp -x leave it.
+ *
  * Transient errors (an EIO or ESTALE from a flaky share) while opening or
  * reading a directory, SRC's own included, are retried as the copy retries
  * them (retry.h): ferry_copy_transient() says which, --retries how often,
@@ -35,6 +40,7 @@
 struct pending_dir {
         struct pending_dir *next;
         struct ferry_stat st;
+        bool other_fs; /* -x: a mount point, listed empty, not read */
         size_t len;
         char path[];
 };
@@ -48,6 +54,7 @@ struct ferry_scan {
         bool finished;
         unsigned n_threads;
         pthread_t *threads;
+        uint64_t root_dev; /* SRC's file system (-x) */
 };
 
 /* Whether to try again after err (a transient error, fewer than --retries
@@ -71,6 +78,7 @@ static struct pending_dir *pending_new(const char *path, size_t len,
         d->path[len] = '\0';
         d->len = len;
         d->st = *st;
+        d->other_fs = false;
         d->next = NULL;
         return d;
 }
@@ -171,6 +179,7 @@ static int add_subdir(struct reader *r, const char *name, size_t len,
                 pending_new(rel, r->dir->len ? r->dir->len + 1 + len : len, st);
         if (!d)
                 return ENOMEM;
+        d->other_fs = r->sc->cfg.one_file_system && st->dev != r->sc->root_dev;
         d->next = r->subdirs;
         r->subdirs = d;
         return 0;
@@ -314,6 +323,9 @@ static void *scan_thread(void *arg)
                                 r.cur->open_err = ELOOP; /* DST: not read */
                                 r.cur->open_step = FERRY_STEP_OPENDIR;
                                 flush_chunk(&r, true);
+                        } else if (dir->other_fs) {
+                                r.cur->last = true; /* read whole: empty */
+                                flush_chunk(&r, true);
                         } else {
                                 read_dir(&r);
                         }
@@ -348,6 +360,7 @@ int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out,
                 *src_err = rc;
                 return rc;
         }
+        sc->root_dev = root.dev;
         sc->stack = pending_new("", 0, &root);
         sc->threads = calloc(cfg->threads, sizeof(*sc->threads));
         if (!sc->stack || !sc->threads) {

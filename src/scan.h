@@ -40,6 +40,7 @@ struct ferry_scan_cfg {
         unsigned threads;
         unsigned retries; /* of a transient error, as the copy's --retries */
         size_t chunk;     /* entries per listing */
+        bool one_file_system; /* -x: mount points listed empty (scan.c) */
 };
 
 struct ferry_scan;

@@ -20,6 +20,7 @@ enum opt_id {
         O_VERBOSE = 'v',
         O_HELP = 'h',
         O_VERSION = 'V',
+        O_ONE_FILE_SYSTEM = 'x',
         O_MANIFEST = 256,
         O_EXCLUDE,
         O_DELETE,
@@ -31,6 +32,8 @@ enum opt_id {
         O_NO_TIMES,
         O_ATIMES,
         O_TRUST_MTIME,
+        O_NO_SPECIALS,
+        O_NO_DEVICES,
         O_DURABILITY,
         O_RETRIES,
         O_VERIFY,
@@ -75,6 +78,12 @@ static const struct opt_def opts[] = {
          "keep access times too; a re-run applies a changed one"},
         {"trust-mtime", no_argument, O_TRUST_MTIME, NULL,
          "a change of ctime alone is metadata: do not re-read SRC"},
+        {"no-specials", no_argument, O_NO_SPECIALS, NULL,
+         "do not copy FIFOs and sockets"},
+        {"no-devices", no_argument, O_NO_DEVICES, NULL,
+         "do not copy device files (only root copies them)"},
+        {"one-file-system", no_argument, O_ONE_FILE_SYSTEM, NULL,
+         "do not descend into mount points inside SRC"},
         {"durability", required_argument, O_DURABILITY, "MODE",
          "batch (default), file or none"},
         {"retries", required_argument, O_RETRIES, "N",
@@ -296,6 +305,9 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
         case O_NO_TIMES: cli->opt.times = false; return 0;
         case O_ATIMES: cli->opt.atimes = true; return 0;
         case O_TRUST_MTIME: cli->opt.trust_mtime = true; return 0;
+        case O_NO_SPECIALS: cli->opt.specials = false; return 0;
+        case O_NO_DEVICES: cli->opt.devices = false; return 0;
+        case O_ONE_FILE_SYSTEM: cli->opt.one_file_system = true; return 0;
         case O_DURABILITY: return set_durability(cli, arg, err);
         case O_VERIFY: return set_verify(cli, arg, err);
         case O_QUIET: cli->quiet = true; return 0;

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "internal.h"
 
+#include "copy.h"
 #include "failure.h"
 #include "owner.h"
 
@@ -26,18 +27,56 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
+
+/* What of the special files the run copies: FIFOs and sockets unless
+ * --no-specials, devices as root (with CAP_MKNOD) unless --no-devices;
+ * none where DST holds none. */
+static void specials_allowed(struct coord *c, bool *specials, bool *devices)
+{
+        if (!c->in.asked_mknod) {
+                c->in.asked_mknod = true;
+                c->in.can_mknod = ferry_copy_can_make_devices();
+        }
+        *specials = c->opt->specials && c->dst_caps.specials;
+        *devices = c->opt->devices && c->dst_caps.specials && c->in.can_mknod;
+}
+
+/* Why a special file is skipped (ferry_entry_rec.skipped); the first
+ * device skipped for want of root says so once. */
+static const char *skip_reason(struct coord *c, uint32_t mode)
+{
+        if (!c->dst_caps.specials)
+                return "special file skipped: the destination cannot hold "
+                       "FIFOs, sockets or devices";
+        if (!S_ISCHR(mode) && !S_ISBLK(mode))
+                return "FIFO or socket skipped (--no-specials)";
+        if (!c->opt->devices)
+                return "device skipped (--no-devices)";
+        if (!c->in.told_devices) {
+                c->in.told_devices = true;
+                emit(c, FERRY_EV_WARNING, "", "",
+                     geteuid() ? "devices need root: device files are skipped"
+                               : "devices need CAP_MKNOD, which this root "
+                                 "process lacks: device files are skipped");
+        }
+        return geteuid() ? "device skipped: devices need root"
+                         : "device skipped: devices need root with "
+                           "CAP_MKNOD, which this process lacks";
+}
 
 static void count_entry(struct coord *c, const struct ferry_listing *l,
-                        const struct ferry_entry *e, enum ferry_upsert res)
+                        const struct ferry_entry *e,
+                        const struct ferry_entry_rec *o)
 {
+        enum ferry_upsert res = o->res;
         c->sum->files_seen++;
-        bool special = !S_ISREG(e->st.mode) && !S_ISLNK(e->st.mode);
-        if (special) {
+        if (o->skipped) {
                 c->sum->files_skipped++;
                 if (res != UP_UNCHANGED)
                         emit(c, FERRY_EV_SKIPPED, l->path,
                              l->arena + e->name_off,
-                             "special file (fifo, socket or device) skipped");
+                             skip_reason(c, e->st.mode));
                 return;
         }
         if (res == UP_UNCHANGED)
@@ -176,6 +215,7 @@ void on_listing(struct coord *c, struct ferry_listing *l)
                 .fail = l->open_err && !fds ? &f : NULL,
                 .stopping = c->stop_code || atomic_load(c->cfg->stop),
         };
+        specials_allowed(c, &how.specials, &how.devices);
         int rc = ferry_manifest_record_listing(c->m, l, &how, out);
         if (l->first && l->path_len)
                 c->in.dirs_seen++;
@@ -189,7 +229,7 @@ void on_listing(struct coord *c, struct ferry_listing *l)
                         c->fresh = true;
                 if (out[i].again && c->ho.pass == 1)
                         note_low(c, out[i].id);
-                count_entry(c, l, &l->entries[i], res);
+                count_entry(c, l, &l->entries[i], &out[i]);
         }
         if (!rc && l->open_err)
                 tell_scan_error(c, l, &f, why);

@@ -126,6 +126,8 @@ struct ingest {
         uint64_t dirs_seen; /* directories the scan listed, SRC not counted */
         char src_id[64];    /* SRC's root now, "dev:ino" */
         char src_was[64];   /* the one recorded, when it differs */
+        bool told_devices;  /* "devices need root" was said */
+        bool asked_mknod, can_mknod; /* ferry_copy_can_make_devices */
 };
 
 /* End-of-run tree work (finish.c), --delete's guard and --max-delete

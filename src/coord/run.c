@@ -407,6 +407,7 @@ int start_threads(struct coord *c, bool scan, bool work)
                         .threads = c->opt->scanners ? c->opt->scanners : 1,
                         .retries = c->opt->retries,
                         .chunk = LISTING_CHUNK,
+                        .one_file_system = c->opt->one_file_system,
                 };
                 int src_err;
                 rc = ferry_scan_start(&sc, &c->scan, &src_err);

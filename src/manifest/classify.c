@@ -41,6 +41,7 @@ void mf_read_found(const struct ferry_manifest *m, sqlite3_stmt *s,
                        (uint64_t)sqlite3_column_int64(s, 2) == st->size &&
                        ferry_time_eq(mf_column_time(s, 3), st->mtime) &&
                        (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
+                       (uint64_t)sqlite3_column_int64(s, 11) == st->rdev &&
                        f->state != ST_REMOVED;
         /* a chown or a new link count moves the ctime too: which of
          * them it was, the copier tells (copy_meta.c, the ctime rule), so
@@ -50,8 +51,8 @@ void mf_read_found(const struct ferry_manifest *m, sqlite3_stmt *s,
                        (uint32_t)sqlite3_column_int64(s, 5) == st->mode;
         /* --atimes: a changed access time (NULL: not tracked before) */
         if ((m->wanted & MF_AP_ATIMES) &&
-            sqlite3_column_type(s, 11) != SQLITE_NULL &&
-            !ferry_time_eq(mf_column_time(s, 11), st->atime))
+            sqlite3_column_type(s, 12) != SQLITE_NULL &&
+            !ferry_time_eq(mf_column_time(s, 12), st->atime))
                 f->meta_same = false;
 }
 

@@ -208,10 +208,12 @@ int mf_keep_subtree(struct ferry_manifest *m, const char *path, size_t len,
                     int64_t gen);
 /* Records one scanned non-directory entry of directory dir in *o (what the
  * row became, its id, whether to hand it out again). dir_is_new skips the
- * lookup; without marking, an unchanged done row is only read. */
+ * lookup; without marking, an unchanged done row is only read. Special
+ * files are left out (ST_SKIPPED), as record_listing does when its
+ * ferry_listing_rec copies none. */
 /* classify.c: a row as the scan found it (scan.c's S_FILE_FIND: id,
- * type, size, mtime_ns, ctime_ns, mode, ino, state, gen, applied, hl, and
- * with --atimes atime_ns) against SRC's st; need as a done row's
+ * type, size, mtime_ns, ctime_ns, mode, ino, state, gen, applied, hl,
+ * rdev, and with --atimes atime_ns) against SRC's st; need as a done row's
  * (MF_NEED_DATA) until mf_found_need reads it. */
 struct mf_found {
         int64_t id, hl;

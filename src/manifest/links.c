@@ -68,7 +68,8 @@ int mf_hardlink_of(struct ferry_manifest *m, const struct ferry_stat *st,
                    bool hard_links, int64_t self, int64_t *hl)
 {
         *hl = 0;
-        if (!hard_links || !S_ISREG(st->mode) || st->nlink < 2)
+        /* files and special files (cp -a, rsync -H link FIFOs too) */
+        if (!hard_links || S_ISLNK(st->mode) || st->nlink < 2)
                 return 0;
         sqlite3_stmt *s = STMT(S_FILE_LEADER);
         if (!s)

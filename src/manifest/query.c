@@ -28,9 +28,9 @@ enum query_stmt {
         "f.id, f.dir, d.path, f.name, f.type, f.size, f.mtime_ns,"             \
         " f.ctime_ns, f.mode, f.uid, f.gid, f.dev, f.ino, f.hash,"             \
         " f.dst_type, f.dst_size, f.dst_mtime_ns, f.need, f.applied,"          \
-        " f.xdigest, f.nlink"
+        " f.xdigest, f.nlink, f.rdev"
 /* the first column after FILE_COLS */
-#define COL_AFTER 21
+#define COL_AFTER 22
 
 /* ?1 cursor, ?2 limit, ?3 generation */
 // clang-format off
@@ -53,7 +53,6 @@ static const char *const query_sql[S_NSTMTS] = {
         [Q_VERIFY] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
                 " WHERE f.state = " SQL_DONE
-                " AND f.type IN (" SQL_REG ", " SQL_LINK ")"
                 " AND (f.gen = ?3 OR d.listed = ?3) AND f.id > ?1"
                 " ORDER BY f.id LIMIT ?2",
         [Q_PENDING] =
@@ -194,6 +193,7 @@ static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum mf_query q)
         it->rec_has_xdigest = sqlite3_column_type(s, 19) != SQLITE_NULL;
         it->rec_xdigest = (uint64_t)sqlite3_column_int64(s, 19);
         it->st.nlink = (uint64_t)sqlite3_column_int64(s, 20);
+        it->st.rdev = (uint64_t)sqlite3_column_int64(s, 21);
         if (q == Q_NEXT_PASS && put_leader(b, s, it))
                 return ENOMEM;
         b->n++;

@@ -71,17 +71,18 @@ static const char *const scan_sql[S_NSTMTS] = {
         /* the atime, the record's last column, only with --atimes */
         [S_FILE_FIND] =
                 "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
-                " state, gen, applied, hl"
+                " state, gen, applied, hl, rdev"
                 " FROM files WHERE dir = ?1 AND name = ?2",
         [S_FILE_FIND_ATIME] =
                 "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
-                " state, gen, applied, hl, atime_ns"
+                " state, gen, applied, hl, rdev, atime_ns"
                 " FROM files WHERE dir = ?1 AND name = ?2",
         [S_FILE_INSERT] =
                 "INSERT INTO files (dir, name, type, size, mtime_ns,"
-                " ctime_ns, mode, uid, gid, dev, ino, hl, state, gen, nlink)"
+                " ctime_ns, mode, uid, gid, dev, ino, hl, state, gen, nlink,"
+                " rdev)"
                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
-                " ?11, ?12, ?13, ?14, ?15)",
+                " ?11, ?12, ?13, ?14, ?15, ?16)",
         [S_FILE_SEEN] =
                 "UPDATE files SET gen = ?2, state = CASE WHEN state = "
                 SQL_VANISHED " THEN " SQL_PENDING " ELSE state END"
@@ -90,7 +91,7 @@ static const char *const scan_sql[S_NSTMTS] = {
                 "UPDATE files SET type = ?2, size = ?3, mtime_ns = ?4,"
                 " ctime_ns = ?5, mode = ?6, uid = ?7, gid = ?8,"
                 " dev = ?9, ino = ?10, hl = ?11, state = ?12,"
-                " gen = ?13, hash = NULL, nlink = ?14,"
+                " gen = ?13, hash = NULL, nlink = ?14, rdev = ?15,"
                 " need = " SQL_NEED_DATA " WHERE id = ?1",
         [S_FILE_REMOVE_NAME] =
                 "UPDATE files SET state = " SQL_REMOVED ", gen = ?3"
@@ -123,7 +124,8 @@ static const char *const scan_sql[S_NSTMTS] = {
                 " AND f.hl = files.id)",
         [S_KEEP_REMOVED_STATE] =
                 "UPDATE files SET state = CASE WHEN type = " SQL_SPECIAL
-                " THEN " SQL_SKIPPED " WHEN hash IS NOT NULL AND error IS NULL"
+                " AND hash IS NULL THEN " SQL_SKIPPED
+                " WHEN hash IS NOT NULL AND error IS NULL"
                 " THEN " SQL_DONE " ELSE " SQL_PENDING " END"
                 " WHERE state IN " SQL_GONE " AND state = " SQL_REMOVED
                 " AND gen = ?1",
@@ -303,12 +305,23 @@ int mf_keep_subtree(struct ferry_manifest *m, const char *path, size_t len,
                        : mf_exec_stmt(m, d, "directory update");
 }
 
+/* A special file the listing's options leave out (ST_SKIPPED), or a file
+ * to copy (ST_PENDING). */
+static bool left_out(const struct ferry_listing_rec *how,
+                     const struct ferry_stat *st)
+{
+        if (mf_ftype_of(st->mode) != FT_SPECIAL)
+                return false;
+        return S_ISCHR(st->mode) || S_ISBLK(st->mode) ? !how->devices
+                                                      : !how->specials;
+}
+
 static int file_insert(struct ferry_manifest *m, int64_t dir, const char *name,
                        size_t len, const struct ferry_stat *st, int64_t gen,
-                       bool hard_links)
+                       const struct ferry_listing_rec *how)
 {
         int64_t hl;
-        int rc = mf_hardlink_of(m, st, hard_links, 0, &hl);
+        int rc = mf_hardlink_of(m, st, how->hard_links, 0, &hl);
         if (rc)
                 return rc;
         sqlite3_stmt *s = STMT(S_FILE_INSERT);
@@ -320,18 +333,19 @@ static int file_insert(struct ferry_manifest *m, int64_t dir, const char *name,
         sqlite3_bind_int(s, 3, t);
         mf_bind_stat(s, 4, st);
         mf_bind_hl(s, 12, hl);
-        sqlite3_bind_int(s, 13, t == FT_SPECIAL ? ST_SKIPPED : ST_PENDING);
+        sqlite3_bind_int(s, 13, left_out(how, st) ? ST_SKIPPED : ST_PENDING);
         sqlite3_bind_int64(s, 14, gen);
         sqlite3_bind_int64(s, 15, (int64_t)st->nlink);
+        sqlite3_bind_int64(s, 16, (int64_t)st->rdev); /* 0 but devices */
         return mf_exec_stmt(m, s, "file insert");
 }
 
 static int file_update(struct ferry_manifest *m, int64_t id,
                        const struct ferry_stat *st, int64_t gen,
-                       bool hard_links)
+                       const struct ferry_listing_rec *how)
 {
         int64_t hl;
-        int rc = mf_hardlink_of(m, st, hard_links, id, &hl);
+        int rc = mf_hardlink_of(m, st, how->hard_links, id, &hl);
         if (rc)
                 return rc;
         sqlite3_stmt *s = STMT(S_FILE_UPDATE);
@@ -342,21 +356,24 @@ static int file_update(struct ferry_manifest *m, int64_t id,
         sqlite3_bind_int(s, 2, t);
         mf_bind_stat(s, 3, st);
         mf_bind_hl(s, 11, hl);
-        sqlite3_bind_int(s, 12, t == FT_SPECIAL ? ST_SKIPPED : ST_PENDING);
+        sqlite3_bind_int(s, 12, left_out(how, st) ? ST_SKIPPED : ST_PENDING);
         sqlite3_bind_int64(s, 13, gen);
         sqlite3_bind_int64(s, 14, (int64_t)st->nlink);
+        sqlite3_bind_int64(s, 15, (int64_t)st->rdev);
         return mf_exec_stmt(m, s, "file update");
 }
 
 static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                   bool marking, const char *name, size_t len,
-                  const struct ferry_stat *st, int64_t gen, bool hard_links,
+                  const struct ferry_stat *st, int64_t gen,
+                  const struct ferry_listing_rec *how,
                   struct ferry_entry_rec *o)
 {
-        *o = (struct ferry_entry_rec){.res = UP_NEW};
+        bool out = left_out(how, st);
+        *o = (struct ferry_entry_rec){.res = UP_NEW, .skipped = out};
         int rc;
         if (dir_is_new) {
-                rc = file_insert(m, dir, name, len, st, gen, hard_links);
+                rc = file_insert(m, dir, name, len, st, gen, how);
                 o->id = rc ? 0 : sqlite3_last_insert_rowid(m->db);
                 return rc;
         }
@@ -369,7 +386,7 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         rc = sqlite3_step(s);
         if (rc == SQLITE_DONE) {
                 sqlite3_reset(s);
-                rc = file_insert(m, dir, name, len, st, gen, hard_links);
+                rc = file_insert(m, dir, name, len, st, gen, how);
                 o->id = rc ? 0 : sqlite3_last_insert_rowid(m->db);
                 return rc;
         }
@@ -384,6 +401,15 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         o->id = f.id;
         o->again = sqlite3_column_int64(s, 8) != gen;
         sqlite3_reset(s);
+        /* a special file the options now copy, or now leave out (one
+         * ferry made stays done) */
+        bool regate = f.state == ST_SKIPPED ? !out
+                                            : out && (f.state == ST_PENDING ||
+                                                      f.state == ST_VANISHED);
+        if (regate) {
+                o->res = UP_CHANGED;
+                return file_update(m, f.id, st, gen, how);
+        }
         /* a pending row whose metadata moved: was it pending for its
          * metadata alone? (an interrupted run's; rare, so read apart) */
         if (f.data_same && !f.meta_same && f.state == ST_PENDING &&
@@ -393,15 +419,16 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                        (f.state == ST_PENDING && f.need == MF_NEED_META);
         if (f.data_same && applied && mf_ftype_of(st->mode) != FT_SPECIAL) {
                 bool meta = false;
-                rc = mf_classify(m, &f, st, gen, hard_links, &meta);
+                rc = mf_classify(m, &f, st, gen, how->hard_links, &meta);
                 if (rc || meta) {
                         o->res = UP_META;
                         return rc;
                 }
         } else if (!f.meta_same) {
                 o->res = UP_CHANGED;
-                return file_update(m, f.id, st, gen, hard_links);
+                return file_update(m, f.id, st, gen, how);
         }
+        o->skipped = f.state == ST_SKIPPED;
         bool unchanged = f.state == ST_DONE || f.state == ST_SKIPPED;
         o->res = unchanged ? UP_UNCHANGED : UP_RESUMED;
         if (unchanged && !marking)
@@ -414,19 +441,30 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         return mf_exec_stmt(m, s, "file update");
 }
 
-int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
-                   bool marking, const char *name, size_t len,
-                   const struct ferry_stat *st, int64_t gen, bool hard_links,
-                   struct ferry_entry_rec *o)
+static int upsert_rec(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
+                      bool marking, const char *name, size_t len,
+                      const struct ferry_stat *st,
+                      const struct ferry_listing_rec *how,
+                      struct ferry_entry_rec *o)
 {
-        int rc = upsert(m, dir, dir_is_new, marking, name, len, st, gen,
-                        hard_links, o);
+        int rc = upsert(m, dir, dir_is_new, marking, name, len, st, how->gen,
+                        how, o);
         /* only an existing row may be one the pass went past */
         if (o->res != UP_CHANGED && o->res != UP_RESUMED && o->res != UP_META)
                 o->again = false;
         if (rc)
                 o->res = 0; /* not recorded */
         return rc;
+}
+
+int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
+                   bool marking, const char *name, size_t len,
+                   const struct ferry_stat *st, int64_t gen, bool hard_links,
+                   struct ferry_entry_rec *o)
+{
+        /* special files left out, as a listing that says nothing */
+        struct ferry_listing_rec how = {.gen = gen, .hard_links = hard_links};
+        return upsert_rec(m, dir, dir_is_new, marking, name, len, st, &how, o);
 }
 
 int mf_keep_removed(struct ferry_manifest *m, int64_t gen)
@@ -577,9 +615,8 @@ int ferry_manifest_record_listing(struct ferry_manifest *m,
         for (size_t i = 0; i < l->n && !rc; i++) {
                 const struct ferry_entry *e = &l->entries[i];
                 struct ferry_entry_rec *o = &out[i];
-                rc = mf_file_upsert(m, dir, is_new, marking,
-                                    l->arena + e->name_off, e->name_len, &e->st,
-                                    how->gen, how->hard_links, o);
+                rc = upsert_rec(m, dir, is_new, marking, l->arena + e->name_off,
+                                e->name_len, &e->st, how, o);
                 if (!rc && (o->res == UP_NEW || o->res == UP_CHANGED) &&
                     !is_new)
                         rc = replaced_dir(m, l, e, how->gen);

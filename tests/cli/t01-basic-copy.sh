@@ -14,7 +14,8 @@
 #    --json summary counts what find sees in SRC: every non-directory entry
 #    seen and copied (symlinks too), and bytes_copied the sum of the sizes
 #    stat gives each regular file's name;
-#  - fifos are reported and skipped, the rest is copied.
+#  - a fifo is copied as a fifo next to the rest (t42 tests specials);
+#    --no-specials reports it and skips it.
 . "$(dirname "$0")/lib.sh" || exit 1
 
 build_source() {
@@ -83,15 +84,19 @@ check_no_hard_links() {
 		"$(stat -c %i dst-nolinks/hostile/tri1)" != "$(stat -c %i dst-nolinks/hostile/a/b/tri2)"
 }
 
-# fifos cannot be copied: a warning names it, the run still succeeds.
+# a fifo is copied as a fifo; --no-specials: a warning names it, the run
+# still succeeds.
 check_special_files() {
 	mkdir special
 	printf 'data\n' >special/regular
 	mkfifo special/a-fifo
 	expect_code 0 "$FERRY" special dst-special
-	check "warning names the fifo" grep -q a-fifo "$LOG/err"
+	check "the fifo is a fifo in DST" test -p dst-special/a-fifo
 	check "regular file next to the fifo copied" cmp -s special/regular dst-special/regular
-	check "fifo not created in DST" test ! -e dst-special/a-fifo
+	expect_code 0 "$FERRY" --no-specials special dst-nospecial
+	check "--no-specials: a warning names the fifo" grep -q a-fifo "$LOG/err"
+	check "--no-specials: regular file next to the fifo copied" cmp -s special/regular dst-nospecial/regular
+	check "--no-specials: fifo not created in DST" test ! -e dst-nospecial/a-fifo
 }
 
 build_source

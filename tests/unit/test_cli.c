@@ -122,6 +122,20 @@ static void test_flags(void)
               !p.cli.opt.times);
         done(&p);
 
+        /* special files and mount points (defaults: ferry_options_init) */
+        PARSE(&p, "a", "b");
+        CHECK(p.cli.opt.specials && p.cli.opt.devices &&
+              !p.cli.opt.one_file_system);
+        done(&p);
+        PARSE(&p, "--no-specials", "--no-devices", "-x", "a", "b");
+        CHECK_EQ(p.rc, 0);
+        CHECK(!p.cli.opt.specials && !p.cli.opt.devices &&
+              p.cli.opt.one_file_system);
+        done(&p);
+        PARSE(&p, "--one-file-system", "a", "b");
+        CHECK(p.cli.opt.one_file_system && p.cli.opt.specials);
+        done(&p);
+
         /* options after the operands, and "--" before a dash name */
         PARSE(&p, "a", "b", "--dry-run", "--quiet");
         CHECK_EQ(p.rc, 0);
@@ -340,7 +354,7 @@ static void test_export_forms(void)
 static void test_usage_errors(void)
 {
         USAGE("--bogus", "--bogus", "a", "b");
-        USAGE("-x", "-x", "a", "b");
+        USAGE("-Z", "-Z", "a", "b");
         USAGE("needs a value", "a", "b", "-j");
         USAGE("needs a value", "a", "b", "--jobs");
         USAGE("needs a value", "a", "b", "--manifest");
@@ -366,11 +380,11 @@ static void test_usage_errors(void)
         done(&p);
 }
 
-/* A parse that stops inside "-xq" must not leak into the next parse. */
+/* A parse that stops inside "-Zq" must not leak into the next parse. */
 static void test_parse_twice(void)
 {
         struct parsed first, second;
-        PARSE(&first, "-xq", "a", "b");
+        PARSE(&first, "-Zq", "a", "b");
         CHECK_EQ(first.rc, FERRY_EUSAGE);
         /* no reset in between; first's strings are still alive */
         parse_args_raw(&second, (const char *const[]){"c", "d", NULL});
@@ -395,11 +409,12 @@ static void test_help_lists_every_option(void)
         ferry_cli_help(out);
         fclose(out);
         const char *names[] = {
-                "jobs",     "manifest",      "exclude",       "delete",
-                "dry-run",  "no-hard-links", "delete-anyway", "max-delete",
-                "no-perms", "no-owner",      "no-times",      "durability",
-                "retries",  "verify",        "quiet",         "verbose",
-                "json",     "help",          "version"};
+                "jobs",       "manifest",       "exclude",       "delete",
+                "dry-run",    "no-hard-links",  "delete-anyway", "max-delete",
+                "no-perms",   "no-owner",       "no-times",      "durability",
+                "retries",    "verify",         "quiet",         "verbose",
+                "json",       "help",           "version",       "no-specials",
+                "no-devices", "one-file-system"};
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
                 char opt[64];
                 snprintf(opt, sizeof(opt), "--%s", names[i]);
