@@ -14,7 +14,7 @@
 #include <xxhash.h>
 
 #define LIST_START  1024 /* the list buffer's first size */
-#define VALUE_START 4096 /* the value buffer's first size */
+#define VALUE_START 1024 /* the value buffer's first room */
 #define RANGE_TRIES 8    /* a value or list that keeps growing: EAGAIN */
 
 /* The entry read: by descriptor (fd >= 0) or name in dirfd. */
