@@ -1,7 +1,8 @@
 /*
  * treework.h - the end-of-run tree work on DST run by the worker pool:
  * removing stale temp files, --delete's deletions of files and of
- * directories, and applying directories' metadata (owner, mode, times).
+ * directories, and applying directories' metadata (owner, mode, xattrs
+ * and ACLs, times).
  *
  * The coordinator (coord/finish.c) decides what a row needs (rule 9's
  * protected paths, --max-delete, the other-spelling checks stay there) and
