@@ -77,19 +77,21 @@ static void delete_dir(const struct ferry_tree_cfg *cfg,
 }
 
 /* Reads the xattrs of SRC's directory t->row.path (opened on its own,
- * never followed) into xa; a directory gone from SRC has none (the next
- * scan sees it gone). */
+ * never followed) into xa. *opened false when it cannot be opened (gone,
+ * or unreadable: the scan reports SRC's directories, this is DST's work):
+ * then DST's xattrs are left as they are and none is claimed applied. */
 static int read_src_dir_xattrs(const struct ferry_tree_cfg *cfg,
                                const struct ferry_tree_job *t,
-                               struct ferry_xattrs *xa)
+                               struct ferry_xattrs *xa, bool *opened)
 {
         int sfd = -1;
-        int rc = ferry_fsio_open_dir(cfg->srcfd, t->row.path, &sfd);
-        if (!rc)
-                rc = ferry_xattrs_read_fd(xa, sfd, 0,
-                                          ferry_meta_xattr_keep(&cfg->meta));
+        *opened = !ferry_fsio_open_dir(cfg->srcfd, t->row.path, &sfd);
+        int rc =
+                *opened ? ferry_xattrs_read_fd(
+                                  xa, sfd, 0, ferry_meta_xattr_keep(&cfg->meta))
+                        : 0;
         ferry_fsio_close(&sfd);
-        return rc == ENOENT || rc == ENOTDIR || rc == ELOOP ? 0 : rc;
+        return rc;
 }
 
 /* SRC's metadata onto the DST directory fd, in place: a directory made
@@ -101,13 +103,14 @@ static void apply_dir_meta(const struct ferry_tree_cfg *cfg,
 {
         struct ferry_xattrs xa;
         ferry_xattrs_init(&xa);
-        bool want = cfg->meta.xattrs || cfg->meta.acls;
-        int xrc = want ? read_src_dir_xattrs(cfg, t, &xa) : 0;
-        t->has_xdigest = want && !xrc;
+        bool want = cfg->meta.xattrs || cfg->meta.acls, opened = false;
+        int xrc = want ? read_src_dir_xattrs(cfg, t, &xa, &opened) : 0;
+        t->has_xdigest = want && opened && !xrc;
         t->xdigest = t->has_xdigest ? ferry_xattrs_digest(&xa) : 0;
         struct ferry_meta_target mt = {fd, -1, NULL, true};
-        t->rc = ferry_meta_apply(&cfg->meta, &mt, st, xrc ? NULL : &xa,
-                                 &t->applied, &t->step);
+        t->rc = ferry_meta_apply(&cfg->meta, &mt, st,
+                                 t->has_xdigest ? &xa : NULL, &t->applied,
+                                 &t->step);
         if (xrc && !t->rc) {
                 t->rc = xrc;
                 t->step = FERRY_STEP_XATTR_READ;
