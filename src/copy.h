@@ -13,7 +13,8 @@
  * Copying a regular file: open source, fstat, create ".NAME.<id>.ferry-part"
  * with O_EXCL in the destination directory, read + XXH3-128 + write (holes
  * kept with SEEK_DATA/SEEK_HOLE), fstat again (a changed source is retried,
- * then reported), set owner/mode/times, optionally fsync, rename into place.
+ * then reported), set owner/mode/xattrs and ACLs/times (SRC's xattrs read
+ * from the open source), optionally fsync, rename into place.
  * The item's result fields say what happened; durability of the rename is
  * the coordinator's barrier, not the copier's business. A step on DST that
  * fails with an error DST itself may have (ferry_copy_dst_suspect) asks whether

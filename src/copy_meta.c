@@ -114,9 +114,15 @@ static void apply(struct ferry_copier *c, struct ferry_batch *b,
                 refuse(c, b, it, &d);
                 return;
         }
-        struct ferry_meta_target t = {fd, c->dst_dir, name};
+        /* SRC's xattrs and ACLs (xattr.h), by name; unreadable: DST's
+         * are left as they are */
+        const struct step *xs = NULL;
+        bool xa = (c->cfg.meta.xattrs || c->cfg.meta.acls) &&
+                  !ferry_copier_read_xattrs(c, -1, name, st, it, &xs);
+        struct ferry_meta_target t = {fd, c->dst_dir, name, true};
         enum ferry_step fs = FERRY_STEP_NONE;
-        rc = ferry_meta_apply(&c->cfg.meta, &t, st, NULL, &it->applied, &fs);
+        rc = ferry_meta_apply(&c->cfg.meta, &t, st, xa ? &c->xa : NULL,
+                              &it->applied, &fs);
         /* --durability=file: no syncfs makes it durable at the barrier */
         if (!rc && fd >= 0 && c->cfg.fsync_each && (rc = ferry_fsio_fsync(fd)))
                 fs = FERRY_STEP_FSYNC;

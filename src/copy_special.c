@@ -106,13 +106,19 @@ int ferry_copier_special_once(struct ferry_copier *c, const char *name,
                 *changed = true;
                 return 0;
         }
+        if ((rc = ferry_copier_read_xattrs(c, -1, name, &st, it, step)))
+                return rc;
         ferry_copy_temp_name(name, it->id, tmp);
         *step = ferry_copier_dst_step(FERRY_STEP_MKNOD);
         if ((rc = make_node(c, tmp, &st)))
                 return rc;
-        struct ferry_meta_target t = {-1, c->dst_dir, tmp};
+        struct ferry_meta_target t = {-1, c->dst_dir, tmp, false};
         enum ferry_step fs = FERRY_STEP_NONE;
-        rc = ferry_meta_apply(&c->cfg.meta, &t, &st, NULL, &it->applied, &fs);
+        it->meta_fail = (struct ferry_failure){0};
+        rc = ferry_meta_apply(&c->cfg.meta, &t, &st, &c->xa, &it->applied, &fs);
+        /* the node is made: a metadata shortfall does not fail it */
+        if (rc && ferry_copier_meta_failed(c, it, rc, fs))
+                rc = 0;
         if (rc)
                 *step = ferry_copier_dst_step(fs);
         if (!rc) {

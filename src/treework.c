@@ -13,6 +13,7 @@
 #include "fsio.h"
 #include "queue.h"
 #include "workers.h"
+#include "xattr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,8 +76,51 @@ static void delete_dir(const struct ferry_tree_cfg *cfg,
         t->rc = ferry_fsio_rmdirat(cfg->dstfd, t->dir);
 }
 
+/* Reads the xattrs of SRC's directory t->row.path (opened on its own,
+ * never followed) into xa. *opened false when it cannot be opened (gone,
+ * or unreadable: the scan reports SRC's directories, this is DST's work):
+ * then DST's xattrs are left as they are and none is claimed applied. */
+static int read_src_dir_xattrs(const struct ferry_tree_cfg *cfg,
+                               const struct ferry_tree_job *t,
+                               struct ferry_xattrs *xa, bool *opened)
+{
+        int sfd = -1;
+        *opened = !ferry_fsio_open_dir(cfg->srcfd, t->row.path, &sfd);
+        int rc =
+                *opened ? ferry_xattrs_read_fd(
+                                  xa, sfd, 0, ferry_meta_xattr_keep(&cfg->meta))
+                        : 0;
+        ferry_fsio_close(&sfd);
+        return rc;
+}
+
+/* SRC's metadata onto the DST directory fd, in place: a directory made
+ * under a default ACL inherits it, one made by an earlier run has its
+ * own xattrs. */
+static void apply_dir_meta(const struct ferry_tree_cfg *cfg,
+                           struct ferry_tree_job *t, int fd,
+                           const struct ferry_stat *st)
+{
+        struct ferry_xattrs xa;
+        ferry_xattrs_init(&xa);
+        bool want = cfg->meta.xattrs || cfg->meta.acls, opened = false;
+        int xrc = want ? read_src_dir_xattrs(cfg, t, &xa, &opened) : 0;
+        t->has_xdigest = want && opened && !xrc;
+        t->xdigest = t->has_xdigest ? ferry_xattrs_digest(&xa) : 0;
+        struct ferry_meta_target mt = {fd, -1, NULL, true};
+        t->rc = ferry_meta_apply(&cfg->meta, &mt, st,
+                                 t->has_xdigest ? &xa : NULL, &t->applied,
+                                 &t->step);
+        if (xrc && !t->rc) {
+                t->rc = xrc;
+                t->step = FERRY_STEP_XATTR_READ;
+        }
+        ferry_xattrs_release(&xa);
+}
+
 /* Makes the directory row in DST (and its parents), and gives it SRC's
- * owner, mode and times as cfg says; t->step is the step that failed. */
+ * owner, mode, xattrs and ACLs and times as cfg says; t->step is the step
+ * that failed. */
 static void apply_dir(const struct ferry_tree_cfg *cfg,
                       struct ferry_tree_job *t)
 {
@@ -93,9 +137,7 @@ static void apply_dir(const struct ferry_tree_cfg *cfg,
                                         .gid = it->gid,
                                         .mtime = it->mtime,
                                         .atime = it->mtime};
-                struct ferry_meta_target mt = {fd, -1, NULL};
-                t->rc = ferry_meta_apply(&cfg->meta, &mt, &st, NULL,
-                                         &t->applied, &t->step);
+                apply_dir_meta(cfg, t, fd, &st);
         }
         /* --durability=file: the directory's entries (made, deleted) and
          * its metadata, made durable here instead of by a syncfs */

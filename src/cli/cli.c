@@ -34,6 +34,8 @@ enum opt_id {
         O_TRUST_MTIME,
         O_NO_SPECIALS,
         O_NO_DEVICES,
+        O_NO_XATTRS,
+        O_NO_ACLS,
         O_DURABILITY,
         O_RETRIES,
         O_VERIFY,
@@ -84,6 +86,10 @@ static const struct opt_def opts[] = {
          "do not copy device files (only root copies them)"},
         {"one-file-system", no_argument, O_ONE_FILE_SYSTEM, NULL,
          "do not descend into mount points inside SRC"},
+        {"no-xattrs", no_argument, O_NO_XATTRS, NULL,
+         "do not copy xattrs (capabilities too; not ACLs)"},
+        {"no-acls", no_argument, O_NO_ACLS, NULL,
+         "do not copy POSIX ACLs (access and default)"},
         {"durability", required_argument, O_DURABILITY, "MODE",
          "batch (default), file or none"},
         {"retries", required_argument, O_RETRIES, "N",
@@ -301,6 +307,8 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
         case O_DRY_RUN: cli->opt.dry_run = true; return 0;
         case O_NO_HARD_LINKS: cli->opt.hard_links = false; return 0;
         case O_NO_PERMS: cli->opt.perms = false; return 0;
+        case O_NO_XATTRS: cli->opt.xattrs = false; return 0;
+        case O_NO_ACLS: cli->opt.acls = false; return 0;
         case O_NO_OWNER: cli->opt.owner = false; return 0;
         case O_NO_TIMES: cli->opt.times = false; return 0;
         case O_ATIMES: cli->opt.atimes = true; return 0;

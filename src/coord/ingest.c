@@ -143,10 +143,10 @@ static int check_source(struct coord *c, const struct ferry_stat *st)
         return 0;
 }
 
-/* The parts of the metadata ferry_meta_apply applies today. MF_AP_XATTRS
- * and MF_AP_ACLS join when it applies them (xattr.c): until then no row
- * is handed out for them, or every run would be a metadata pass. */
-#define META_APPLIES (MF_AP_PERMS | MF_AP_OWNER | MF_AP_TIMES | MF_AP_ATIMES)
+/* The parts of the metadata ferry_meta_apply applies (meta.c). */
+#define META_APPLIES                                                           \
+        (MF_AP_PERMS | MF_AP_OWNER | MF_AP_TIMES | MF_AP_ATIMES |              \
+         MF_AP_XATTRS | MF_AP_ACLS)
 
 /* What the run's options want in DST, less what DST cannot hold: a done
  * row that lacks some of it gets its metadata alone applied (the
