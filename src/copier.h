@@ -7,6 +7,7 @@
  *                of one row (attempts, retries, results);
  *   copy_data.c  reading, hashing and writing data (sparse files too),
  *                the file's metadata, and verify's re-reading;
+ *   copy_verify.c  verify's check of DST's metadata against the row;
  *   copy_dst.c   what is put in DST and how: temp files, directories, and
  *                rule 9 (replace only what is ferry's);
  *   retry.c      the retry policy (retry.h), shared with the scanner.
@@ -85,6 +86,12 @@ int ferry_copier_open_source(struct ferry_copier *c, const char *name, int *fd);
 int ferry_copier_data(struct ferry_copier *c, int in, int out,
                       const struct ferry_stat *before, struct ferry_item *it,
                       bool *changed, const struct step **step);
+
+/* copy_verify.c: after it's content was found equal, compares DST's
+ * entry's metadata with the row's (R_META_DIFFERS, it->differs, and the
+ * parts named in it->why_off, into b's arena). */
+void ferry_copier_verify_meta(struct ferry_copier *c, struct ferry_batch *b,
+                              struct ferry_item *it);
 
 /* copy_dst.c: creates temp file tmp in the DST directory (a leftover of a
  * crashed run is removed first). */

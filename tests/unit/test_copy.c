@@ -603,10 +603,26 @@ static void test_verify(void)
         v = verify_one(&fx, WORK_VERIFY_SRC, &f, "d", "f"); /* SRC is fine */
         CHECK_EQ(v.result, R_DONE);
 
-        /* one byte more: the size differs */
+        /* the same bytes written anew: only the mtime differs */
         unit_write_file(fx.dst, "d/f", data, len);
         v = verify_one(&fx, WORK_VERIFY_DST, &f, "d", "f");
+        CHECK_EQ(v.result, R_META_DIFFERS);
+        CHECK_EQ(v.fail.side, FERRY_SIDE_DST);
+        CHECK_EQ(v.fail.step, FERRY_STEP_META_DIFFERS);
+        CHECK_EQ(v.differs, MF_AP_TIMES);
+        struct timespec ts[2] = {
+                {0, UTIME_OMIT},
+                {(time_t)f.st.mtime.sec, (long)f.st.mtime.nsec}};
+        CHECK_EQ(utimensat(fx.dst, "d/f", ts, 0), 0);
+        v = verify_one(&fx, WORK_VERIFY_DST, &f, "d", "f");
         CHECK_EQ(v.result, R_DONE);
+        /* a chmod: the mode differs; content differing wins over it */
+        CHECK_EQ(fchmodat(fx.dst, "d/f", 0600, 0), 0);
+        v = verify_one(&fx, WORK_VERIFY_DST, &f, "d", "f");
+        CHECK_EQ(v.result, R_META_DIFFERS);
+        CHECK_EQ(v.differs, MF_AP_PERMS);
+
+        /* one byte more: the size differs */
         fd = openat(fx.dst, "d/f", O_WRONLY | O_APPEND);
         CHECK_EQ(write(fd, "", 1), 1);
         close(fd);
