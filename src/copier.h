@@ -18,6 +18,7 @@
 #define FERRY_COPIER_H
 
 #include "copy.h"
+#include "xattr.h"
 
 #include <xxhash.h>
 
@@ -35,6 +36,8 @@ struct ferry_copier {
         /* the current item's own reason (names, rule 9), or "" */
         char why[384];
         enum ferry_step why_step; /* which kind of refusal why is */
+        struct ferry_xattrs xa;   /* the current entry's SRC xattrs */
+        bool dst_dacl; /* dst_dir has a default ACL: new files inherit */
 };
 
 /* A step of a copy or verify that can fail: its side and what it does
@@ -61,9 +64,16 @@ extern const struct step S_LINK;
 extern const struct step S_RENAME;
 extern const struct step S_VERIFY_DST;
 extern const struct step S_VERIFY_SRC;
+extern const struct step S_XATTR_READ;
 
 /* copy.c: the DST step of a metadata step (meta.h), S_COPY for others. */
 const struct step *ferry_copier_dst_step(enum ferry_step s);
+
+/* copy.c: reads SRC's kept xattrs of the open fd (fd >= 0) or of name in
+ * c->src_dir into c->xa, and sets it->xdigest; *step on failure. */
+int ferry_copier_read_xattrs(struct ferry_copier *c, int fd, const char *name,
+                             const struct ferry_stat *st, struct ferry_item *it,
+                             const struct step **step);
 
 /* copy.c: opens the directories of it unless cached; closes them. */
 void ferry_copier_enter_dir(struct ferry_copier *c, const struct ferry_batch *b,

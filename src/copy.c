@@ -40,6 +40,7 @@ const struct step S_LINK = {FERRY_SIDE_DST, FERRY_STEP_LINK};
 const struct step S_RENAME = {FERRY_SIDE_DST, FERRY_STEP_RENAME};
 const struct step S_VERIFY_DST = {FERRY_SIDE_DST, FERRY_STEP_VERIFY};
 const struct step S_VERIFY_SRC = {FERRY_SIDE_SRC, FERRY_STEP_VERIFY};
+const struct step S_XATTR_READ = {FERRY_SIDE_SRC, FERRY_STEP_XATTR_READ};
 
 const struct step *ferry_copier_dst_step(enum ferry_step s)
 {
@@ -77,6 +78,7 @@ int ferry_copier_new(const struct ferry_copy_cfg *cfg,
                 return ENOMEM;
         }
         c->root = geteuid() == 0;
+        ferry_xattrs_init(&c->xa);
         c->dir_id = -1;
         c->src_dir = c->dst_dir = -1;
         *out = c;
@@ -95,6 +97,7 @@ void ferry_copier_free(struct ferry_copier *c)
         if (!c)
                 return;
         ferry_copier_leave_dir(c);
+        ferry_xattrs_release(&c->xa);
         if (c->xxh)
                 XXH3_freeState(c->xxh);
         free(c->buf);
@@ -121,6 +124,13 @@ void ferry_copier_enter_dir(struct ferry_copier *c, const struct ferry_batch *b,
         else if (b->work & WORK_VERIFY_DST)
                 c->dst_err = ferry_copy_open_dst_dir(c->cfg.dstfd, dir, false,
                                                      &c->dst_dir);
+        /* a file made here inherits an access ACL from a default ACL,
+         * which SRC may not have: its metadata is applied in place */
+        size_t dlen;
+        c->dst_dacl =
+                !c->dst_err && (b->work & WORK_COPY) && c->cfg.meta.acls &&
+                !ferry_fsio_fgetxattr(c->dst_dir, "system.posix_acl_default",
+                                      NULL, 0, &dlen);
         /* no descriptor is no answer about the directory: not kept */
         c->dir_id = ferry_fsio_out_of_fds(c->src_err) ||
                                     ferry_fsio_out_of_fds(c->dst_err)
@@ -160,6 +170,22 @@ bool ferry_copier_dst_gone(struct ferry_copier *c, struct ferry_item *it,
         it->err = why;
         fail_at(it, s, err);
         return true;
+}
+
+int ferry_copier_read_xattrs(struct ferry_copier *c, int fd, const char *name,
+                             const struct ferry_stat *st, struct ferry_item *it,
+                             const struct step **step)
+{
+        const struct ferry_meta_cfg *mc = &c->cfg.meta;
+        int rc = fd >= 0 ? ferry_xattrs_read_fd(&c->xa, fd, st->dev, mc->xattrs,
+                                                mc->acls)
+                         : ferry_xattrs_read_at(&c->xa, c->src_dir, name,
+                                                st->dev, mc->xattrs, mc->acls);
+        it->has_xdigest = !rc && (mc->xattrs || mc->acls);
+        it->xdigest = it->has_xdigest ? ferry_xattrs_digest(&c->xa) : 0;
+        if (rc)
+                *step = &S_XATTR_READ;
+        return rc;
 }
 
 static int copy_once(struct ferry_copier *c, const char *name,
@@ -224,6 +250,10 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
                 rc = ferry_fsio_readlinkat(c->src_dir, name, &target, &len);
         if (rc)
                 return rc == EINVAL ? (*changed = true, 0) : rc;
+        if ((rc = ferry_copier_read_xattrs(c, -1, name, &st, it, step))) {
+                free(target);
+                return rc;
+        }
         ferry_copy_temp_name(name, it->id, tmp);
         *step = &S_CREATE_LINK;
         rc = ferry_fsio_symlinkat(target, c->dst_dir, tmp);
@@ -232,10 +262,10 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
                 rc = ferry_fsio_symlinkat(target, c->dst_dir, tmp);
         }
         if (!rc) {
-                struct ferry_meta_target t = {-1, c->dst_dir, tmp};
+                struct ferry_meta_target t = {-1, c->dst_dir, tmp, false};
                 enum ferry_step fs = FERRY_STEP_NONE;
-                rc = ferry_meta_apply(&c->cfg.meta, &t, &st, NULL, &it->applied,
-                                      &fs);
+                rc = ferry_meta_apply(&c->cfg.meta, &t, &st, &c->xa,
+                                      &it->applied, &fs);
                 if (rc)
                         *step = ferry_copier_dst_step(fs);
         }

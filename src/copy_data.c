@@ -4,7 +4,8 @@
  * Owns the read + XXH3-128 + write loop, sparse files (SEEK_DATA and
  * SEEK_HOLE: holes stay holes and hash as zeros, so the hash covers the
  * logical content and `xxhsum -H2` of the copy gives the manifest's
- * value), the copied file's metadata (owner, mode, times), the check that
+ * value), the copied file's metadata (owner, mode, xattrs and ACLs read
+ * from the open source, times), the check that
  * the source did not change while read, and verify's re-reading and
  * comparing of DST or SRC (their metadata: copy_verify.c).
  */
@@ -123,10 +124,10 @@ static int apply_file_meta(struct ferry_copier *c, int fd,
                            const struct ferry_stat *st, struct ferry_item *it,
                            const struct step **step)
 {
-        struct ferry_meta_target t = {fd, -1, NULL};
+        struct ferry_meta_target t = {fd, -1, NULL, c->dst_dacl};
         enum ferry_step fs = FERRY_STEP_NONE;
-        int rc =
-                ferry_meta_apply(&c->cfg.meta, &t, st, NULL, &it->applied, &fs);
+        int rc = ferry_meta_apply(&c->cfg.meta, &t, st, &c->xa, &it->applied,
+                                  &fs);
         if (rc)
                 *step = ferry_copier_dst_step(fs);
         return rc;
@@ -162,6 +163,10 @@ int ferry_copier_data(struct ferry_copier *c, int in, int out,
         int rc = sparse ? stream_sparse(c, in, out, before->size, &total, step)
                         : stream(c, in, out, &total, step);
         if (rc)
+                return rc;
+        /* before the second fstat: an xattr changed meanwhile changes the
+         * ctime, and the copy is made again */
+        if ((rc = ferry_copier_read_xattrs(c, in, NULL, before, it, step)))
                 return rc;
         struct ferry_stat after;
         if ((rc = ferry_fsio_fstat(in, &after))) {

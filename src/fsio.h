@@ -16,12 +16,11 @@
  *       give up waiting for a free descriptor after N ms (default 60 s)
  *
  * ops: open read write fsync syncfs rename mkdir utimens chmod chown link
- * symlink stat unlink rmdir seek, readdir (the scanner's, one call per entry),
- * probe (ferry_fsio_probe_dir: "DST's root no longer answers"), and for the
- * manifest (through an SQLite VFS shim, src/mvfs.c) mwrite and msync.
- * Crash points: see ferry_fsio_crashpoint
- * callers (after_write, after_rename, before_barrier, after_barrier,
- * before_commit, after_commit).
+ * symlink stat unlink rmdir seek xattr, readdir (the scanner's, one call per
+ * entry), probe (ferry_fsio_probe_dir: "DST's root no longer answers"), and for
+ * the manifest (through an SQLite VFS shim, src/mvfs.c) mwrite and msync. Crash
+ * points: see ferry_fsio_crashpoint callers (after_write, after_rename,
+ * before_barrier, after_barrier, before_commit, after_commit).
  */
 #ifndef FERRY_FSIO_H
 #define FERRY_FSIO_H
@@ -53,6 +52,8 @@ enum ferry_fsio_op {
         FSIO_PROBE,   /* ferry_fsio_probe_dir */
         FSIO_RMDIR,   /* ferry_fsio_rmdirat (and ferry_fsio_remove_tree's) */
         FSIO_SEEK,    /* ferry_fsio_seek_data, ferry_fsio_seek_hole */
+        FSIO_XATTR,   /* every xattr call (fsio_xattr.c): list, get, set,
+                         remove */
         FSIO_NOPS
 };
 
@@ -183,6 +184,29 @@ int ferry_fsio_fchmod(int fd, mode_t mode);
 int ferry_fsio_fchmodat(int dirfd, const char *name, mode_t mode);
 int ferry_fsio_fchown(int fd, uid_t uid, gid_t gid);
 int ferry_fsio_lchownat(int dirfd, const char *name, uid_t uid, gid_t gid);
+/*
+ * Extended attributes (fsio_xattr.c), fault op "xattr". By descriptor, or
+ * by name in dirfd, never followed (symlinks and special files, which
+ * cannot be opened safely): the l*xattr calls on
+ * "/proc/self/fd/<dirfd>/<name>", which resolves the directory through
+ * the descriptor, as openat would, and the last component without
+ * following it. *len gets the bytes the kernel filled (list: NUL-ended
+ * names); size 0 asks for the size only. ERANGE: buf is too small.
+ */
+int ferry_fsio_flistxattr(int fd, char *buf, size_t size, size_t *len);
+int ferry_fsio_fgetxattr(int fd, const char *name, void *buf, size_t size,
+                         size_t *len);
+int ferry_fsio_fsetxattr(int fd, const char *name, const void *value,
+                         size_t size);
+int ferry_fsio_fremovexattr(int fd, const char *name);
+int ferry_fsio_llistxattrat(int dirfd, const char *entry, char *buf,
+                            size_t size, size_t *len);
+int ferry_fsio_lgetxattrat(int dirfd, const char *entry, const char *name,
+                           void *buf, size_t size, size_t *len);
+int ferry_fsio_lsetxattrat(int dirfd, const char *entry, const char *name,
+                           const void *value, size_t size);
+int ferry_fsio_lremovexattrat(int dirfd, const char *entry, const char *name);
+
 /* Closes fd if >= 0 and sets it to -1; close errors are returned. */
 int ferry_fsio_close(int *fd);
 

@@ -34,7 +34,7 @@ struct fault {
 static const char *const op_names[FSIO_NOPS] = {
         "open",    "read",  "write",   "fsync", "syncfs",  "rename", "mkdir",
         "utimens", "chmod", "chown",   "link",  "symlink", "stat",   "unlink",
-        "mwrite",  "msync", "readdir", "probe", "rmdir",   "seek",
+        "mwrite",  "msync", "readdir", "probe", "rmdir",   "seek",   "xattr",
 };
 
 static struct fault faults[MAX_FAULTS];

@@ -1,14 +1,19 @@
 /*
  * meta.c - SRC's metadata applied to one DST entry (meta.h): owner,
  * mode, xattrs and ACLs, times, in that order, by descriptor or by name.
+ * A part that fails does not stop the parts after it: the first failure
+ * is reported, and *applied names only the parts that worked.
  */
 #define _GNU_SOURCE
 #include "meta.h"
 
+#include "buf.h"
 #include "manifest_types.h"
+#include "xattr.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/stat.h>
 
 static int set_owner(const struct ferry_meta_target *t,
@@ -34,39 +39,173 @@ static int set_times(const struct ferry_meta_target *t,
                                               st->mtime, AT_SYMLINK_NOFOLLOW);
 }
 
+static int set_xattr(const struct ferry_meta_target *t,
+                     const struct ferry_xattr *e)
+{
+        return t->fd >= 0
+                       ? ferry_fsio_fsetxattr(t->fd, e->name, e->value, e->len)
+                       : ferry_fsio_lsetxattrat(t->dirfd, t->name, e->name,
+                                                e->value, e->len);
+}
+
+static int remove_xattr(const struct ferry_meta_target *t, const char *name)
+{
+        int rc = t->fd >= 0
+                         ? ferry_fsio_fremovexattr(t->fd, name)
+                         : ferry_fsio_lremovexattrat(t->dirfd, t->name, name);
+        return rc == ENODATA ? 0 : rc;
+}
+
+static int list_xattrs(const struct ferry_meta_target *t, struct ferry_buf *b,
+                       size_t *len)
+{
+        for (int i = 0; i < 8; i++) {
+                int rc = t->fd >= 0
+                                 ? ferry_fsio_flistxattr(t->fd, b->buf,
+                                                         b->alloc - 1, len)
+                                 : ferry_fsio_llistxattrat(t->dirfd, t->name,
+                                                           b->buf, b->alloc - 1,
+                                                           len);
+                if (rc != ERANGE)
+                        return rc;
+                if (ferry_buf_grow(b, b->alloc * 2))
+                        return ENOMEM;
+        }
+        return EAGAIN;
+}
+
+/* What a part of the xattrs is: DST may hold it, the options keep it. */
+static bool holds(const struct ferry_meta_cfg *mc, const char *name)
+{
+        if (!ferry_xattr_kept(name, mc->xattrs, mc->acls))
+                return false;
+        if (ferry_xattr_is_acl(name))
+                return mc->caps.acls;
+        if (!strncmp(name, "user.", 5))
+                return mc->caps.xattrs_user;
+        return mc->caps.xattrs_other;
+}
+
+/* The outcome of the xattr part: the first failure, and which halves
+ * (xattrs, ACLs) were applied in full. */
+struct xa_out {
+        int rc;
+        enum ferry_step step;
+        bool xattrs_full, acls_full;
+};
+
+static void xa_fail(struct xa_out *o, const char *name, int rc)
+{
+        bool acl = ferry_xattr_is_acl(name);
+        if (acl)
+                o->acls_full = false;
+        else
+                o->xattrs_full = false;
+        if (!o->rc) {
+                o->rc = rc;
+                o->step = acl ? FERRY_STEP_ACL : FERRY_STEP_XATTR;
+        }
+}
+
+/* In place (the target may carry attributes of its own: an earlier
+ * copy, an ACL inherited from a default ACL): removes those SRC lacks,
+ * within what is kept and held. */
+static void remove_extra(const struct ferry_meta_cfg *mc,
+                         const struct ferry_meta_target *t,
+                         const struct ferry_xattrs *xa, struct xa_out *o)
+{
+        struct ferry_buf b = FERRY_BUF_INIT;
+        size_t len = 0;
+        int rc = ferry_buf_grow(&b, 1024) ? ENOMEM : list_xattrs(t, &b, &len);
+        if (rc == ENOTSUP)
+                rc = 0, len = 0;
+        if (rc) {
+                xa_fail(o, "", rc);
+                o->acls_full = false;
+        }
+        for (size_t at = 0; !rc && at < len;) {
+                const char *name = b.buf + at;
+                at += strnlen(name, len - at) + 1;
+                if (!holds(mc, name) || ferry_xattrs_find(xa, name) >= 0)
+                        continue;
+                int err = remove_xattr(t, name);
+                if (err)
+                        xa_fail(o, name, err);
+        }
+        ferry_buf_release(&b);
+}
+
+static void apply_xattrs(const struct ferry_meta_cfg *mc,
+                         const struct ferry_meta_target *t,
+                         const struct ferry_xattrs *xa, struct xa_out *o)
+{
+        static const struct ferry_xattrs none;
+        if (!xa)
+                xa = &none;
+        o->xattrs_full = mc->caps.xattrs_user && mc->caps.xattrs_other;
+        o->acls_full = mc->caps.acls;
+        if (t->in_place)
+                remove_extra(mc, t, xa, o);
+        for (size_t i = 0; i < xa->n; i++) {
+                const struct ferry_xattr *e = &xa->v[i];
+                if (!holds(mc, e->name))
+                        continue;
+                int rc = set_xattr(t, e);
+                if (rc)
+                        xa_fail(o, e->name, rc);
+        }
+}
+
+static void note(int rc, enum ferry_step s, int *first, enum ferry_step *step)
+{
+        if (rc && !*first) {
+                *first = rc;
+                *step = s;
+        }
+}
+
 int ferry_meta_apply(const struct ferry_meta_cfg *mc,
                      const struct ferry_meta_target *t,
                      const struct ferry_stat *st, const struct ferry_xattrs *xa,
                      uint32_t *applied, enum ferry_step *step)
 {
-        (void)xa;
         bool link = S_ISLNK(st->mode);
-        int rc;
+        int rc, first = 0;
         *applied = 0;
         if (mc->owner && mc->root) {
-                if ((rc = set_owner(t, st))) {
-                        *step = link ? FERRY_STEP_LCHOWN : FERRY_STEP_CHOWN;
-                        return rc;
-                }
-                *applied |= MF_AP_OWNER;
+                if ((rc = set_owner(t, st)))
+                        note(rc, link ? FERRY_STEP_LCHOWN : FERRY_STEP_CHOWN,
+                             &first, step);
+                else
+                        *applied |= MF_AP_OWNER;
         }
         if (!link) {
                 mode_t mode = mc->perms           ? (st->mode & 07777)
                               : S_ISDIR(st->mode) ? (0777 & ~mc->umask)
                                                   : (0666 & ~mc->umask);
-                if ((rc = set_mode(t, mode))) {
-                        *step = FERRY_STEP_CHMOD;
-                        return rc;
-                }
-                if (mc->perms)
+                if ((rc = set_mode(t, mode)))
+                        note(rc, FERRY_STEP_CHMOD, &first, step);
+                else if (mc->perms)
                         *applied |= MF_AP_PERMS;
         }
-        if (mc->times) {
-                if ((rc = set_times(t, st))) {
-                        *step = link ? FERRY_STEP_LUTIMES : FERRY_STEP_UTIMES;
-                        return rc;
-                }
-                *applied |= MF_AP_TIMES;
+        /* after the chown (it clears security.capability) and the chmod
+         * (an access ACL sets the group bits from its mask: a chmod after
+         * it would widen the ACL) */
+        if ((mc->xattrs || mc->acls) && xa) {
+                struct xa_out o = {0, FERRY_STEP_NONE, false, false};
+                apply_xattrs(mc, t, xa, &o);
+                note(o.rc, o.step, &first, step);
+                if (mc->xattrs && o.xattrs_full)
+                        *applied |= MF_AP_XATTRS;
+                if (mc->acls && o.acls_full)
+                        *applied |= MF_AP_ACLS;
         }
-        return 0;
+        if (mc->times) {
+                if ((rc = set_times(t, st)))
+                        note(rc, link ? FERRY_STEP_LUTIMES : FERRY_STEP_UTIMES,
+                             &first, step);
+                else
+                        *applied |= MF_AP_TIMES;
+        }
+        return first;
 }

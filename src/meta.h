@@ -28,16 +28,24 @@ struct ferry_meta_cfg {
 };
 
 /* The entry: by descriptor when fd >= 0; else name in dirfd, not
- * followed (symlinks, specials). */
+ * followed (symlinks, specials). in_place: it may carry xattrs or ACLs
+ * of its own (an entry applied in place, a directory, a temp file that
+ * inherited an access ACL from its directory's default ACL): those SRC
+ * lacks are removed, within the namespaces kept and held. */
 struct ferry_meta_target {
         int fd;
         int dirfd;
         const char *name;
+        bool in_place;
 };
 
-/* Applies st (and xa, may be NULL) to t as mc says. Returns 0, or the
- * errno of the first part that failed and *step its step; *applied gets
- * the MF_AP_* bits (manifest_types.h) that were applied. */
+/* Applies st (and xa, SRC's kept xattrs and ACLs; NULL: leave the
+ * entry's as they are) to t as mc says. Every part is tried, also after
+ * one failed. Returns 0, or the errno of the first part that failed and
+ * *step its step (FERRY_STEP_XATTR, _ACL for those); *applied gets the
+ * MF_AP_* bits (manifest_types.h) of the parts that worked: MF_AP_XATTRS
+ * and MF_AP_ACLS only when every attribute of theirs was applied and DST
+ * holds them all (mc->caps; what it cannot hold is skipped, no error). */
 int ferry_meta_apply(const struct ferry_meta_cfg *mc,
                      const struct ferry_meta_target *t,
                      const struct ferry_stat *st, const struct ferry_xattrs *xa,

@@ -13,6 +13,7 @@
 #include "fsio.h"
 #include "queue.h"
 #include "workers.h"
+#include "xattr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,8 +76,48 @@ static void delete_dir(const struct ferry_tree_cfg *cfg,
         t->rc = ferry_fsio_rmdirat(cfg->dstfd, t->dir);
 }
 
+/* Reads the xattrs of SRC's directory t->row.path (opened on its own,
+ * never followed) into xa; a directory gone from SRC has none (the next
+ * scan sees it gone). */
+static int read_src_dir_xattrs(const struct ferry_tree_cfg *cfg,
+                               const struct ferry_tree_job *t,
+                               struct ferry_xattrs *xa)
+{
+        int sfd = -1;
+        int rc = ferry_fsio_open_dir(cfg->srcfd, t->row.path, &sfd);
+        if (!rc)
+                rc = ferry_xattrs_read_fd(xa, sfd, 0, cfg->meta.xattrs,
+                                          cfg->meta.acls);
+        ferry_fsio_close(&sfd);
+        return rc == ENOENT || rc == ENOTDIR || rc == ELOOP ? 0 : rc;
+}
+
+/* SRC's metadata onto the DST directory fd, in place: a directory made
+ * under a default ACL inherits it, one made by an earlier run has its
+ * own xattrs. */
+static void apply_dir_meta(const struct ferry_tree_cfg *cfg,
+                           struct ferry_tree_job *t, int fd,
+                           const struct ferry_stat *st)
+{
+        struct ferry_xattrs xa;
+        ferry_xattrs_init(&xa);
+        bool want = cfg->meta.xattrs || cfg->meta.acls;
+        int xrc = want ? read_src_dir_xattrs(cfg, t, &xa) : 0;
+        t->has_xdigest = want && !xrc;
+        t->xdigest = t->has_xdigest ? ferry_xattrs_digest(&xa) : 0;
+        struct ferry_meta_target mt = {fd, -1, NULL, true};
+        t->rc = ferry_meta_apply(&cfg->meta, &mt, st, xrc ? NULL : &xa,
+                                 &t->applied, &t->step);
+        if (xrc && !t->rc) {
+                t->rc = xrc;
+                t->step = FERRY_STEP_XATTR_READ;
+        }
+        ferry_xattrs_release(&xa);
+}
+
 /* Makes the directory row in DST (and its parents), and gives it SRC's
- * owner, mode and times as cfg says; t->step is the step that failed. */
+ * owner, mode, xattrs and ACLs and times as cfg says; t->step is the step
+ * that failed. */
 static void apply_dir(const struct ferry_tree_cfg *cfg,
                       struct ferry_tree_job *t)
 {
@@ -93,9 +134,7 @@ static void apply_dir(const struct ferry_tree_cfg *cfg,
                                         .gid = it->gid,
                                         .mtime = it->mtime,
                                         .atime = it->mtime};
-                struct ferry_meta_target mt = {fd, -1, NULL};
-                t->rc = ferry_meta_apply(&cfg->meta, &mt, &st, NULL,
-                                         &t->applied, &t->step);
+                apply_dir_meta(cfg, t, fd, &st);
         }
         /* --durability=file: the directory's entries (made, deleted) and
          * its metadata, made durable here instead of by a syncfs */

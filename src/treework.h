@@ -88,8 +88,10 @@ struct ferry_tree_job {
         enum ferry_dst_delete found; /* TREE_DEL_FILE */
         enum ferry_step step;        /* TREE_APPLY_DIR: the step that failed */
         uint32_t applied; /* TREE_APPLY_DIR: the MF_AP_* bits applied */
-        int sync_rc;      /* TREE_APPLY_DIR, --durability=file: its fsync */
-        char why[384];    /* TREE_APPLY_DIR: a refused or colliding name */
+        bool has_xdigest; /* TREE_APPLY_DIR: xdigest is SRC's (xattr.h) */
+        uint64_t xdigest;
+        int sync_rc;   /* TREE_APPLY_DIR, --durability=file: its fsync */
+        char why[384]; /* TREE_APPLY_DIR: a refused or colliding name */
         /* treework's own */
         const struct ferry_tree_cfg *cfg;
         const atomic_bool *cancel; /* set: the worker skips the job */

@@ -29,6 +29,8 @@ enum opt_id {
         O_NO_PERMS,
         O_NO_OWNER,
         O_NO_TIMES,
+        O_NO_XATTRS,
+        O_NO_ACLS,
         O_DURABILITY,
         O_RETRIES,
         O_VERIFY,
@@ -68,6 +70,10 @@ static const struct opt_def opts[] = {
          "do not copy owner and group (only root copies them)"},
         {"no-times", no_argument, O_NO_TIMES, NULL,
          "do not copy modification times"},
+        {"no-xattrs", no_argument, O_NO_XATTRS, NULL,
+         "do not copy xattrs (capabilities too; not ACLs)"},
+        {"no-acls", no_argument, O_NO_ACLS, NULL,
+         "do not copy POSIX ACLs (access and default)"},
         {"durability", required_argument, O_DURABILITY, "MODE",
          "batch (default), file or none"},
         {"retries", required_argument, O_RETRIES, "N",
@@ -265,6 +271,8 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
         case O_DRY_RUN: cli->opt.dry_run = true; return 0;
         case O_NO_HARD_LINKS: cli->opt.hard_links = false; return 0;
         case O_NO_PERMS: cli->opt.perms = false; return 0;
+        case O_NO_XATTRS: cli->opt.xattrs = false; return 0;
+        case O_NO_ACLS: cli->opt.acls = false; return 0;
         case O_NO_OWNER: cli->opt.owner = false; return 0;
         case O_NO_TIMES: cli->opt.times = false; return 0;
         case O_DURABILITY: return set_durability(cli, arg, err);
