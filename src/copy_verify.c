@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "fsio.h"
 #include "manifest_types.h"
+#include "xattr.h"
 
 #include <errno.h>
 #include <string.h>
@@ -46,20 +47,21 @@ static uint32_t bits_to_check(const struct ferry_copier *c,
         const struct ferry_meta_cfg *mc = &c->cfg.meta;
         return (mc->perms ? MF_AP_PERMS : 0) | (mc->times ? MF_AP_TIMES : 0) |
                (mc->owner && mc->root ? MF_AP_OWNER : 0) |
+               (mc->xattrs ? MF_AP_XATTRS : 0) | (mc->acls ? MF_AP_ACLS : 0) |
                (it->link_off ? MF_AP_LINKS : 0);
 }
 
-/* The digest of DST's xattrs and ACLs as the copy computes SRC's
- * (xattr.h); *have false when there is nothing to compare with. */
-static int dst_xdigest(struct ferry_copier *c, const char *name,
-                       const struct ferry_item *it, bool *have, uint64_t *out)
+/* Whether the digest of DST's entry name's xattrs and ACLs (d its stat),
+ * read with the filter the copy used for SRC's (the parts in bits),
+ * differs from the row's; false when it cannot be read (no proof). */
+static bool xattrs_differ(struct ferry_copier *c, const char *name,
+                          const struct ferry_stat *d,
+                          const struct ferry_item *it, uint32_t bits)
 {
-        (void)c;
-        (void)name;
-        (void)it;
-        *have = false;
-        *out = 0;
-        return 0;
+        if (ferry_xattrs_read_at(&c->xa, c->dst_dir, name, d->dev,
+                                 bits & MF_AP_XATTRS, bits & MF_AP_ACLS))
+                return false;
+        return ferry_xattrs_digest(&c->xa) != it->rec_xdigest;
 }
 
 /* Whether DST's entry d is the inode of the hardlink group's first name,
@@ -138,13 +140,10 @@ void ferry_copier_verify_meta(struct ferry_copier *c, struct ferry_batch *b,
         }
         struct ferry_buf why = FERRY_BUF_INIT;
         uint32_t differs = compare(c, b, it, &d, &why);
-        bool have = false;
-        uint64_t dig = 0;
-        if (it->rec_has_xdigest &&
-            (bits_to_check(c, it) & (MF_AP_XATTRS | MF_AP_ACLS)) &&
-            !dst_xdigest(c, name, it, &have, &dig) && have &&
-            dig != it->rec_xdigest) {
-                differs |= bits_to_check(c, it) & (MF_AP_XATTRS | MF_AP_ACLS);
+        uint32_t xbits = bits_to_check(c, it) & (MF_AP_XATTRS | MF_AP_ACLS);
+        if (xbits && it->rec_has_xdigest &&
+            xattrs_differ(c, name, &d, it, xbits)) {
+                differs |= xbits;
                 add_part(&why, "xattrs");
         }
         if (differs) {

@@ -12,6 +12,7 @@
 #include "copy.h"
 
 #include <signal.h>
+#include <sys/xattr.h>
 #include <xxhash.h>
 
 struct fixture {
@@ -570,6 +571,44 @@ static struct ferry_item verify_one(struct fixture *fx, int work,
         return out;
 }
 
+/* --verify's xattr check: DST's digest against the row's (skipped where
+ * the file system holds no user xattrs). */
+static void test_verify_xattrs(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        fx.cfg.meta.xattrs = fx.cfg.meta.acls = true;
+        ferry_dst_caps_all(&fx.cfg.meta.caps);
+        unit_write_file(fx.src, "x", "data", 4);
+        int fd = openat(fx.src, "x", O_RDWR);
+        bool xa = fd >= 0 && !fsetxattr(fd, "user.a", "one", 3, 0);
+        close(fd);
+        if (!xa) {
+                printf("# skip test_verify_xattrs: no user xattrs here\n");
+                fx_close(&fx, true);
+                return;
+        }
+        struct ferry_item f = copy_one(&fx, 1, "", "x", FT_REG, NULL);
+        CHECK_EQ(f.result, R_DONE);
+        CHECK(f.has_xdigest);
+        f.rec_applied = MF_AP_PERMS | MF_AP_TIMES | MF_AP_XATTRS | MF_AP_ACLS;
+        f.rec_has_xdigest = true;
+        f.rec_xdigest = f.xdigest;
+        struct ferry_item v = verify_one(&fx, WORK_VERIFY_DST, &f, "", "x");
+        CHECK_EQ(v.result, R_DONE);
+        fd = openat(fx.dst, "x", O_RDWR);
+        CHECK_EQ(fsetxattr(fd, "user.b", "two", 3, 0), 0);
+        close(fd);
+        v = verify_one(&fx, WORK_VERIFY_DST, &f, "", "x");
+        CHECK_EQ(v.result, R_META_DIFFERS);
+        CHECK_EQ(v.differs, MF_AP_XATTRS | MF_AP_ACLS);
+        /* without the recorded digest there is nothing to compare with */
+        f.rec_has_xdigest = false;
+        v = verify_one(&fx, WORK_VERIFY_DST, &f, "", "x");
+        CHECK_EQ(v.result, R_DONE);
+        fx_close(&fx, true);
+}
+
 static void test_verify(void)
 {
         struct fixture fx;
@@ -776,6 +815,7 @@ int main(int argc, char **argv)
         RUN(test_fifo_does_not_hang);
         RUN(test_stop_request);
         RUN(test_verify);
+        RUN(test_verify_xattrs);
         RUN(test_transient_classification);
         RUN(test_injected_faults);
         return unit_done();
