@@ -38,16 +38,20 @@ static bool times_match(struct ferry_time dst, struct ferry_time src)
 }
 
 /* What the row says ferry applied: its recorded bits, or for a row that
- * recorded none (an older ferry's) what this run's options would apply. */
+ * recorded none (an older ferry's) what this run's options would apply
+ * to what DST can hold (dstcaps.h). */
 static uint32_t bits_to_check(const struct ferry_copier *c,
                               const struct ferry_item *it)
 {
         if (it->rec_applied)
                 return it->rec_applied;
         const struct ferry_meta_cfg *mc = &c->cfg.meta;
-        return (mc->perms ? MF_AP_PERMS : 0) | (mc->times ? MF_AP_TIMES : 0) |
-               (mc->owner && mc->root ? MF_AP_OWNER : 0) |
-               (mc->xattrs ? MF_AP_XATTRS : 0) | (mc->acls ? MF_AP_ACLS : 0) |
+        const struct ferry_dst_caps *caps = &mc->caps;
+        return (mc->perms && caps->perms ? MF_AP_PERMS : 0) |
+               (mc->times ? MF_AP_TIMES : 0) |
+               (mc->owner && mc->root && caps->owner ? MF_AP_OWNER : 0) |
+               (mc->xattrs && caps->xattrs_user ? MF_AP_XATTRS : 0) |
+               (mc->acls && caps->acls ? MF_AP_ACLS : 0) |
                (it->link_off ? MF_AP_LINKS : 0);
 }
 

@@ -613,6 +613,7 @@ static void test_verify(void)
 {
         struct fixture fx;
         fx_open(&fx);
+        ferry_dst_caps_all(&fx.cfg.meta.caps); /* as a run without a probe */
         mkdirat(fx.src, "d", 0755);
         size_t len = 300 * 1024;
         char *data = malloc(len);
