@@ -10,6 +10,7 @@
  *   copy_verify.c  verify's check of DST's metadata against the row;
  *   copy_dst.c   what is put in DST and how: temp files, directories, and
  *                rule 9 (replace only what is ferry's);
+ *   copy_meta.c  a row whose metadata alone is to be applied, in place;
  *   retry.c      the retry policy (retry.h), shared with the scanner.
  * A step that fails names its side and step (struct step, ferry.h's
  * struct ferry_failure); nothing reads the words of a message.
@@ -102,6 +103,16 @@ int ferry_copier_data(struct ferry_copier *c, int in, int out,
  * parts named in it->why_off, into b's arena). */
 void ferry_copier_verify_meta(struct ferry_copier *c, struct ferry_batch *b,
                               struct ferry_item *it);
+/* copy_data.c: the hash (XXH3-128, as the copy makes it) and size of
+ * name in dirfd, a file or a symlink's target. */
+int ferry_copier_hash(struct ferry_copier *c, int dirfd, const char *name,
+                      enum ferry_ftype type, uint8_t out[16], uint64_t *size);
+
+/* copy_meta.c: a row that needs its metadata alone (MF_NEED_META),
+ * applied in place; true when that gave it its result, false when its
+ * data is to be copied after all (it->need is MF_NEED_DATA then). */
+bool ferry_copier_meta(struct ferry_copier *c, struct ferry_batch *b,
+                       struct ferry_item *it);
 
 /* copy_dst.c: creates temp file tmp in the DST directory (a leftover of a
  * crashed run is removed first). */

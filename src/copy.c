@@ -3,8 +3,8 @@
  *
  * Owns the copier's life (its buffer, XXH3 state and the cached
  * descriptors of the current source and destination directories) and the
- * procedure of one row: enter its directories, make attempts (a file's
- * data through copy_data.c, a symlink, a hard link to its leader), retry
+ * procedure of one row: enter its directories, make attempts (its
+ * metadata alone through copy_meta.c, a file's data through copy_data.c, a symlink, a hard link to its leader), retry
  * what the policy of retry.h calls transient, and turn the outcome into
  * the item's result and struct ferry_failure. The data loop and verify
  * are in copy_data.c, what is put in DST and rule 9 in copy_dst.c.
@@ -460,6 +460,9 @@ static void copy_item(struct ferry_copier *c, struct ferry_batch *b,
                       struct ferry_item *it)
 {
         if (!ready_to_copy(c, b, it))
+                return;
+        /* metadata alone (copy_meta.c), unless its data moved after all */
+        if (it->need == MF_NEED_META && ferry_copier_meta(c, b, it))
                 return;
         const char *name = ferry_batch_at(b, it->name_off);
         for (unsigned attempt = 0;; attempt++) {

@@ -217,6 +217,12 @@ static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
         return rc;
 }
 
+int ferry_copier_hash(struct ferry_copier *c, int dirfd, const char *name,
+                      enum ferry_ftype type, uint8_t out[16], uint64_t *size)
+{
+        return hash_side(c, dirfd, name, type, out, size);
+}
+
 static void verify_side(struct ferry_copier *c, int dirfd, int dir_err,
                         const char *name, struct ferry_item *it,
                         const struct step *side)

@@ -124,8 +124,18 @@ enum ferry_manifest_flags {
         MF_THOROUGH = 8, /* --verify: read a bigger manifest through first */
 };
 
-/* UP_RESUMED: unchanged, but not copied yet (pending or failed before). */
-enum ferry_upsert { UP_NEW = 1, UP_CHANGED, UP_UNCHANGED, UP_RESUMED };
+/* UP_RESUMED: unchanged, but not copied yet (pending or failed before).
+ * UP_META: its data is as copied, its metadata alone changed in SRC (or
+ * the run's options want what an earlier run left out): applied in
+ * place (need MF_NEED_META), or a hardlink name that is to be a link
+ * (need MF_NEED_DATA, no data written). */
+enum ferry_upsert {
+        UP_NEW = 1,
+        UP_CHANGED,
+        UP_UNCHANGED,
+        UP_RESUMED,
+        UP_META
+};
 
 struct ferry_manifest;
 
@@ -214,6 +224,15 @@ bool ferry_manifest_moved(const struct ferry_manifest *m);
  * pending again, and the files and bytes then still to copy. */
 int ferry_manifest_scan_start(struct ferry_manifest *m, int64_t *gen,
                               uint64_t *files, uint64_t *bytes);
+
+/* The metadata a run wants in DST (MF_AP_* bits, manifest_types.h): of
+ * regular files and directories, and of symlinks (no mode; times only
+ * where DST keeps them). A done row whose applied lacks one of them is
+ * handed out for its metadata alone (UP_META); 0 (the default) checks no
+ * option. MF_AP_LINKS is not among them: --hard-links is the listing's
+ * hard_links (a name of a group copied apart becomes a link). */
+void ferry_manifest_set_wanted(struct ferry_manifest *m, uint32_t wanted,
+                               uint32_t wanted_link);
 
 /* How a listing chunk is recorded. */
 struct ferry_listing_rec {
@@ -305,6 +324,9 @@ struct ferry_outcome {
         enum ferry_outcome_kind kind;
         int64_t id;                    /* the file row */
         const struct ferry_item *item; /* FO_DONE: the copy */
+        /* FO_DONE: MF_AP_* bits applied beyond item->applied (the run's
+         * --hard-links and --atimes, which the copier does not know) */
+        uint32_t applied_also;
         const char *why;               /* FO_FAILED, _VANISHED, _AGAIN */
         /* what failed, stored beside why (FO_FAILED, _VANISHED, _AGAIN);
          * NULL for none */
@@ -340,6 +362,7 @@ struct ferry_dir_row {
         size_t path_len;
         uint32_t mode, uid, gid;
         struct ferry_time mtime;
+        uint32_t applied; /* DIR_APPLIED: the MF_AP_* bits applied */
 };
 
 enum ferry_dir_set {

@@ -31,6 +31,8 @@ enum opt_id {
         O_NO_TIMES,
         O_NO_XATTRS,
         O_NO_ACLS,
+        O_ATIMES,
+        O_TRUST_MTIME,
         O_DURABILITY,
         O_RETRIES,
         O_VERIFY,
@@ -74,6 +76,10 @@ static const struct opt_def opts[] = {
          "do not copy xattrs (capabilities too; not ACLs)"},
         {"no-acls", no_argument, O_NO_ACLS, NULL,
          "do not copy POSIX ACLs (access and default)"},
+        {"atimes", no_argument, O_ATIMES, NULL,
+         "keep access times too; a re-run applies a changed one"},
+        {"trust-mtime", no_argument, O_TRUST_MTIME, NULL,
+         "a change of ctime alone is metadata: do not re-read SRC"},
         {"durability", required_argument, O_DURABILITY, "MODE",
          "batch (default), file or none"},
         {"retries", required_argument, O_RETRIES, "N",
@@ -275,6 +281,8 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
         case O_NO_ACLS: cli->opt.acls = false; return 0;
         case O_NO_OWNER: cli->opt.owner = false; return 0;
         case O_NO_TIMES: cli->opt.times = false; return 0;
+        case O_ATIMES: cli->opt.atimes = true; return 0;
+        case O_TRUST_MTIME: cli->opt.trust_mtime = true; return 0;
         case O_DURABILITY: return set_durability(cli, arg, err);
         case O_VERIFY: return set_verify(cli, arg, err);
         case O_QUIET: cli->quiet = true; return 0;

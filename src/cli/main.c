@@ -296,7 +296,8 @@ static void print_json_summary(const struct ferry_cli *cli,
                "\"bytes_copied\": %llu, \"files_unchanged\": %llu, "
                "\"files_failed\": %llu, \"files_vanished\": %llu, "
                "\"files_skipped\": %llu, \"files_deleted\": %llu, "
-               "\"scan_errors\": %llu, \"dry_run\": %s, \"seconds\": %.3f, "
+               "\"scan_errors\": %llu, \"files_linked\": %llu, "
+               "\"meta_applied\": %llu, \"dry_run\": %s, \"seconds\": %.3f, "
                "\"exit_code\": %d}\n",
                (unsigned long long)s->files_seen,
                (unsigned long long)s->files_copied,
@@ -307,6 +308,8 @@ static void print_json_summary(const struct ferry_cli *cli,
                (unsigned long long)s->files_skipped,
                (unsigned long long)s->files_deleted,
                (unsigned long long)s->scan_errors,
+               (unsigned long long)s->files_linked,
+               (unsigned long long)s->meta_applied,
                cli->opt.dry_run ? "true" : "false", s->seconds, code);
 }
 

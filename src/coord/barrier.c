@@ -7,7 +7,10 @@
  * marked done only in on_barrier, after its barrier succeeded, and the
  * mark becomes true with the COMMIT that follows; a barrier that failed
  * leaves its rows pending (copied again later) and notes the run as
- * uncertain. In-flight state is memory only: a crash leaves those rows
+ * uncertain. A row whose metadata alone was applied in place is recorded
+ * the same way: the barrier's syncfs makes its metadata durable too. The
+ * counts and events tell copies, links and metadata apart (count_done).
+ * In-flight state is memory only: a crash leaves those rows
  * pending. Results of --verify go to verify.c instead.
  */
 #define _GNU_SOURCE
@@ -53,6 +56,7 @@ static int sync_dirs(const struct ferry_coord_cfg *cfg,
         for (struct ferry_batch *b = list; b; b = b->next)
                 for (size_t i = 0; i < b->n; i++)
                         if (b->items[i].result == R_DONE &&
+                            b->items[i].need != MF_NEED_META &&
                             (!n || e[n - 1].dir != b->items[i].dir_id))
                                 e[n++] = (struct ent){b->items[i].dir_id, b,
                                                       b->items[i].dir_off};
@@ -183,6 +187,41 @@ static bool clear_way(struct coord *c, const struct ferry_batch *b,
         return true;
 }
 
+/* The MF_AP_* bits a done row holds beyond what the copier applied: the
+ * run's --hard-links (its names are links, or it has no other) and
+ * --atimes (the times applied were SRC's atime too). */
+static uint32_t applied_also(const struct coord *c,
+                             const struct ferry_item *it)
+{
+        uint32_t also = 0;
+        if (c->opt->hard_links && it->type == FT_REG)
+                also |= MF_AP_LINKS;
+        if (c->opt->atimes && (it->applied & MF_AP_TIMES))
+                also |= MF_AP_ATIMES;
+        return also;
+}
+
+/* A done row's counts and event: its metadata alone applied in place, a
+ * hardlink name made as a link (no data), or a copy. */
+static void count_done(struct coord *c, const struct ferry_batch *b,
+                       const struct ferry_item *it)
+{
+        if (it->need == MF_NEED_META) {
+                c->sum->meta_applied++;
+                emit_item(c, FERRY_EV_META, b, it, NULL, NULL);
+                return;
+        }
+        if (it->link_off && !it->bytes) {
+                c->sum->files_linked++;
+                emit_item(c, FERRY_EV_LINKED, b, it, NULL, NULL);
+                return;
+        }
+        c->sum->files_copied++;
+        c->sum->bytes_copied += it->bytes;
+        c->prog.bytes_done += it->bytes;
+        emit_item(c, FERRY_EV_COPIED, b, it, NULL, NULL);
+}
+
 /* Adds what became of it to out (nothing: it stays pending). */
 static void record_copy(struct coord *c, const struct ferry_batch *b,
                         const struct ferry_item *it, bool durable,
@@ -211,10 +250,8 @@ static void record_copy(struct coord *c, const struct ferry_batch *b,
                         break; /* stays pending: copied again later */
                 o->kind = FO_DONE;
                 o->item = it;
-                c->sum->files_copied++;
-                c->sum->bytes_copied += it->bytes;
-                c->prog.bytes_done += it->bytes;
-                emit_item(c, FERRY_EV_COPIED, b, it, NULL, NULL);
+                o->applied_also = applied_also(c, it);
+                count_done(c, b, it);
                 break;
         case R_IN_WAY: /* why says why it stays */
         case R_FAILED:

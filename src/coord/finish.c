@@ -258,7 +258,12 @@ static void applied_dir(struct coord *c, const struct ferry_tree_job *t)
                         manifest_error(c);
                 return;
         }
-        if (ferry_manifest_dir_outcome(c->m, it, DIR_APPLIED, NULL, NULL))
+        /* what was applied, for the next scan (--atimes: as files) */
+        struct ferry_dir_row row = *it;
+        row.applied = t->applied;
+        if (c->opt->atimes && (t->applied & MF_AP_TIMES))
+                row.applied |= MF_AP_ATIMES;
+        if (ferry_manifest_dir_outcome(c->m, &row, DIR_APPLIED, NULL, NULL))
                 manifest_error(c);
 }
 

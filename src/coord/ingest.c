@@ -8,7 +8,8 @@
  * directory removed), what it found handed to the hand-out (rows to copy,
  * rows the first pass went past), SRC's identity, the warnings, the
  * counts of the summary and progress, and, once the scan is complete,
- * rows it did not see marked gone (ferry_manifest_scan_complete) and the
+ * the metadata the run wants (set_wanted: a done row lacking some is
+ * applied again), rows it did not see marked gone (ferry_manifest_scan_complete) and the
  * DST space check.
  */
 #define _GNU_SOURCE
@@ -44,6 +45,8 @@ static void count_entry(struct coord *c, const struct ferry_listing *l,
         if (res == UP_UNCHANGED || res == UP_RESUMED)
                 return; /* resumed rows were counted at the start */
         c->prog.files_total++;
+        if (res == UP_META)
+                return; /* metadata alone, or a link: no data moves */
         if (S_ISREG(e->st.mode))
                 c->prog.bytes_total += e->st.size;
 }
@@ -101,6 +104,35 @@ static int check_source(struct coord *c, const struct ferry_stat *st)
         return 0;
 }
 
+/* The parts of the metadata ferry_meta_apply applies today. MF_AP_XATTRS
+ * and MF_AP_ACLS join when it applies them (xattr.c): until then no row
+ * is handed out for them, or every run would be a metadata pass. */
+#define META_APPLIES (MF_AP_PERMS | MF_AP_OWNER | MF_AP_TIMES | MF_AP_ATIMES)
+
+/* What the run's options want in DST, less what DST cannot hold: a done
+ * row that lacks some of it gets its metadata alone applied (the
+ * reconciliation of a run with other options; manifest/scan.c). */
+static void set_wanted(struct coord *c)
+{
+        struct ferry_meta_cfg mc = coord_meta_cfg(c);
+        uint32_t w = 0, wl = 0;
+        if (mc.perms && mc.caps.perms)
+                w |= MF_AP_PERMS;
+        if (mc.owner && mc.root && mc.caps.owner) {
+                w |= MF_AP_OWNER;
+                wl |= MF_AP_OWNER;
+        }
+        if (mc.xattrs && mc.caps.xattrs_user)
+                w |= MF_AP_XATTRS;
+        if (mc.acls && mc.caps.acls)
+                w |= MF_AP_ACLS;
+        if (mc.times)
+                w |= MF_AP_TIMES | (mc.atimes ? MF_AP_ATIMES : 0);
+        if (mc.times && mc.caps.symlink_times)
+                wl |= w & (MF_AP_TIMES | MF_AP_ATIMES);
+        ferry_manifest_set_wanted(c->m, w & META_APPLIES, wl & META_APPLIES);
+}
+
 /* Room for the outcomes of a listing of n entries. */
 static struct ferry_entry_rec *entry_recs(struct coord *c, size_t n)
 {
@@ -128,6 +160,8 @@ void on_listing(struct coord *c, struct ferry_listing *l)
                 return;
         }
         c->dirty = true;
+        if (l->first)
+                set_wanted(c);
         char why[256] = "";
         struct ferry_failure f = {0};
         bool fds = ferry_fsio_out_of_fds(l->open_err);
@@ -151,7 +185,7 @@ void on_listing(struct coord *c, struct ferry_listing *l)
                 enum ferry_upsert res = out[i].res;
                 if (!res)
                         continue; /* not recorded */
-                if (res == UP_NEW || res == UP_CHANGED)
+                if (res == UP_NEW || res == UP_CHANGED || res == UP_META)
                         c->fresh = true;
                 if (out[i].again && c->ho.pass == 1)
                         note_low(c, out[i].id);

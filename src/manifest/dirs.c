@@ -41,7 +41,8 @@ static const char *const dirs_sql[S_NSTMTS] = {
                 " UPDATE dirs SET state = " SQL_TO_APPLY " WHERE id IN up"
                 " AND state != " SQL_TO_APPLY,
         [S_DIR_APPLIED] =
-                "UPDATE dirs SET state = " SQL_APPLIED " WHERE id = ?1",
+                "UPDATE dirs SET state = " SQL_APPLIED ","
+                " applied = coalesce(?2, applied) WHERE id = ?1",
         /* an mtime no directory has: the next scan finds it changed */
         [S_DIR_DEFER] =
                 "UPDATE dirs SET state = " SQL_APPLIED ","
@@ -80,6 +81,16 @@ int mf_dir_chain_touch(struct ferry_manifest *m, int64_t file)
 int mf_dir_applied(struct ferry_manifest *m, int64_t id)
 {
         return mf_exec_id(m, STMT(S_DIR_APPLIED), id, "directory update");
+}
+
+int mf_dir_applied_ap(struct ferry_manifest *m, int64_t id, uint32_t applied)
+{
+        sqlite3_stmt *s = STMT(S_DIR_APPLIED);
+        if (!s)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_int64(s, 2, applied);
+        return mf_exec_stmt(m, s, "directory update");
 }
 
 int mf_dir_defer(struct ferry_manifest *m, int64_t id)
@@ -220,7 +231,7 @@ int ferry_manifest_dir_outcome(struct ferry_manifest *m,
 {
         int rc = 0;
         switch (o) {
-        case DIR_APPLIED: return mf_dir_applied(m, d->id);
+        case DIR_APPLIED: return mf_dir_applied_ap(m, d->id, d->applied);
         case DIR_FAILED: return mf_dir_set_error(m, d->id, fail, why);
         case DIR_DEFERRED: return mf_dir_defer(m, d->id);
         case DIR_DELETED:

@@ -36,6 +36,8 @@
 #define SQL_TO_APPLY MF_SQL_INT(MF_DS_TO_APPLY)
 #define SQL_APPLIED  MF_SQL_INT(MF_DS_APPLIED)
 #define SQL_MARKING  MF_SQL_INT(MF_LISTED_MARKING)
+#define SQL_NEED_DATA MF_SQL_INT(MF_NEED_DATA)
+#define SQL_NEED_META MF_SQL_INT(MF_NEED_META)
 /* files.hl of a hardlink group's first name (sql/001_schema.sql) */
 #define MF_HL_LEADER -1
 #define SQL_LEADER   MF_SQL_INT(MF_HL_LEADER)
@@ -79,6 +81,8 @@ struct ferry_manifest {
          * within one scan and one transaction (mf_dcache_clear) */
         struct mf_dir_slot dcache[MF_DIR_CACHE];
         unsigned dcache_next;
+        /* ferry_manifest_set_wanted: the metadata the run wants */
+        uint32_t wanted, wanted_link;
         char errmsg[1024];
 };
 
@@ -210,6 +214,8 @@ int mf_keep_removed(struct ferry_manifest *m, int64_t gen);
 int mf_dir_touch(struct ferry_manifest *m, int64_t id);
 int mf_dir_chain_touch(struct ferry_manifest *m, int64_t file);
 int mf_dir_applied(struct ferry_manifest *m, int64_t id);
+/* mf_dir_applied, recording applied (MF_AP_* bits) as what was applied. */
+int mf_dir_applied_ap(struct ferry_manifest *m, int64_t id, uint32_t applied);
 int mf_dir_defer(struct ferry_manifest *m, int64_t id);
 int mf_dir_delete(struct ferry_manifest *m, int64_t id);
 int mf_dir_set_error(struct ferry_manifest *m, int64_t id,
@@ -221,6 +227,9 @@ int mf_dir_set_error(struct ferry_manifest *m, int64_t id,
  * what ferry last put in DST for the row (dir, name): rec->type 0 when
  * nothing, or no such row; failed rows of earlier runs pending again. */
 int mf_file_done(struct ferry_manifest *m, const struct ferry_item *it);
+/* mf_file_done with also's MF_AP_* bits applied beyond it->applied. */
+int mf_file_done_ap(struct ferry_manifest *m, const struct ferry_item *it,
+                    uint32_t also);
 int mf_file_set_state(struct ferry_manifest *m, int64_t id,
                       enum ferry_state state, const struct ferry_failure *f,
                       const char *error);

@@ -27,7 +27,10 @@ enum query_stmt {
 #define FILE_COLS                                                              \
         "f.id, f.dir, d.path, f.name, f.type, f.size, f.mtime_ns,"             \
         " f.ctime_ns, f.mode, f.uid, f.gid, f.dev, f.ino, f.hash,"             \
-        " f.dst_type, f.dst_size, f.dst_mtime_ns"
+        " f.dst_type, f.dst_size, f.dst_mtime_ns, f.need, f.applied,"       \
+        " f.xdigest, f.nlink"
+/* the first column after FILE_COLS */
+#define COL_AFTER 21
 
 /* ?1 cursor, ?2 limit, ?3 generation */
 // clang-format off
@@ -94,6 +97,7 @@ static const char *const query_sql[S_NSTMTS] = {
                 " AND (f.hl IS NULL OR f.hl = " SQL_LEADER ") LIMIT ?2",
         [S_PENDING_COUNT] =
                 "SELECT count(*), sum(CASE WHEN type = " SQL_REG
+                " AND need = " SQL_NEED_DATA
                 " AND (hl IS NULL OR hl = " SQL_LEADER ") THEN size END)"
                 " FROM files WHERE state = " SQL_PENDING " AND gen >= ?1",
         [S_MAX_ID] = "SELECT coalesce(max(id), 0) FROM files",
@@ -147,21 +151,23 @@ static int put_leader(struct ferry_batch *b, sqlite3_stmt *s,
                       struct ferry_item *it, bool copy)
 {
         it->link_off = 0;
-        if (sqlite3_column_type(s, 17) == SQLITE_NULL ||
-            sqlite3_column_int(s, 17) != ST_DONE ||
-            !sqlite3_column_int(s, 18) || sqlite3_column_bytes(s, 21) != 16)
+        const int c = COL_AFTER;
+        if (sqlite3_column_type(s, c) == SQLITE_NULL ||
+            sqlite3_column_int(s, c) != ST_DONE ||
+            !sqlite3_column_int(s, c + 1) ||
+            sqlite3_column_bytes(s, c + 4) != 16)
                 return 0;
         struct ferry_buf path = FERRY_BUF_INIT;
-        add_blob(&path, s, 19);
+        add_blob(&path, s, c + 2);
         if (path.len)
                 ferry_buf_add(&path, "/", 1);
-        add_blob(&path, s, 20);
+        add_blob(&path, s, c + 3);
         int rc = path.oom ? ENOMEM
                           : ferry_batch_str(b, path.buf, path.len,
                                             &it->link_off);
         ferry_buf_release(&path);
         if (copy)
-                memcpy(it->hash, sqlite3_column_blob(s, 21), 16);
+                memcpy(it->hash, sqlite3_column_blob(s, c + 4), 16);
         return rc;
 }
 
@@ -189,6 +195,12 @@ static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum mf_query q)
                 it->dst.size = (uint64_t)sqlite3_column_int64(s, 15);
                 it->dst.mtime = mf_column_time(s, 16);
         }
+        /* the metadata layer: what the row needs, what was applied */
+        it->need = sqlite3_column_int(s, 17);
+        it->rec_applied = (uint32_t)sqlite3_column_int64(s, 18);
+        it->rec_has_xdigest = sqlite3_column_type(s, 19) != SQLITE_NULL;
+        it->rec_xdigest = (uint64_t)sqlite3_column_int64(s, 19);
+        it->st.nlink = (uint64_t)sqlite3_column_int64(s, 20);
         if ((q == Q_NEXT_PASS || q == Q_VERIFY) &&
             put_leader(b, s, it, q == Q_NEXT_PASS))
                 return ENOMEM;

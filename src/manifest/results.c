@@ -2,8 +2,9 @@
  * manifest/results.c - what the copy and verify passes record: a file
  * row done (with what DST holds now), failed, vanished or pending again
  * (for its data, or its metadata alone when verify found only that
- * differing),
- * deleted; what ferry last put in DST under a row's name (dst_at; and
+ * differing), deleted (with the metadata it applied: applied, xdigest,
+ * nlink, for the next scan's classification in scan.c); what ferry last
+ * put in DST under a row's name (dst_at; and
  * dir_known, whether ferry made a directory); failed rows
  * retried and done rows reset when DST was replaced; and the runs table
  * (a run's start and result, and since when earlier runs were cut short).
@@ -38,11 +39,14 @@ static const char *const results_sql[S_NSTMTS] = {
                 " gid = ?8, dev = ?9, ino = ?10, error = NULL,"
                 " fail_side = NULL, fail_step = NULL, fail_errno = NULL,"
                 " attempts = attempts + 1, dst_type = ?11,"
-                " dst_size = ?12, dst_mtime_ns = ?13 WHERE id = ?1",
+                " dst_size = ?12, dst_mtime_ns = ?13, applied = ?14,"
+                " xdigest = ?15, nlink = ?16, need = " SQL_NEED_DATA
+                " WHERE id = ?1",
         /* ?4 .. ?6: the failure (mf_bind_failure) */
         [S_FILE_STATE] =
                 "UPDATE files SET state = ?2, error = ?3,"
-                " attempts = attempts + (?3 IS NOT NULL), fail_side = ?4,"
+                " need = CASE WHEN ?2 = " SQL_PENDING " THEN " SQL_NEED_DATA
+                " ELSE need END, attempts = attempts + (?3 IS NOT NULL), fail_side = ?4,"
                 " fail_step = ?5, fail_errno = ?6 WHERE id = ?1",
         [S_FILE_DELETE] = "DELETE FROM files WHERE id = ?1",
         /* ?2 need, ?3 error, ?4 .. ?6 the failure, ?7 the bits to clear */
@@ -63,8 +67,8 @@ static const char *const results_sql[S_NSTMTS] = {
         /* the hash goes too: mf_keep_removed reads a hash with
          * no error as "copied" */
         [S_RESET_DONE] =
-                "UPDATE files SET state = " SQL_PENDING ", hash = NULL"
-                " WHERE state = " SQL_DONE ";"
+                "UPDATE files SET state = " SQL_PENDING ", hash = NULL,"
+                " need = " SQL_NEED_DATA " WHERE state = " SQL_DONE ";"
                 "UPDATE dirs SET state = " SQL_TO_APPLY ";",
         [S_RUN_START] =
                 "INSERT INTO runs (started, pid, command) VALUES (?1, ?2, ?3)",
@@ -121,6 +125,12 @@ int ferry_manifest_reset_done(struct ferry_manifest *m)
 
 int mf_file_done(struct ferry_manifest *m, const struct ferry_item *it)
 {
+        return mf_file_done_ap(m, it, 0);
+}
+
+int mf_file_done_ap(struct ferry_manifest *m, const struct ferry_item *it,
+                    uint32_t also)
+{
         sqlite3_stmt *s = STMT(S_FILE_DONE);
         if (!s)
                 return mf_db_fail(m, "write");
@@ -130,6 +140,11 @@ int mf_file_done(struct ferry_manifest *m, const struct ferry_item *it)
         sqlite3_bind_int(s, 11, it->dst.type);
         sqlite3_bind_int64(s, 12, (int64_t)it->dst.size);
         mf_bind_time(s, 13, it->dst.mtime);
+        /* what was applied, for the next scan (sql/006_meta.sql) */
+        sqlite3_bind_int64(s, 14, (int64_t)(it->applied | also));
+        if (it->has_xdigest)
+                sqlite3_bind_int64(s, 15, (int64_t)it->xdigest);
+        sqlite3_bind_int64(s, 16, (int64_t)it->st.nlink);
         return mf_exec_stmt(m, s, "file update");
 }
 
@@ -243,8 +258,11 @@ static int record_outcome(struct ferry_manifest *m,
         switch (o->kind) {
         case FO_DONE:
                 if (!rc)
-                        rc = mf_file_done(m, o->item);
-                /* a file made in DST changed its directory's mtime */
+                        rc = mf_file_done_ap(m, o->item, o->applied_also);
+                /* a file made in DST changed its directory's mtime; the
+                 * metadata of one applied in place did not */
+                if (o->item->need == MF_NEED_META)
+                        break;
                 if (!rc && *last_dir != o->item->dir_id)
                         rc = mf_dir_touch(m, o->item->dir_id);
                 *last_dir = o->item->dir_id;

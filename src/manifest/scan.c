@@ -1,7 +1,9 @@
 /*
  * manifest/scan.c - what a scan of SRC writes: directory rows (new,
  * changed, listed whole), file rows (the upsert and what it found), and
- * the marks of what left SRC: the rows a marking scan did not see, those
+ * the classification of a row whose data is as copied but whose
+ * metadata changed, or is wanted now (UP_META: classify), the marks of
+ * what left SRC: the rows a marking scan did not see, those
  * of directories it did not see, those below a directory that became a
  * file (all ST_REMOVED); keeping rows part of a scan (a directory it could
  * not read) and, when --delete is refused, undoing this scan's removals.
@@ -31,6 +33,7 @@ enum scan_stmt {
         S_FILE_INSERT,
         S_FILE_SEEN,
         S_FILE_UPDATE,
+        S_FILE_META,
         S_FILE_REMOVE_NAME,
         S_SUBTREE_REMOVED,
         S_MARK_UNSEEN,
@@ -44,8 +47,8 @@ enum scan_stmt {
 // clang-format off
 static const char *const scan_sql[S_NSTMTS] = {
         [S_DIR_FIND] =
-                "SELECT id, mode, uid, gid, mtime_ns, listed FROM dirs"
-                " WHERE path = ?1",
+                "SELECT id, mode, uid, gid, mtime_ns, listed, applied"
+                " FROM dirs WHERE path = ?1",
         [S_DIR_INSERT] =
                 "INSERT INTO dirs (parent, path, mode, uid, gid, mtime_ns,"
                 " state, gen, listed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
@@ -69,12 +72,13 @@ static const char *const scan_sql[S_NSTMTS] = {
                 " WHERE dir = ?1 AND gen < ?2 AND state != " SQL_REMOVED,
         [S_FILE_FIND] =
                 "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
-                " state, gen FROM files WHERE dir = ?1 AND name = ?2",
+                " state, gen, uid, gid, nlink, applied, need, hl"
+                " FROM files WHERE dir = ?1 AND name = ?2",
         [S_FILE_INSERT] =
                 "INSERT INTO files (dir, name, type, size, mtime_ns,"
-                " ctime_ns, mode, uid, gid, dev, ino, hl, state, gen)"
+                " ctime_ns, mode, uid, gid, dev, ino, hl, state, gen, nlink)"
                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
-                " ?11, ?12, ?13, ?14)",
+                " ?11, ?12, ?13, ?14, ?15)",
         [S_FILE_SEEN] =
                 "UPDATE files SET gen = ?2, state = CASE WHEN state = "
                 SQL_VANISHED " THEN " SQL_PENDING " ELSE state END"
@@ -83,7 +87,13 @@ static const char *const scan_sql[S_NSTMTS] = {
                 "UPDATE files SET type = ?2, size = ?3, mtime_ns = ?4,"
                 " ctime_ns = ?5, mode = ?6, uid = ?7, gid = ?8,"
                 " dev = ?9, ino = ?10, hl = ?11, state = ?12,"
-                " gen = ?13, hash = NULL WHERE id = ?1",
+                " gen = ?13, hash = NULL, nlink = ?14,"
+                " need = " SQL_NEED_DATA " WHERE id = ?1",
+        /* its data is as copied: the stat stays the one applied (the
+         * copier compares it with SRC's: the ctime rule, copy_meta.c) */
+        [S_FILE_META] =
+                "UPDATE files SET state = " SQL_PENDING ", gen = ?2,"
+                " need = ?3, hl = ?4 WHERE id = ?1",
         [S_FILE_REMOVE_NAME] =
                 "UPDATE files SET state = " SQL_REMOVED ", gen = ?3"
                 " WHERE dir = ?1 AND name = ?2 AND state != " SQL_REMOVED,
@@ -171,7 +181,9 @@ int mf_dir_upsert(struct ferry_manifest *m, const char *path, size_t len,
                         (uint32_t)sqlite3_column_int64(s, 1) != st->mode ||
                         (uint32_t)sqlite3_column_int64(s, 2) != st->uid ||
                         (uint32_t)sqlite3_column_int64(s, 3) != st->gid ||
-                        !ferry_time_eq(mf_column_time(s, 4), st->mtime);
+                        !ferry_time_eq(mf_column_time(s, 4), st->mtime) ||
+                        (m->wanted &
+                         ~(uint32_t)sqlite3_column_int64(s, 6)) != 0;
                 /* an unchanged directory cannot have lost entries (its
                  * mtime would have moved), so its rows are only read; the
                  * count in mf_dir_listed checks that anyway */
@@ -320,6 +332,7 @@ static int file_insert(struct ferry_manifest *m, int64_t dir, const char *name,
         bind_hl(s, 12, hl);
         sqlite3_bind_int(s, 13, t == FT_SPECIAL ? ST_SKIPPED : ST_PENDING);
         sqlite3_bind_int64(s, 14, gen);
+        sqlite3_bind_int64(s, 15, (int64_t)st->nlink);
         return mf_exec_stmt(m, s, "file insert");
 }
 
@@ -341,6 +354,83 @@ static int file_update(struct ferry_manifest *m, int64_t id,
         bind_hl(s, 11, hl);
         sqlite3_bind_int(s, 12, t == FT_SPECIAL ? ST_SKIPPED : ST_PENDING);
         sqlite3_bind_int64(s, 13, gen);
+        sqlite3_bind_int64(s, 14, (int64_t)st->nlink);
+        return mf_exec_stmt(m, s, "file update");
+}
+
+/* A row as the scan found it (S_FILE_FIND). */
+struct found {
+        int64_t id, hl;
+        int state, need;
+        uint32_t applied;
+        bool data_same; /* type, size, mtime, inode: the data as copied */
+        bool meta_same; /* and mode, owner, link count, ctime */
+};
+
+static void read_found(sqlite3_stmt *s, const struct ferry_stat *st,
+                       struct found *f)
+{
+        f->id = sqlite3_column_int64(s, 0);
+        f->state = sqlite3_column_int(s, 7);
+        f->applied = (uint32_t)sqlite3_column_int64(s, 12);
+        f->need = sqlite3_column_int(s, 13);
+        f->hl = sqlite3_column_type(s, 14) == SQLITE_NULL
+                        ? 0
+                        : sqlite3_column_int64(s, 14);
+        int64_t nlink = sqlite3_column_int64(s, 11);
+        f->data_same =
+                sqlite3_column_int(s, 1) == (int)mf_ftype_of(st->mode) &&
+                (uint64_t)sqlite3_column_int64(s, 2) == st->size &&
+                ferry_time_eq(mf_column_time(s, 3), st->mtime) &&
+                (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
+                f->state != ST_REMOVED;
+        /* nlink 0: a row of an older ferry, which did not record it */
+        f->meta_same = f->data_same &&
+                       ferry_time_eq(mf_column_time(s, 4), st->ctime) &&
+                       (uint32_t)sqlite3_column_int64(s, 5) == st->mode &&
+                       (uint32_t)sqlite3_column_int64(s, 9) == st->uid &&
+                       (uint32_t)sqlite3_column_int64(s, 10) == st->gid &&
+                       (!nlink || (uint64_t)nlink == st->nlink);
+}
+
+/* A done row (or one pending for its metadata) whose data is as copied:
+ * its metadata changed in SRC, or the run wants what an earlier one left
+ * out (m->wanted), or it is a name of a hardlink group copied apart
+ * (--no-hard-links before). Then it is pending again: its metadata
+ * applied in place (need META), or, a name that is now to be a link to
+ * its group's first name, linked (need DATA; no data is written).
+ * *meta false: nothing to do. */
+static int classify(struct ferry_manifest *m, const struct found *f,
+                    const struct ferry_stat *st, int64_t gen, bool hard_links,
+                    bool *meta)
+{
+        enum ferry_ftype t = mf_ftype_of(st->mode);
+        /* a hardlink name's inode is its first name's: that row holds
+         * what was applied to it */
+        uint32_t wanted = f->hl > 0       ? 0
+                          : t == FT_REG ? m->wanted
+                                        : m->wanted_link;
+        bool links = hard_links && t == FT_REG && st->nlink >= 2 &&
+                     !(f->applied & MF_AP_LINKS);
+        *meta = !f->meta_same || (wanted & ~f->applied) || links;
+        if (!*meta)
+                return 0;
+        int64_t hl = f->hl;
+        int need = MF_NEED_META;
+        if (!f->meta_same || links) { /* the link count may have moved */
+                int rc = mf_hardlink_of(m, st, hard_links, f->id, &hl);
+                if (rc)
+                        return rc;
+                if (hl > 0 && hl != f->hl)
+                        need = MF_NEED_DATA; /* a link to its first name */
+        }
+        sqlite3_stmt *s = STMT(S_FILE_META);
+        if (!s)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, f->id);
+        sqlite3_bind_int64(s, 2, gen);
+        sqlite3_bind_int(s, 3, need);
+        bind_hl(s, 4, hl);
         return mf_exec_stmt(m, s, "file update");
 }
 
@@ -372,32 +462,34 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                 sqlite3_reset(s);
                 return mf_db_fail(m, "read");
         }
-        int64_t id = sqlite3_column_int64(s, 0);
-        int state = sqlite3_column_int(s, 7);
-        bool same = sqlite3_column_int(s, 1) == (int)mf_ftype_of(st->mode) &&
-                    (uint64_t)sqlite3_column_int64(s, 2) == st->size &&
-                    ferry_time_eq(mf_column_time(s, 3), st->mtime) &&
-                    ferry_time_eq(mf_column_time(s, 4), st->ctime) &&
-                    (uint32_t)sqlite3_column_int64(s, 5) == st->mode &&
-                    (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
-                    state != ST_REMOVED;
+        struct found f;
+        read_found(s, st, &f);
         /* a name listed twice (a directory changing while it is read)
          * must not be handed out twice */
-        o->id = id;
+        o->id = f.id;
         o->again = sqlite3_column_int64(s, 8) != gen;
         sqlite3_reset(s);
-        if (!same) {
+        bool applied = f.state == ST_DONE ||
+                       (f.state == ST_PENDING && f.need == MF_NEED_META);
+        if (f.data_same && applied && mf_ftype_of(st->mode) != FT_SPECIAL) {
+                bool meta = false;
+                rc = classify(m, &f, st, gen, hard_links, &meta);
+                if (rc || meta) {
+                        o->res = UP_META;
+                        return rc;
+                }
+        } else if (!f.meta_same) {
                 o->res = UP_CHANGED;
-                return file_update(m, id, st, gen, hard_links);
+                return file_update(m, f.id, st, gen, hard_links);
         }
-        bool unchanged = state == ST_DONE || state == ST_SKIPPED;
+        bool unchanged = f.state == ST_DONE || f.state == ST_SKIPPED;
         o->res = unchanged ? UP_UNCHANGED : UP_RESUMED;
         if (unchanged && !marking)
                 return 0; /* part of this scan through dirs.listed */
         s = STMT(S_FILE_SEEN);
         if (!s)
                 return mf_db_fail(m, "write");
-        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_int64(s, 1, f.id);
         sqlite3_bind_int64(s, 2, gen);
         return mf_exec_stmt(m, s, "file update");
 }
@@ -410,7 +502,8 @@ int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         int rc = upsert(m, dir, dir_is_new, marking, name, len, st, gen,
                         hard_links, o);
         /* only an existing row may be one the pass went past */
-        if (o->res != UP_CHANGED && o->res != UP_RESUMED)
+        if (o->res != UP_CHANGED && o->res != UP_RESUMED &&
+            o->res != UP_META)
                 o->again = false;
         if (rc)
                 o->res = 0; /* not recorded */
@@ -426,6 +519,13 @@ int mf_keep_removed(struct ferry_manifest *m, int64_t gen)
 }
 
 /* ---- operation-level calls (manifest.h) ---- */
+
+void ferry_manifest_set_wanted(struct ferry_manifest *m, uint32_t wanted,
+                               uint32_t wanted_link)
+{
+        m->wanted = wanted;
+        m->wanted_link = wanted_link;
+}
 
 int ferry_manifest_scan_start(struct ferry_manifest *m, int64_t *gen,
                               uint64_t *files, uint64_t *bytes)

@@ -7,7 +7,9 @@
 # Proves:
 #  - the first copy's --json summary agrees with find over SRC: files seen and
 #    copied, bytes copied = the sum of the files' stat sizes;
-#  - the re-run copies exactly the changed and new files (-v list), and leaves
+#  - the re-run copies exactly the changed and new files (-v list), applies
+#    a change of mode alone in place (-v "metadata: PATH", same DST inode),
+#    and leaves
 #    every other file in DST alone (same inode and ctime: not replaced, and
 #    not written, chmodded or touched in place either);
 #  - without --delete, removed files stay in DST and status counts them as
@@ -57,8 +59,10 @@ change_source() {
 	printf 'new\n' >"src/new-file"
 	mkdir -p src/new-dir/sub && printf 'x\n' >src/new-dir/sub/x &&
 		printf 'y\n' >src/new-dir/y
-	printf '%s\n' "$a" "$b" "$c" "$d" "$e" "$f" new-file new-dir/sub/x \
+	printf '%s\n' "$a" "$b" "$c" "$e" "$f" new-file new-dir/sub/x \
 		new-dir/y >"$LOG/expected.copied"
+	# a mode alone: applied in place (t43-metadata-layer tells more)
+	printf '%s\n' "$d" >"$LOG/expected.meta"
 
 	gone=$(pick 70)
 	(cd src && find "$GONE_DIR" ! -type d && printf '%s\n' "$gone") >"$LOG/expected.deleted"
@@ -84,16 +88,25 @@ inode_ctime_map() {
 check_rerun_copies_changes() {
 	inode_ctime_map dst >"$LOG/inodes.before"
 	expect_code 0 "$FERRY" -v src dst || return
-	verbose_copied "$LOG/out" >"$LOG/listed"
+	verbose_copied "$LOG/out" | grep -v '^metadata: ' >"$LOG/listed"
 	regular_lines "$LOG/listed" >"$LOG/copied"
 	same_set "re-run copies exactly the changed and new files" \
 		"$LOG/expected.copied" "$LOG/copied"
+	sed -n 's/^metadata: //p' "$LOG/out" >"$LOG/meta"
+	same_set "re-run applies a mode alone in place (-v: metadata: PATH)" \
+		"$LOG/expected.meta" "$LOG/meta"
 	check "nothing deleted without --delete" test -z "$(verbose_deleted "$LOG/out")"
 
 	inode_ctime_map dst >"$LOG/inodes.after"
 	join -t$'\t' -1 2 -2 2 "$LOG/inodes.before" "$LOG/inodes.after" |
 		awk -F'\t' '$2 != $3 {print $1 "\t" $2 " -> " $3}' >"$LOG/replaced"
-	cut -f1 "$LOG/replaced" | grep -vxF -f "$LOG/expected.copied" >"$LOG/wrongly"
+	cut -f1 "$LOG/replaced" | grep -vxF -f "$LOG/expected.copied" |
+		grep -vxF -f "$LOG/expected.meta" >"$LOG/wrongly"
+	local d
+	d=$(head -n1 "$LOG/expected.meta")
+	check "the file whose mode alone changed keeps its DST inode" test \
+		"$(grep -P "\t\Q$d\E$" "$LOG/inodes.before" | cut -d' ' -f1)" = \
+		"$(grep -P "\t\Q$d\E$" "$LOG/inodes.after" | cut -d' ' -f1)"
 	if [[ ! -s $LOG/wrongly ]]; then
 		ok "unchanged files keep their DST inode and ctime ($(wc -l <"$LOG/inodes.before") files before)"
 	else

@@ -690,7 +690,8 @@ static void test_upserts_and_byte_names(void)
                          0),
                  ST_SKIPPED);
 
-        /* gen 4: the done row changes: pending again, hash gone */
+        /* gen 4: the done row's ctime alone moves: pending for its
+         * metadata (the copier's ctime rule decides), hash kept */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
         file_upsert(fx.m, root, false, true, "fifo", 4, &fifo, gen, true, &res);
@@ -699,7 +700,7 @@ static void test_upserts_and_byte_names(void)
         st.ctime.nsec++; /* chmod or link: only ctime moved */
         file_upsert(fx.m, dsub, false, true, names[0].name, names[0].len, &st,
                     gen, true, &res);
-        CHECK_EQ(res, UP_CHANGED);
+        CHECK_EQ(res, UP_META);
         /* a new directory's entries go in without a lookup */
         int64_t fresh = 0;
         CHECK_EQ(mf_dir_upsert(fx.m, "fresh", 5, &dst, gen, &fresh, &is_new,
@@ -712,9 +713,26 @@ static void test_upserts_and_byte_names(void)
         CHECK_EQ(sql_int(fx.db, "SELECT state FROM files WHERE id = ?1",
                          done.id),
                  ST_PENDING);
+        CHECK(sql_int(fx.db, "SELECT hash FROM files WHERE id = ?1",
+                      done.id) != SQL_NULL);
+        CHECK_EQ(sql_int(fx.db, "SELECT need FROM files WHERE id = ?1",
+                         done.id),
+                 MF_NEED_META);
+
+        /* gen 5: its size moves too: its data, pending, hash gone */
+        CHECK_EQ(ferry_manifest_begin(fx.m), 0);
+        CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
+        st.size++;
+        file_upsert(fx.m, dsub, false, true, names[0].name, names[0].len, &st,
+                    gen, true, &res);
+        CHECK_EQ(res, UP_CHANGED);
+        CHECK_EQ(ferry_manifest_commit(fx.m), 0);
         CHECK_EQ(
                 sql_int(fx.db, "SELECT hash FROM files WHERE id = ?1", done.id),
                 SQL_NULL);
+        CHECK_EQ(sql_int(fx.db, "SELECT need FROM files WHERE id = ?1",
+                         done.id),
+                 MF_NEED_DATA);
 
         /* a rolled back transaction leaves nothing */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
