@@ -177,10 +177,10 @@ int ferry_copier_read_xattrs(struct ferry_copier *c, int fd, const char *name,
                              const struct step **step)
 {
         const struct ferry_meta_cfg *mc = &c->cfg.meta;
-        int rc = fd >= 0 ? ferry_xattrs_read_fd(&c->xa, fd, st->dev, mc->xattrs,
-                                                mc->acls)
+        unsigned keep = ferry_meta_xattr_keep(mc);
+        int rc = fd >= 0 ? ferry_xattrs_read_fd(&c->xa, fd, st->dev, keep)
                          : ferry_xattrs_read_at(&c->xa, c->src_dir, name,
-                                                st->dev, mc->xattrs, mc->acls);
+                                                st->dev, keep);
         it->has_xdigest = !rc && (mc->xattrs || mc->acls);
         it->xdigest = it->has_xdigest ? ferry_xattrs_digest(&c->xa) : 0;
         if (rc)

@@ -74,10 +74,17 @@ static int list_xattrs(const struct ferry_meta_target *t, struct ferry_buf *b,
         return EAGAIN;
 }
 
+unsigned ferry_meta_xattr_keep(const struct ferry_meta_cfg *mc)
+{
+        return (mc->xattrs ? FERRY_XA_XATTRS : 0u) |
+               (mc->acls ? FERRY_XA_ACLS : 0u) |
+               (mc->root ? 0u : FERRY_XA_USER_ONLY);
+}
+
 /* What a part of the xattrs is: DST may hold it, the options keep it. */
 static bool holds(const struct ferry_meta_cfg *mc, const char *name)
 {
-        if (!ferry_xattr_kept(name, mc->xattrs, mc->acls))
+        if (!ferry_xattr_kept(name, ferry_meta_xattr_keep(mc)))
                 return false;
         if (ferry_xattr_is_acl(name))
                 return mc->caps.acls;

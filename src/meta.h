@@ -27,6 +27,10 @@ struct ferry_meta_cfg {
         struct ferry_dst_caps caps; /* what DST can hold */
 };
 
+/* The FERRY_XA_* flags (xattr.h) of what mc keeps: xattrs, ACLs, and
+ * when not root only user.* of the xattrs. */
+unsigned ferry_meta_xattr_keep(const struct ferry_meta_cfg *mc);
+
 /* The entry: by descriptor when fd >= 0; else name in dirfd, not
  * followed (symlinks, specials). in_place: it may carry xattrs or ACLs
  * of its own (an entry applied in place, a directory, a temp file that

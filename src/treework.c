@@ -86,8 +86,8 @@ static int read_src_dir_xattrs(const struct ferry_tree_cfg *cfg,
         int sfd = -1;
         int rc = ferry_fsio_open_dir(cfg->srcfd, t->row.path, &sfd);
         if (!rc)
-                rc = ferry_xattrs_read_fd(xa, sfd, 0, cfg->meta.xattrs,
-                                          cfg->meta.acls);
+                rc = ferry_xattrs_read_fd(xa, sfd, 0,
+                                          ferry_meta_xattr_keep(&cfg->meta));
         ferry_fsio_close(&sfd);
         return rc == ENOENT || rc == ENOTDIR || rc == ELOOP ? 0 : rc;
 }

@@ -59,11 +59,15 @@ bool ferry_xattr_is_acl(const char *name)
                !strcmp(name, "system.posix_acl_default");
 }
 
-bool ferry_xattr_kept(const char *name, bool xattrs, bool acls)
+bool ferry_xattr_kept(const char *name, unsigned keep)
 {
         if (ferry_xattr_is_acl(name))
-                return acls;
-        return xattrs && strncmp(name, "system.", 7) != 0;
+                return keep & FERRY_XA_ACLS;
+        if (!(keep & FERRY_XA_XATTRS))
+                return false;
+        if (keep & FERRY_XA_USER_ONLY)
+                return !strncmp(name, "user.", 5);
+        return strncmp(name, "system.", 7) != 0;
 }
 
 /* The list of names into xa->list (len: its bytes), one call when it
@@ -134,10 +138,10 @@ static int by_name(const void *a, const void *b)
 }
 
 static int read_all(struct ferry_xattrs *xa, const struct src *s, uint64_t dev,
-                    bool xattrs, bool acls)
+                    unsigned keep)
 {
         xa->n = 0;
-        if ((!xattrs && !acls) || (xa->nosup && xa->nosup_dev == dev))
+        if (!(keep & FERRY_XA_ALL) || (xa->nosup && xa->nosup_dev == dev))
                 return 0;
         size_t len = 0;
         int rc = read_list(xa, s, &len);
@@ -152,7 +156,7 @@ static int read_all(struct ferry_xattrs *xa, const struct src *s, uint64_t dev,
         for (size_t at = 0; at < len;) {
                 const char *name = xa->list.buf + at;
                 at += strnlen(name, len - at) + 1;
-                if (!ferry_xattr_kept(name, xattrs, acls))
+                if (!ferry_xattr_kept(name, keep))
                         continue;
                 size_t off = xa->values.len, vlen = 0;
                 bool got;
@@ -171,20 +175,20 @@ static int read_all(struct ferry_xattrs *xa, const struct src *s, uint64_t dev,
 }
 
 int ferry_xattrs_read_fd(struct ferry_xattrs *xa, int fd, uint64_t dev,
-                         bool xattrs, bool acls)
+                         unsigned keep)
 {
         struct src s = {fd, -1, NULL};
-        int rc = read_all(xa, &s, dev, xattrs, acls);
+        int rc = read_all(xa, &s, dev, keep);
         if (rc)
                 xa->n = 0;
         return rc;
 }
 
 int ferry_xattrs_read_at(struct ferry_xattrs *xa, int dirfd, const char *name,
-                         uint64_t dev, bool xattrs, bool acls)
+                         uint64_t dev, unsigned keep)
 {
         struct src s = {-1, dirfd, name};
-        int rc = read_all(xa, &s, dev, xattrs, acls);
+        int rc = read_all(xa, &s, dev, keep);
         if (rc)
                 xa->n = 0;
         return rc;

@@ -13,7 +13,7 @@
  * Calling sequence (one per copier; the memory is reused):
  *   struct ferry_xattrs xa;
  *   ferry_xattrs_init(&xa);
- *   ferry_xattrs_read_fd(&xa, fd, st.dev, keep_xattrs, keep_acls);
+ *   ferry_xattrs_read_fd(&xa, fd, st.dev, FERRY_XA_XATTRS | FERRY_XA_ACLS);
  *   for (size_t i = 0; i < xa.n; i++) xa.v[i].name, .value, .len
  *   ferry_xattrs_digest(&xa);
  *   ferry_xattrs_release(&xa);
@@ -48,12 +48,21 @@ struct ferry_xattrs {
         uint64_t nosup_dev;
 };
 
+/* What is kept (the options, and who runs): */
+enum {
+        FERRY_XA_XATTRS = 1,    /* xattrs but ACLs (--no-xattrs: not) */
+        FERRY_XA_ACLS = 2,      /* POSIX ACLs (--no-acls: not) */
+        FERRY_XA_USER_ONLY = 4, /* of the xattrs only user.*, as rsync -X
+                                   as non-root: others need privileges */
+        FERRY_XA_ALL = FERRY_XA_XATTRS | FERRY_XA_ACLS,
+};
+
 void ferry_xattrs_init(struct ferry_xattrs *xa);
 void ferry_xattrs_release(struct ferry_xattrs *xa);
 
-/* Whether name is kept: ACLs when acls, other names but system.* when
- * xattrs. */
-bool ferry_xattr_kept(const char *name, bool xattrs, bool acls);
+/* Whether name is kept: ACLs with FERRY_XA_ACLS, other names but
+ * system.* with FERRY_XA_XATTRS (only user.* with FERRY_XA_USER_ONLY). */
+bool ferry_xattr_kept(const char *name, unsigned keep);
 /* Whether name is a POSIX ACL (system.posix_acl_access or _default). */
 bool ferry_xattr_is_acl(const char *name);
 
@@ -62,11 +71,11 @@ bool ferry_xattr_is_acl(const char *name);
  * get that failed (a value that grew between list and get is read again;
  * ENOTSUP and ENODATA mean none). */
 int ferry_xattrs_read_fd(struct ferry_xattrs *xa, int fd, uint64_t dev,
-                         bool xattrs, bool acls);
+                         unsigned keep);
 /* The same for entry name in directory dirfd, not followed: symlinks and
  * special files (FIFOs, sockets, devices). */
 int ferry_xattrs_read_at(struct ferry_xattrs *xa, int dirfd, const char *name,
-                         uint64_t dev, bool xattrs, bool acls);
+                         uint64_t dev, unsigned keep);
 
 /* Index of name in xa, or -1. */
 long ferry_xattrs_find(const struct ferry_xattrs *xa, const char *name);

@@ -82,7 +82,7 @@ static void test_read_sorted_and_filtered(void)
         fstat(fd, &sb);
         struct ferry_xattrs xa;
         ferry_xattrs_init(&xa);
-        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, sb.st_dev, true, true), 0);
+        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, sb.st_dev, FERRY_XA_ALL), 0);
         CHECK_EQ(xa.n, 4);
         if (xa.n == 4) {
                 CHECK(!strcmp(xa.v[0].name, ACL_ACCESS));
@@ -97,22 +97,28 @@ static void test_read_sorted_and_filtered(void)
         CHECK_EQ(ferry_xattrs_find(&xa, "user.b"), 2);
         CHECK_EQ(ferry_xattrs_find(&xa, "user.c"), -1);
         /* --no-xattrs keeps the ACL alone, --no-acls all but it */
-        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, sb.st_dev, false, true), 0);
+        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, sb.st_dev, FERRY_XA_ACLS), 0);
         CHECK(xa.n == 1 && !strcmp(xa.v[0].name, ACL_ACCESS));
-        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, sb.st_dev, true, false), 0);
+        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, sb.st_dev, FERRY_XA_XATTRS), 0);
         CHECK(xa.n == 3 && !strcmp(xa.v[0].name, "user.a"));
-        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, sb.st_dev, false, false), 0);
+        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, sb.st_dev, 0), 0);
         CHECK_EQ(xa.n, 0);
         /* by name, the same */
-        CHECK_EQ(ferry_xattrs_read_at(&xa, root, "f", sb.st_dev, true, true),
+        CHECK_EQ(ferry_xattrs_read_at(&xa, root, "f", sb.st_dev, FERRY_XA_ALL),
                  0);
         CHECK_EQ(xa.n, 4);
-        CHECK_EQ(ferry_xattrs_read_at(&xa, root, "missing", sb.st_dev, true,
-                                      true),
+        CHECK_EQ(ferry_xattrs_read_at(&xa, root, "missing", sb.st_dev,
+                                      FERRY_XA_ALL),
                  ENOENT);
-        CHECK(!ferry_xattr_kept("system.nfs4_acl", true, true));
-        CHECK(ferry_xattr_kept("security.capability", true, false));
-        CHECK(!ferry_xattr_kept("security.capability", false, true));
+        CHECK(!ferry_xattr_kept("system.nfs4_acl", FERRY_XA_ALL));
+        /* not root: only user.* of the xattrs, as rsync -X */
+        unsigned user = FERRY_XA_ALL | FERRY_XA_USER_ONLY;
+        CHECK(ferry_xattr_kept("user.x", user));
+        CHECK(ferry_xattr_kept(ACL_ACCESS, user));
+        CHECK(!ferry_xattr_kept("security.capability", user));
+        CHECK(!ferry_xattr_kept("trusted.x", user));
+        CHECK(ferry_xattr_kept("security.capability", FERRY_XA_XATTRS));
+        CHECK(!ferry_xattr_kept("security.capability", FERRY_XA_ACLS));
         ferry_xattrs_release(&xa);
         close(fd);
         close(root);
@@ -143,7 +149,7 @@ static void test_big_list_and_values(void)
         CHECK_EQ(made, 40);
         struct ferry_xattrs xa;
         ferry_xattrs_init(&xa);
-        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, 1, true, true), 0);
+        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, 1, FERRY_XA_ALL), 0);
         CHECK_EQ(xa.n, 40);
         for (size_t i = 0; i < xa.n; i++) {
                 const struct ferry_xattr *e = &xa.v[i];
@@ -158,7 +164,7 @@ static void test_big_list_and_values(void)
         CHECK_EQ(fsetxattr(g, "user.big0", val, sizeof(val), 0), 0);
         memset(val, 'Z', sizeof(val));
         CHECK_EQ(fsetxattr(g, "user.big1", val, sizeof(val), 0), 0);
-        CHECK_EQ(ferry_xattrs_read_fd(&xa, g, 1, true, true), 0);
+        CHECK_EQ(ferry_xattrs_read_fd(&xa, g, 1, FERRY_XA_ALL), 0);
         CHECK_EQ(xa.n, 2);
         if (xa.n == 2) {
                 CHECK_EQ(xa.v[1].len, sizeof(val));
@@ -179,7 +185,7 @@ static void test_digest(void)
         int a = make_file(root, "a"), b = make_file(root, "b");
         struct ferry_xattrs xa;
         ferry_xattrs_init(&xa);
-        CHECK_EQ(ferry_xattrs_read_fd(&xa, a, 1, true, true), 0);
+        CHECK_EQ(ferry_xattrs_read_fd(&xa, a, 1, FERRY_XA_ALL), 0);
         CHECK_EQ(xa.n, 0);
         CHECK(ferry_xattrs_digest(&xa) == XXH3_64bits(NULL, 0));
         if (has_xattrs(a)) {
@@ -188,14 +194,14 @@ static void test_digest(void)
                 fsetxattr(a, "user.y", "22", 2, 0);
                 fsetxattr(b, "user.y", "22", 2, 0);
                 fsetxattr(b, "user.x", "1", 1, 0);
-                ferry_xattrs_read_fd(&xa, a, 1, true, true);
+                ferry_xattrs_read_fd(&xa, a, 1, FERRY_XA_ALL);
                 uint64_t da = ferry_xattrs_digest(&xa);
-                ferry_xattrs_read_fd(&xa, b, 1, true, true);
+                ferry_xattrs_read_fd(&xa, b, 1, FERRY_XA_ALL);
                 CHECK(ferry_xattrs_digest(&xa) == da);
                 CHECK(da != XXH3_64bits(NULL, 0));
                 /* a name's bytes moved into the value: another digest */
                 fsetxattr(b, "user.y", "2", 1, 0);
-                ferry_xattrs_read_fd(&xa, b, 1, true, true);
+                ferry_xattrs_read_fd(&xa, b, 1, FERRY_XA_ALL);
                 CHECK(ferry_xattrs_digest(&xa) != da);
         }
         ferry_xattrs_release(&xa);
@@ -251,7 +257,7 @@ static void test_apply(void)
         CHECK_EQ(ferry_fsio_fstat(s, &st), 0);
         struct ferry_xattrs xa;
         ferry_xattrs_init(&xa);
-        CHECK_EQ(ferry_xattrs_read_fd(&xa, s, st.dev, true, true), 0);
+        CHECK_EQ(ferry_xattrs_read_fd(&xa, s, st.dev, FERRY_XA_ALL), 0);
         struct ferry_meta_cfg mc = meta_cfg();
         struct ferry_meta_target t = {d, -1, NULL, false};
         uint32_t ap = 0;
@@ -271,7 +277,7 @@ static void test_apply(void)
         CHECK(strstr(list_of(d), "user.keep") != NULL);
         /* SRC without an ACL: in place removes DST's */
         fremovexattr(s, ACL_ACCESS);
-        ferry_xattrs_read_fd(&xa, s, st.dev, true, true);
+        ferry_xattrs_read_fd(&xa, s, st.dev, FERRY_XA_ALL);
         CHECK_EQ(ferry_meta_apply(&mc, &t, &st, &xa, &ap, &step), 0);
         CHECK(fgetxattr(d, ACL_ACCESS, NULL, 0) < 0 && errno == ENODATA);
         /* DST holds no user xattrs: skipped, no error, not in full */
@@ -294,9 +300,9 @@ static int child_fault(void)
         int fd = open(getenv("UNIT_FILE"), O_RDONLY);
         struct ferry_xattrs xa;
         ferry_xattrs_init(&xa);
-        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, 1, true, true), EIO);
+        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, 1, FERRY_XA_ALL), EIO);
         CHECK_EQ(xa.n, 0);
-        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, 1, true, true), 0);
+        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, 1, FERRY_XA_ALL), 0);
         /* apply: the xattr part fails, times still applied, first rc */
         struct ferry_meta_cfg mc = meta_cfg();
         struct ferry_meta_target t = {fd, -1, NULL, true};
@@ -323,10 +329,11 @@ static int child_nosup(void)
         int fd = open(getenv("UNIT_FILE"), O_RDONLY);
         struct ferry_xattrs xa;
         ferry_xattrs_init(&xa);
-        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, 7, true, true), 0); /* call 1 */
+        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, 7, FERRY_XA_ALL),
+                 0); /* call 1 */
         CHECK(xa.nosup);
-        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, 7, true, true), 0);   /* none */
-        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, 8, true, true), EIO); /* 2 */
+        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, 7, FERRY_XA_ALL), 0); /* none */
+        CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, 8, FERRY_XA_ALL), EIO); /* 2 */
         ferry_xattrs_release(&xa);
         close(fd);
         fflush(NULL);
