@@ -4,10 +4,11 @@
  * Owns the copier's life (its buffer, XXH3 state and the cached
  * descriptors of the current source and destination directories) and the
  * procedure of one row: enter its directories, make attempts (its
- * metadata alone through copy_meta.c, a file's data through copy_data.c, a symlink, a hard link to its leader), retry
- * what the policy of retry.h calls transient, and turn the outcome into
- * the item's result and struct ferry_failure. The data loop and verify
- * are in copy_data.c, what is put in DST and rule 9 in copy_dst.c.
+ * metadata alone through copy_meta.c, a file's data through copy_data.c, a
+ * symlink, a hard link to its leader), retry what the policy of retry.h calls
+ * transient, and turn the outcome into the item's result and struct
+ * ferry_failure. The data loop and verify are in copy_data.c, what is put in
+ * DST and rule 9 in copy_dst.c.
  */
 #define _GNU_SOURCE
 #include "config.h"

@@ -200,8 +200,12 @@ static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
                 return 0;
         }
         int fd = -1;
-        int rc = ferry_fsio_openat(dirfd, name,
-                                   O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0, &fd);
+        /* SRC is read as a copy reads it: its atime stays (--atimes) */
+        int rc = dirfd == c->src_dir
+                         ? ferry_copier_open_source(c, name, &fd)
+                         : ferry_fsio_openat(dirfd, name,
+                                             O_RDONLY | O_NOFOLLOW | O_NONBLOCK,
+                                             0, &fd);
         if (rc)
                 return rc;
         XXH3_128bits_reset(c->xxh);

@@ -62,8 +62,10 @@ static bool xattrs_differ(struct ferry_copier *c, const char *name,
                           const struct ferry_stat *d,
                           const struct ferry_item *it, uint32_t bits)
 {
-        if (ferry_xattrs_read_at(&c->xa, c->dst_dir, name, d->dev,
-                                 bits & MF_AP_XATTRS, bits & MF_AP_ACLS))
+        unsigned keep = (bits & MF_AP_XATTRS ? FERRY_XA_XATTRS : 0u) |
+                        (bits & MF_AP_ACLS ? FERRY_XA_ACLS : 0u) |
+                        (c->cfg.meta.root ? 0u : FERRY_XA_USER_ONLY);
+        if (ferry_xattrs_read_at(&c->xa, c->dst_dir, name, d->dev, keep))
                 return false;
         return ferry_xattrs_digest(&c->xa) != it->rec_xdigest;
 }

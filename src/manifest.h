@@ -129,13 +129,7 @@ enum ferry_manifest_flags {
  * the run's options want what an earlier run left out): applied in
  * place (need MF_NEED_META), or a hardlink name that is to be a link
  * (need MF_NEED_DATA, no data written). */
-enum ferry_upsert {
-        UP_NEW = 1,
-        UP_CHANGED,
-        UP_UNCHANGED,
-        UP_RESUMED,
-        UP_META
-};
+enum ferry_upsert { UP_NEW = 1, UP_CHANGED, UP_UNCHANGED, UP_RESUMED, UP_META };
 
 struct ferry_manifest;
 
@@ -327,7 +321,7 @@ struct ferry_outcome {
         /* FO_DONE: MF_AP_* bits applied beyond item->applied (the run's
          * --hard-links and --atimes, which the copier does not know) */
         uint32_t applied_also;
-        const char *why;               /* FO_FAILED, _VANISHED, _AGAIN */
+        const char *why; /* FO_FAILED, _VANISHED, _AGAIN */
         /* what failed, stored beside why (FO_FAILED, _VANISHED, _AGAIN);
          * NULL for none */
         const struct ferry_failure *fail;

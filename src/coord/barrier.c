@@ -190,8 +190,7 @@ static bool clear_way(struct coord *c, const struct ferry_batch *b,
 /* The MF_AP_* bits a done row holds beyond what the copier applied: the
  * run's --hard-links (its names are links, or it has no other) and
  * --atimes (the times applied were SRC's atime too). */
-static uint32_t applied_also(const struct coord *c,
-                             const struct ferry_item *it)
+static uint32_t applied_also(const struct coord *c, const struct ferry_item *it)
 {
         uint32_t also = 0;
         if (c->opt->hard_links && it->type == FT_REG)

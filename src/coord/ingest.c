@@ -9,8 +9,8 @@
  * rows the first pass went past), SRC's identity, the warnings, the
  * counts of the summary and progress, and, once the scan is complete,
  * the metadata the run wants (set_wanted: a done row lacking some is
- * applied again), rows it did not see marked gone (ferry_manifest_scan_complete) and the
- * DST space check.
+ * applied again), rows it did not see marked gone
+ * (ferry_manifest_scan_complete) and the DST space check.
  */
 #define _GNU_SOURCE
 #include "config.h"

@@ -27,7 +27,7 @@ enum query_stmt {
 #define FILE_COLS                                                              \
         "f.id, f.dir, d.path, f.name, f.type, f.size, f.mtime_ns,"             \
         " f.ctime_ns, f.mode, f.uid, f.gid, f.dev, f.ino, f.hash,"             \
-        " f.dst_type, f.dst_size, f.dst_mtime_ns, f.need, f.applied,"       \
+        " f.dst_type, f.dst_size, f.dst_mtime_ns, f.need, f.applied,"          \
         " f.xdigest, f.nlink"
 /* the first column after FILE_COLS */
 #define COL_AFTER 21

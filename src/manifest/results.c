@@ -40,7 +40,7 @@ static const char *const results_sql[S_NSTMTS] = {
                 " fail_side = NULL, fail_step = NULL, fail_errno = NULL,"
                 " attempts = attempts + 1, dst_type = ?11,"
                 " dst_size = ?12, dst_mtime_ns = ?13, applied = ?14,"
-                " xdigest = ?15, nlink = ?16, need = " SQL_NEED_DATA
+                " xdigest = ?15, nlink = ?16, atime_ns = ?17, need = " SQL_NEED_DATA
                 " WHERE id = ?1",
         /* ?4 .. ?6: the failure (mf_bind_failure) */
         [S_FILE_STATE] =
@@ -145,6 +145,8 @@ int mf_file_done_ap(struct ferry_manifest *m, const struct ferry_item *it,
         if (it->has_xdigest)
                 sqlite3_bind_int64(s, 15, (int64_t)it->xdigest);
         sqlite3_bind_int64(s, 16, (int64_t)it->st.nlink);
+        if ((it->applied | also) & MF_AP_ATIMES)
+                mf_bind_time(s, 17, it->st.atime); /* else NULL: untracked */
         return mf_exec_stmt(m, s, "file update");
 }
 

@@ -72,7 +72,7 @@ static const char *const scan_sql[S_NSTMTS] = {
                 " WHERE dir = ?1 AND gen < ?2 AND state != " SQL_REMOVED,
         [S_FILE_FIND] =
                 "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
-                " state, gen, uid, gid, nlink, applied, need, hl"
+                " state, gen, uid, gid, nlink, applied, need, hl, atime_ns"
                 " FROM files WHERE dir = ?1 AND name = ?2",
         [S_FILE_INSERT] =
                 "INSERT INTO files (dir, name, type, size, mtime_ns,"
@@ -182,8 +182,8 @@ int mf_dir_upsert(struct ferry_manifest *m, const char *path, size_t len,
                         (uint32_t)sqlite3_column_int64(s, 2) != st->uid ||
                         (uint32_t)sqlite3_column_int64(s, 3) != st->gid ||
                         !ferry_time_eq(mf_column_time(s, 4), st->mtime) ||
-                        (m->wanted &
-                         ~(uint32_t)sqlite3_column_int64(s, 6)) != 0;
+                        (m->wanted & ~(uint32_t)sqlite3_column_int64(s, 6)) !=
+                                0;
                 /* an unchanged directory cannot have lost entries (its
                  * mtime would have moved), so its rows are only read; the
                  * count in mf_dir_listed checks that anyway */
@@ -367,8 +367,8 @@ struct found {
         bool meta_same; /* and mode, owner, link count, ctime */
 };
 
-static void read_found(sqlite3_stmt *s, const struct ferry_stat *st,
-                       struct found *f)
+static void read_found(const struct ferry_manifest *m, sqlite3_stmt *s,
+                       const struct ferry_stat *st, struct found *f)
 {
         f->id = sqlite3_column_int64(s, 0);
         f->state = sqlite3_column_int(s, 7);
@@ -378,12 +378,11 @@ static void read_found(sqlite3_stmt *s, const struct ferry_stat *st,
                         ? 0
                         : sqlite3_column_int64(s, 14);
         int64_t nlink = sqlite3_column_int64(s, 11);
-        f->data_same =
-                sqlite3_column_int(s, 1) == (int)mf_ftype_of(st->mode) &&
-                (uint64_t)sqlite3_column_int64(s, 2) == st->size &&
-                ferry_time_eq(mf_column_time(s, 3), st->mtime) &&
-                (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
-                f->state != ST_REMOVED;
+        f->data_same = sqlite3_column_int(s, 1) == (int)mf_ftype_of(st->mode) &&
+                       (uint64_t)sqlite3_column_int64(s, 2) == st->size &&
+                       ferry_time_eq(mf_column_time(s, 3), st->mtime) &&
+                       (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
+                       f->state != ST_REMOVED;
         /* nlink 0: a row of an older ferry, which did not record it */
         f->meta_same = f->data_same &&
                        ferry_time_eq(mf_column_time(s, 4), st->ctime) &&
@@ -391,6 +390,11 @@ static void read_found(sqlite3_stmt *s, const struct ferry_stat *st,
                        (uint32_t)sqlite3_column_int64(s, 9) == st->uid &&
                        (uint32_t)sqlite3_column_int64(s, 10) == st->gid &&
                        (!nlink || (uint64_t)nlink == st->nlink);
+        /* --atimes: a changed access time (NULL: not tracked before) */
+        if ((m->wanted & MF_AP_ATIMES) &&
+            sqlite3_column_type(s, 15) != SQLITE_NULL &&
+            !ferry_time_eq(mf_column_time(s, 15), st->atime))
+                f->meta_same = false;
 }
 
 /* A done row (or one pending for its metadata) whose data is as copied:
@@ -407,7 +411,7 @@ static int classify(struct ferry_manifest *m, const struct found *f,
         enum ferry_ftype t = mf_ftype_of(st->mode);
         /* a hardlink name's inode is its first name's: that row holds
          * what was applied to it */
-        uint32_t wanted = f->hl > 0       ? 0
+        uint32_t wanted = f->hl > 0     ? 0
                           : t == FT_REG ? m->wanted
                                         : m->wanted_link;
         bool links = hard_links && t == FT_REG && st->nlink >= 2 &&
@@ -463,7 +467,7 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                 return mf_db_fail(m, "read");
         }
         struct found f;
-        read_found(s, st, &f);
+        read_found(m, s, st, &f);
         /* a name listed twice (a directory changing while it is read)
          * must not be handed out twice */
         o->id = f.id;
@@ -502,8 +506,7 @@ int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         int rc = upsert(m, dir, dir_is_new, marking, name, len, st, gen,
                         hard_links, o);
         /* only an existing row may be one the pass went past */
-        if (o->res != UP_CHANGED && o->res != UP_RESUMED &&
-            o->res != UP_META)
+        if (o->res != UP_CHANGED && o->res != UP_RESUMED && o->res != UP_META)
                 o->again = false;
         if (rc)
                 o->res = 0; /* not recorded */

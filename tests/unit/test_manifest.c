@@ -713,11 +713,11 @@ static void test_upserts_and_byte_names(void)
         CHECK_EQ(sql_int(fx.db, "SELECT state FROM files WHERE id = ?1",
                          done.id),
                  ST_PENDING);
-        CHECK(sql_int(fx.db, "SELECT hash FROM files WHERE id = ?1",
-                      done.id) != SQL_NULL);
-        CHECK_EQ(sql_int(fx.db, "SELECT need FROM files WHERE id = ?1",
-                         done.id),
-                 MF_NEED_META);
+        CHECK(sql_int(fx.db, "SELECT hash FROM files WHERE id = ?1", done.id) !=
+              SQL_NULL);
+        CHECK_EQ(
+                sql_int(fx.db, "SELECT need FROM files WHERE id = ?1", done.id),
+                MF_NEED_META);
 
         /* gen 5: its size moves too: its data, pending, hash gone */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
@@ -730,9 +730,9 @@ static void test_upserts_and_byte_names(void)
         CHECK_EQ(
                 sql_int(fx.db, "SELECT hash FROM files WHERE id = ?1", done.id),
                 SQL_NULL);
-        CHECK_EQ(sql_int(fx.db, "SELECT need FROM files WHERE id = ?1",
-                         done.id),
-                 MF_NEED_DATA);
+        CHECK_EQ(
+                sql_int(fx.db, "SELECT need FROM files WHERE id = ?1", done.id),
+                MF_NEED_DATA);
 
         /* a rolled back transaction leaves nothing */
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
