@@ -17,6 +17,7 @@
 #include "xattr.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -70,14 +71,29 @@ static bool xattrs_differ(struct ferry_copier *c, const char *name,
         return ferry_xattrs_digest(&c->xa) != it->rec_xdigest;
 }
 
-/* Whether DST's entry d is the inode of the hardlink group's first name,
- * whose DST path is leader. */
-static bool is_link_to(struct ferry_copier *c, const char *leader,
-                       const struct ferry_stat *d)
+/* Whether DST's entry d is not the inode of the hardlink group's first
+ * name, whose DST path is leader (its directory opened as the copy's link
+ * does: a path may be longer than PATH_MAX). A first name that cannot be
+ * looked at for another reason than its absence proves nothing. */
+static bool not_link_to(struct ferry_copier *c, const char *leader,
+                        const struct ferry_stat *d)
 {
         struct ferry_stat l;
-        return !ferry_fsio_statat(c->cfg.dstfd, leader, &l) &&
-               l.ino == d->ino && l.dev == d->dev;
+        const char *slash = strrchr(leader, '/');
+        int dfd = -1, rc = 0;
+        if (slash) {
+                char *dir = strndup(leader, (size_t)(slash - leader));
+                rc = dir ? ferry_fsio_open_dir(c->cfg.dstfd, dir, &dfd)
+                         : ENOMEM;
+                free(dir);
+        }
+        if (!rc)
+                rc = ferry_fsio_statat(slash ? dfd : c->cfg.dstfd,
+                                       slash ? slash + 1 : leader, &l);
+        ferry_fsio_close(&dfd);
+        if (rc)
+                return rc == ENOENT || rc == ENOTDIR;
+        return l.ino != d->ino || l.dev != d->dev;
 }
 
 static void add_part(struct ferry_buf *why, const char *part)
@@ -112,7 +128,7 @@ static uint32_t compare(struct ferry_copier *c, const struct ferry_batch *b,
         }
         if ((bits & MF_AP_LINKS) && it->link_off && !link) {
                 const char *leader = ferry_batch_at(b, it->link_off);
-                if (!is_link_to(c, leader, d)) {
+                if (not_link_to(c, leader, d)) {
                         differs |= MF_AP_LINKS;
                         add_part(why, "not a link to '");
                         ferry_buf_add(why, leader, strlen(leader));
