@@ -70,6 +70,9 @@ enum ferry_result {
                        whether ferry put it there); err ENOTDIR or EISDIR */
         R_DSTFAIL,  /* DST itself failed (ferry_copy_dst_failed; err says
                        why): the run stops, the row stays pending */
+        /* verify: content equal, metadata differs (differs has the
+         * parts, why_off names them) */
+        R_META_DIFFERS,
 };
 
 enum ferry_work {
@@ -100,8 +103,8 @@ struct ferry_item {
         enum ferry_result result;
         int err; /* errno of a failure (R_DSTFAIL: why DST failed) */
         /* what failed (R_FAILED, R_VANISHED, R_CHANGED, R_NOSPACE,
-         * R_DSTFAIL, R_MISMATCH, R_MISSING; verify: the side that
-         * differs); decisions read these fields, never a message */
+         * R_DSTFAIL, R_MISMATCH, R_MISSING, R_META_DIFFERS; verify: the
+         * side that differs); decisions read these fields, never a message */
         struct ferry_failure fail;
         uint32_t why_off; /* arena offset of a reason the worker wrote
                              in full (a refusal: fail.err 0), or 0 */
@@ -117,6 +120,7 @@ struct ferry_item {
         /* result: data arrived (R_DONE) but this part of the metadata
          * did not (step FERRY_STEP_NONE: all of it did) */
         struct ferry_failure meta_fail;
+        uint32_t differs; /* verify: the MF_AP_* bits that differ in DST */
 };
 
 struct ferry_batch {

@@ -7,6 +7,7 @@
  *                of one row (attempts, retries, results);
  *   copy_data.c  reading, hashing and writing data (sparse files too),
  *                the file's metadata, and verify's re-reading;
+ *   copy_verify.c  verify's check of DST's metadata against the row;
  *   copy_dst.c   what is put in DST and how: temp files, directories, and
  *                rule 9 (replace only what is ferry's);
  *   copy_meta.c  a row whose metadata alone is to be applied, in place;
@@ -112,6 +113,11 @@ int ferry_copier_data(struct ferry_copier *c, int in, int out,
                       const struct ferry_stat *before, struct ferry_item *it,
                       bool *changed, const struct step **step);
 
+/* copy_verify.c: after it's content was found equal, compares DST's
+ * entry's metadata with the row's (R_META_DIFFERS, it->differs, and the
+ * parts named in it->why_off, into b's arena). */
+void ferry_copier_verify_meta(struct ferry_copier *c, struct ferry_batch *b,
+                              struct ferry_item *it);
 /* copy_data.c: the hash (XXH3-128, as the copy makes it) and size of
  * name in dirfd, a file or a symlink's target. */
 int ferry_copier_hash(struct ferry_copier *c, int dirfd, const char *name,

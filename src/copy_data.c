@@ -7,7 +7,7 @@
  * value), the copied file's metadata (owner, mode, xattrs and ACLs read
  * from the open source, times), the check that
  * the source did not change while read, and verify's re-reading and
- * comparing of DST or SRC.
+ * comparing of DST or SRC (their metadata: copy_verify.c).
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -273,6 +273,9 @@ static void verify_item(struct ferry_copier *c, struct ferry_batch *b,
                 verify_side(c, c->dst_dir, c->dst_err, name, it, &S_VERIFY_DST);
         if (it->result == R_DONE && (b->work & WORK_VERIFY_SRC))
                 verify_side(c, c->src_dir, c->src_err, name, it, &S_VERIFY_SRC);
+        /* content differing wins: metadata only of an equal copy */
+        if (it->result == R_DONE && (b->work & WORK_VERIFY_DST))
+                ferry_copier_verify_meta(c, b, it);
 }
 
 void ferry_copier_verify(struct ferry_copier *c, struct ferry_batch *b,

@@ -37,7 +37,8 @@
  *   |           | <---------------------------------------- |        |
  *   +-----------+  verify found DST differing or missing,   +--------+
  *     |  ^   ^ ^   the DST sample found it missing
- *     |  |   | |   (record_outcomes FO_AGAIN), DST was replaced
+ *     |  |   | |   (record_outcomes FO_AGAIN), its metadata differing
+ *     |  |   | |   (FO_META_AGAIN), DST was replaced
  *     |  |   | |   (reset_done)
  *     |  |   | |
  *     |  |   | +-- FAILED: at the start of every run (scan_start)
@@ -321,6 +322,11 @@ enum ferry_outcome_kind {
         FO_VANISHED, /* gone from SRC: why and fail kept, group handed on */
         FO_AGAIN,    /* a done row DST lost or changed: pending again */
         FO_CLAIM,    /* stays as it is: only claim is recorded */
+        /* verify: a done row whose DST content is equal but metadata
+         * differs (meta_differs, MF_AP_* bits): pending again, those bits
+         * cleared from its applied; it needs its metadata only, or its
+         * data when a link is no longer one */
+        FO_META_AGAIN,
 };
 
 struct ferry_outcome {
@@ -338,6 +344,7 @@ struct ferry_outcome {
         /* what DST holds for the row is ferry's from now on (an entry it
          * cleared out of the way, or will repair), or NULL */
         const struct ferry_dst_rec *claim;
+        uint32_t meta_differs; /* FO_META_AGAIN: the MF_AP_* bits */
 };
 
 /* Records n outcomes in order. *fresh (may be NULL) becomes true when

@@ -288,10 +288,11 @@ static void print_json_summary(const struct ferry_cli *cli,
 {
         if (cli->command == CMD_VERIFY) {
                 printf("{\"verified\": %llu, \"mismatched\": %llu, "
-                       "\"failed\": %llu, \"seconds\": %.3f, \"exit_code\": "
-                       "%d}\n",
+                       "\"meta_differs\": %llu, \"failed\": %llu, "
+                       "\"seconds\": %.3f, \"exit_code\": %d}\n",
                        (unsigned long long)s->verified,
                        (unsigned long long)s->mismatched,
+                       (unsigned long long)s->meta_differs,
                        (unsigned long long)s->files_failed, s->seconds, code);
                 return;
         }
@@ -326,9 +327,11 @@ static void print_summary(const struct ferry_cli *cli,
         if (cli->command == CMD_VERIFY) {
                 fprintf(stderr,
                         "ferry: verified %llu files, %llu differ or are "
-                        "missing, %llu unreadable, %.1f s\n",
+                        "missing, %llu metadata differs, %llu unreadable, "
+                        "%.1f s\n",
                         (unsigned long long)s->verified,
                         (unsigned long long)s->mismatched,
+                        (unsigned long long)s->meta_differs,
                         (unsigned long long)s->files_failed, s->seconds);
                 return;
         }

@@ -261,6 +261,7 @@ static void record_copy(struct coord *c, const struct ferry_batch *b,
         case R_CHANGED:
         case R_MISMATCH:
         case R_MISSING:
+        case R_META_DIFFERS: /* verify's: not in a copy */
                 if (it->result != R_IN_WAY)
                         reason(b, it, why, size);
                 o->kind = FO_FAILED;

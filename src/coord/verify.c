@@ -3,8 +3,9 @@
  *
  * Owns the verify run (every done row of the latest scan handed out once,
  * phase VERIFYING) and the recording of its results: a missing or
- * differing file becomes pending again, with what DST holds now claimed
- * as ferry's so that the next run repairs it.
+ * differing file becomes pending again, one whose metadata alone differs
+ * pending for its metadata (FO_META_AGAIN), with what DST holds now
+ * claimed as ferry's so that the next run repairs it.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -38,6 +39,33 @@ static bool claim_mismatch(struct coord *c, const struct ferry_batch *b,
                 return false;
         *rec = (struct ferry_dst_rec){it->type, st.size, st.mtime};
         return true;
+}
+
+/* --verify found DST's content equal but its metadata differing: the row
+ * is pending again for that metadata (a link for a link), with what DST
+ * holds now claimed as ferry's (the content is the copy's; rule 9). */
+static int record_meta_differs(struct coord *c, const struct ferry_batch *b,
+                               const struct ferry_item *it)
+{
+        char why[512], parts[384];
+        struct ferry_dst_rec rec;
+        reason(b, it, parts, sizeof(parts));
+        snprintf(why, sizeof(why), "verify: destination metadata differs: %s",
+                 parts);
+        bool claim = claim_mismatch(c, b, it, &rec);
+        struct ferry_outcome o = {
+                .kind = FO_META_AGAIN,
+                .id = it->id,
+                .why = why,
+                .fail = &it->fail,
+                .claim = claim ? &rec : NULL,
+                .meta_differs = it->differs,
+        };
+        int rc = ferry_manifest_record_outcomes(c->m, &o, 1, NULL);
+        c->sum->verified++;
+        c->sum->meta_differs++;
+        emit_item(c, FERRY_EV_META_DIFFERS, b, it, parts, &it->fail);
+        return rc;
 }
 
 void record_verify(struct coord *c, const struct ferry_batch *b,
@@ -77,6 +105,7 @@ void record_verify(struct coord *c, const struct ferry_batch *b,
                           b, it, what, &it->fail);
                 break;
         }
+        case R_META_DIFFERS: rc = record_meta_differs(c, b, it); break;
         default:
                 reason(b, it, why, sizeof(why));
                 c->sum->files_failed++;
@@ -121,11 +150,14 @@ int ferry_coord_verify(const struct ferry_coord_cfg *cfg,
                         manifest_error(&c);
         }
         code = c.stop_code;
-        if (!code && (c.sum->mismatched || c.sum->files_failed)) {
+        if (!code &&
+            (c.sum->mismatched || c.sum->meta_differs || c.sum->files_failed)) {
                 code = FERRY_EVERIFY;
                 snprintf(err->msg, sizeof(err->msg),
-                         "verify found %llu missing or differing files%s",
+                         "verify found %llu missing or differing files, %llu "
+                         "with other metadata%s",
                          (unsigned long long)c.sum->mismatched,
+                         (unsigned long long)c.sum->meta_differs,
                          c.sum->files_failed ? " and unreadable ones" : "");
         }
         if (!code && not_done) {

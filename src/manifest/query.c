@@ -50,8 +50,13 @@ static const char *const query_sql[S_NSTMTS] = {
                 " AND f.gen = ?3"
                 " AND (l.state IS NULL OR l.state != " SQL_PENDING ")"
                 " ORDER BY f.id LIMIT ?2",
+        /* a hardlink name's first name, whose copy it is to be a link to */
         [Q_VERIFY] =
-                "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
+                "SELECT " FILE_COLS ", l.state, l.gen = ?3 OR ld.listed = ?3,"
+                " ld.path, l.name, l.hash"
+                " FROM files f JOIN dirs d ON d.id = f.dir"
+                " LEFT JOIN files l ON f.hl > 0 AND l.id = f.hl"
+                " LEFT JOIN dirs ld ON ld.id = l.dir"
                 " WHERE f.state = " SQL_DONE
                 " AND (f.gen = ?3 OR d.listed = ?3) AND f.id > ?1"
                 " ORDER BY f.id LIMIT ?2",
@@ -139,9 +144,10 @@ static void add_blob(struct ferry_buf *b, sqlite3_stmt *s, int col)
                 ferry_buf_add(b, p, (size_t)sqlite3_column_bytes(s, col));
 }
 
-/* The leader's destination path "dir/name" of a hardlink follower. */
+/* The leader's destination path "dir/name" of a hardlink follower, and
+ * for a copy (not a verify: the row's own hash is checked) its hash. */
 static int put_leader(struct ferry_batch *b, sqlite3_stmt *s,
-                      struct ferry_item *it)
+                      struct ferry_item *it, bool copy)
 {
         it->link_off = 0;
         const int c = COL_AFTER;
@@ -159,7 +165,8 @@ static int put_leader(struct ferry_batch *b, sqlite3_stmt *s,
                           : ferry_batch_str(b, path.buf, path.len,
                                             &it->link_off);
         ferry_buf_release(&path);
-        memcpy(it->hash, sqlite3_column_blob(s, c + 4), 16);
+        if (copy)
+                memcpy(it->hash, sqlite3_column_blob(s, c + 4), 16);
         return rc;
 }
 
@@ -194,7 +201,8 @@ static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum mf_query q)
         it->rec_xdigest = (uint64_t)sqlite3_column_int64(s, 19);
         it->st.nlink = (uint64_t)sqlite3_column_int64(s, 20);
         it->st.rdev = (uint64_t)sqlite3_column_int64(s, 21);
-        if (q == Q_NEXT_PASS && put_leader(b, s, it))
+        if ((q == Q_NEXT_PASS || q == Q_VERIFY) &&
+            put_leader(b, s, it, q == Q_NEXT_PASS))
                 return ENOMEM;
         b->n++;
         return 0;

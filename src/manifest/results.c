@@ -1,11 +1,13 @@
 /*
  * manifest/results.c - what the copy and verify passes record: a file
- * row done (with what DST holds now), failed, vanished or pending again,
- * deleted (with the metadata it applied: applied, xdigest, nlink, for
- * the next scan's classification in scan.c); what ferry last put in DST under a
- * row's name (dst_at; and dir_known, whether ferry made a directory); failed
- * rows retried and done rows reset when DST was replaced; and the runs table (a
- * run's start and result, and since when earlier runs were cut short).
+ * row done (with what DST holds now), failed, vanished or pending again
+ * (for its data, or its metadata alone when verify found only that
+ * differing), deleted (with the metadata it applied: applied, xdigest,
+ * nlink, for the next scan's classification in scan.c); what ferry last
+ * put in DST under a row's name (dst_at; and
+ * dir_known, whether ferry made a directory); failed rows
+ * retried and done rows reset when DST was replaced; and the runs table
+ * (a run's start and result, and since when earlier runs were cut short).
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
@@ -18,6 +20,7 @@ enum results_stmt {
         S_FILE_DONE,
         S_FILE_STATE,
         S_FILE_DELETE,
+        S_FILE_META_AGAIN,
         S_FILE_DST,
         S_FILE_SET_DST,
         S_RETRY_FAILED, /* for sqlite3_exec */
@@ -46,6 +49,12 @@ static const char *const results_sql[S_NSTMTS] = {
                 " ELSE need END, attempts = attempts + (?3 IS NOT NULL), fail_side = ?4,"
                 " fail_step = ?5, fail_errno = ?6 WHERE id = ?1",
         [S_FILE_DELETE] = "DELETE FROM files WHERE id = ?1",
+        /* ?2 need, ?3 error, ?4 .. ?6 the failure, ?7 the bits to clear */
+        [S_FILE_META_AGAIN] =
+                "UPDATE files SET state = " SQL_PENDING ", need = ?2,"
+                " applied = applied & ~?7, error = ?3,"
+                " attempts = attempts + (?3 IS NOT NULL), fail_side = ?4,"
+                " fail_step = ?5, fail_errno = ?6 WHERE id = ?1",
         [S_FILE_DST] =
                 "SELECT dst_type, dst_size, dst_mtime_ns FROM files"
                 " WHERE dir = ?1 AND name = ?2",
@@ -217,6 +226,26 @@ int mf_file_set_state(struct ferry_manifest *m, int64_t id,
         return mf_exec_stmt(m, s, "file update");
 }
 
+/* --verify found row id's metadata differing in DST (bits): pending
+ * again, needing its metadata only, or its data (a link) when the
+ * differing part is the hardlink; the bits are to be applied again. */
+static int file_meta_again(struct ferry_manifest *m,
+                           const struct ferry_outcome *o)
+{
+        sqlite3_stmt *s = STMT(S_FILE_META_AGAIN);
+        if (!s)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, o->id);
+        sqlite3_bind_int(s, 2,
+                         o->meta_differs & MF_AP_LINKS ? MF_NEED_DATA
+                                                       : MF_NEED_META);
+        if (o->why)
+                sqlite3_bind_text(s, 3, o->why, -1, SQLITE_TRANSIENT);
+        mf_bind_failure(s, 4, o->fail);
+        sqlite3_bind_int64(s, 7, (int64_t)o->meta_differs);
+        return mf_exec_stmt(m, s, "file update");
+}
+
 int mf_file_delete(struct ferry_manifest *m, int64_t id)
 {
         return mf_exec_id(m, STMT(S_FILE_DELETE), id, "file delete");
@@ -264,6 +293,10 @@ static int record_outcome(struct ferry_manifest *m,
                 /* a missing file's directories may be made anew */
                 if (!rc && o->dst_missing)
                         rc = mf_dir_chain_touch(m, o->id);
+                break;
+        case FO_META_AGAIN:
+                if (!rc)
+                        rc = file_meta_again(m, o);
                 break;
         case FO_CLAIM: break;
         }

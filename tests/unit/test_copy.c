@@ -12,6 +12,7 @@
 #include "copy.h"
 
 #include <signal.h>
+#include <sys/xattr.h>
 #include <xxhash.h>
 
 struct fixture {
@@ -665,10 +666,49 @@ static struct ferry_item verify_one(struct fixture *fx, int work,
         return out;
 }
 
+/* --verify's xattr check: DST's digest against the row's (skipped where
+ * the file system holds no user xattrs). */
+static void test_verify_xattrs(void)
+{
+        struct fixture fx;
+        fx_open(&fx);
+        fx.cfg.meta.xattrs = fx.cfg.meta.acls = true;
+        ferry_dst_caps_all(&fx.cfg.meta.caps);
+        unit_write_file(fx.src, "x", "data", 4);
+        int fd = openat(fx.src, "x", O_RDWR);
+        bool xa = fd >= 0 && !fsetxattr(fd, "user.a", "one", 3, 0);
+        close(fd);
+        if (!xa) {
+                printf("# skip test_verify_xattrs: no user xattrs here\n");
+                fx_close(&fx, true);
+                return;
+        }
+        struct ferry_item f = copy_one(&fx, 1, "", "x", FT_REG, NULL);
+        CHECK_EQ(f.result, R_DONE);
+        CHECK(f.has_xdigest);
+        f.rec_applied = MF_AP_PERMS | MF_AP_TIMES | MF_AP_XATTRS | MF_AP_ACLS;
+        f.rec_has_xdigest = true;
+        f.rec_xdigest = f.xdigest;
+        struct ferry_item v = verify_one(&fx, WORK_VERIFY_DST, &f, "", "x");
+        CHECK_EQ(v.result, R_DONE);
+        fd = openat(fx.dst, "x", O_RDWR);
+        CHECK_EQ(fsetxattr(fd, "user.b", "two", 3, 0), 0);
+        close(fd);
+        v = verify_one(&fx, WORK_VERIFY_DST, &f, "", "x");
+        CHECK_EQ(v.result, R_META_DIFFERS);
+        CHECK_EQ(v.differs, MF_AP_XATTRS | MF_AP_ACLS);
+        /* without the recorded digest there is nothing to compare with */
+        f.rec_has_xdigest = false;
+        v = verify_one(&fx, WORK_VERIFY_DST, &f, "", "x");
+        CHECK_EQ(v.result, R_DONE);
+        fx_close(&fx, true);
+}
+
 static void test_verify(void)
 {
         struct fixture fx;
         fx_open(&fx);
+        ferry_dst_caps_all(&fx.cfg.meta.caps); /* as a run without a probe */
         mkdirat(fx.src, "d", 0755);
         size_t len = 300 * 1024;
         char *data = malloc(len);
@@ -698,10 +738,26 @@ static void test_verify(void)
         v = verify_one(&fx, WORK_VERIFY_SRC, &f, "d", "f"); /* SRC is fine */
         CHECK_EQ(v.result, R_DONE);
 
-        /* one byte more: the size differs */
+        /* the same bytes written anew: only the mtime differs */
         unit_write_file(fx.dst, "d/f", data, len);
         v = verify_one(&fx, WORK_VERIFY_DST, &f, "d", "f");
+        CHECK_EQ(v.result, R_META_DIFFERS);
+        CHECK_EQ(v.fail.side, FERRY_SIDE_DST);
+        CHECK_EQ(v.fail.step, FERRY_STEP_META_DIFFERS);
+        CHECK_EQ(v.differs, MF_AP_TIMES);
+        struct timespec ts[2] = {
+                {0, UTIME_OMIT},
+                {(time_t)f.st.mtime.sec, (long)f.st.mtime.nsec}};
+        CHECK_EQ(utimensat(fx.dst, "d/f", ts, 0), 0);
+        v = verify_one(&fx, WORK_VERIFY_DST, &f, "d", "f");
         CHECK_EQ(v.result, R_DONE);
+        /* a chmod: the mode differs; content differing wins over it */
+        CHECK_EQ(fchmodat(fx.dst, "d/f", 0600, 0), 0);
+        v = verify_one(&fx, WORK_VERIFY_DST, &f, "d", "f");
+        CHECK_EQ(v.result, R_META_DIFFERS);
+        CHECK_EQ(v.differs, MF_AP_PERMS);
+
+        /* one byte more: the size differs */
         fd = openat(fx.dst, "d/f", O_WRONLY | O_APPEND);
         CHECK_EQ(write(fd, "", 1), 1);
         close(fd);
@@ -857,6 +913,7 @@ int main(int argc, char **argv)
         RUN(test_fifo_does_not_hang);
         RUN(test_stop_request);
         RUN(test_verify);
+        RUN(test_verify_xattrs);
         RUN(test_transient_classification);
         RUN(test_injected_faults);
         return unit_done();
