@@ -160,6 +160,18 @@ bool ferry_copier_meta(struct ferry_copier *c, struct ferry_batch *b,
                 it->need = MF_NEED_DATA;
                 return false; /* its data changed after the scan */
         }
+        /* a hardlink name: re-linked when the ctime alone moved (cheap,
+         * and right should its first name be copied anew); its xattrs
+         * are its first name's to apply, not read here */
+        if (it->link_off) {
+                if (ctime_only(&it->st, &st))
+                        return it->need = MF_NEED_DATA, false;
+                it->applied = it->rec_applied;
+                it->st = st;
+                it->result = R_DONE;
+                it->bytes = 0;
+                return true;
+        }
         /* SRC's xattrs and ACLs (xattr.h), by name, read before the ctime
          * rule: a setfattr or setfacl moves the ctime alone, and a digest
          * other than the recorded one explains it. Unreadable: DST's are
@@ -170,17 +182,6 @@ bool ferry_copier_meta(struct ferry_copier *c, struct ferry_batch *b,
         bool xmoved =
                 xa && it->rec_has_xdigest && it->xdigest != it->rec_xdigest;
         bool only_ctime = !xmoved && ctime_only(&it->st, &st);
-        /* a hardlink name: re-linked when the ctime alone moved (cheap,
-         * and right should its first name be copied anew) */
-        if (it->link_off) {
-                if (only_ctime)
-                        return it->need = MF_NEED_DATA, false;
-                it->applied = it->rec_applied;
-                it->st = st;
-                it->result = R_DONE;
-                it->bytes = 0;
-                return true;
-        }
         if (only_ctime && it->type == FT_REG && !c->cfg.trust_mtime &&
             !content_same(c, name, it, &rc)) {
                 if (rc && rc != ENOENT) {
