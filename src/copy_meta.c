@@ -7,12 +7,13 @@
  * Owns the in-place action and the ctime rule. The row's recorded stat
  * (it->st as handed out) is what was applied; SRC is stat'ed again:
  *   - its data moved (type, size, mtime, inode): a full copy;
- *   - mode, owner or link count moved (with the ctime): their change
- *     explains the ctime, the metadata is applied in place (rsync does the
- *     same; --verify=source catches the rest);
- *   - the ctime alone moved: `touch -r` may hide a change of content
- *     behind a restored mtime, so SRC is read and hashed and compared with
- *     the recorded hash before anything is written (equal: in place;
+ *   - mode, owner, link count or the digest of its xattrs and ACLs moved
+ *     (with the ctime; SRC's xattrs are read first, by name, no data):
+ *     their change explains the ctime, the metadata is applied in place
+ *     (rsync does the same; --verify=source catches the rest);
+ *   - the ctime alone moved, nothing of that explains it: `touch -r` may hide a
+ * change of content behind a restored mtime, so SRC is read and hashed and
+ * compared with the recorded hash before anything is written (equal: in place;
  *     differs: a full copy), unless --trust-mtime, which trusts size and
  *     mtime as rsync does;
  *   - nothing moved (an option wants what an earlier run left out): in
@@ -95,7 +96,7 @@ static int open_dst(struct ferry_copier *c, const char *name,
 /* Applies st to the DST entry in place; the result is the item's. */
 static void apply(struct ferry_copier *c, struct ferry_batch *b,
                   struct ferry_item *it, const char *name,
-                  const struct ferry_stat *st)
+                  const struct ferry_stat *st, bool xa)
 {
         struct ferry_stat d;
         int fd = -1;
@@ -114,11 +115,6 @@ static void apply(struct ferry_copier *c, struct ferry_batch *b,
                 refuse(c, b, it, &d);
                 return;
         }
-        /* SRC's xattrs and ACLs (xattr.h), by name; unreadable: DST's
-         * are left as they are */
-        const struct step *xs = NULL;
-        bool xa = (c->cfg.meta.xattrs || c->cfg.meta.acls) &&
-                  !ferry_copier_read_xattrs(c, -1, name, st, it, &xs);
         struct ferry_meta_target t = {fd, c->dst_dir, name, true};
         enum ferry_step fs = FERRY_STEP_NONE;
         rc = ferry_meta_apply(&c->cfg.meta, &t, st, xa ? &c->xa : NULL,
@@ -160,15 +156,15 @@ bool ferry_copier_meta(struct ferry_copier *c, struct ferry_batch *b,
                 ferry_copier_set_result(it, rc, &S_STAT_SRC);
                 return true;
         }
-        bool only_ctime = ctime_only(&it->st, &st);
         if (data_moved(&it->st, &st, it->type)) {
                 it->need = MF_NEED_DATA;
                 return false; /* its data changed after the scan */
         }
         /* a hardlink name: re-linked when the ctime alone moved (cheap,
-         * and right should its first name be copied anew) */
+         * and right should its first name be copied anew); its xattrs
+         * are its first name's to apply, not read here */
         if (it->link_off) {
-                if (only_ctime)
+                if (ctime_only(&it->st, &st))
                         return it->need = MF_NEED_DATA, false;
                 it->applied = it->rec_applied;
                 it->st = st;
@@ -176,6 +172,16 @@ bool ferry_copier_meta(struct ferry_copier *c, struct ferry_batch *b,
                 it->bytes = 0;
                 return true;
         }
+        /* SRC's xattrs and ACLs (xattr.h), by name, read before the ctime
+         * rule: a setfattr or setfacl moves the ctime alone, and a digest
+         * other than the recorded one explains it. Unreadable: DST's are
+         * left as they are, and they explain nothing. */
+        const struct step *xs = NULL;
+        bool xa = (c->cfg.meta.xattrs || c->cfg.meta.acls) &&
+                  !ferry_copier_read_xattrs(c, -1, name, &st, it, &xs);
+        bool xmoved =
+                xa && it->rec_has_xdigest && it->xdigest != it->rec_xdigest;
+        bool only_ctime = !xmoved && ctime_only(&it->st, &st);
         if (only_ctime && it->type == FT_REG && !c->cfg.trust_mtime &&
             !content_same(c, name, it, &rc)) {
                 if (rc && rc != ENOENT) {
@@ -185,6 +191,6 @@ bool ferry_copier_meta(struct ferry_copier *c, struct ferry_batch *b,
                 it->need = MF_NEED_DATA; /* touch -r hid a new content */
                 return false;
         }
-        apply(c, b, it, name, &st);
+        apply(c, b, it, name, &st, xa);
         return it->need == MF_NEED_META;
 }

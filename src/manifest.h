@@ -84,7 +84,10 @@
  *         dst_missing); DST replaced (reset_done)
  *     TO_APPLY --> APPLIED   set in DST (dir_outcome DIR_APPLIED), or
  *         left to the next run, whose scan finds it changed (dir_outcome
- *         DIR_DEFERRED; delete_refused for SRC's root)
+ *         DIR_DEFERRED; delete_refused for SRC's root); it stays TO_APPLY
+ *         when DST refused some of its metadata (DIR_META_FAILED, its
+ *         cause in meta_step and meta_errno), so the next run applies it
+ *         again
  *     any --> (row deleted)  not seen by a complete scan, and --delete
  *         ran (dir_outcome DIR_DELETED or DIR_FORGOTTEN)
  *   listed: MARKING (-1) while a scan marks its file rows one by one (new
@@ -392,13 +395,16 @@ void ferry_manifest_dir_walk_end(struct ferry_dir_walk *w);
 enum ferry_dir_outcome {
         DIR_APPLIED = 1, /* metadata set in DST */
         DIR_FAILED,      /* could not be set: why and fail kept */
+        DIR_META_FAILED, /* there in DST, its metadata (fail) not all:
+                            applied bits and fail kept, still to apply */
         DIR_DEFERRED,    /* left to the next run: marked applied, and
                             the next scan finds it changed */
         DIR_DELETED,     /* deleted from DST: its parent's metadata to
                             apply again, the row forgotten */
         DIR_FORGOTTEN,   /* gone, not deleted from DST: row forgotten */
 };
-/* fail and why: DIR_FAILED's failure and message (else ignored). */
+/* fail and why: DIR_FAILED's failure and message, DIR_META_FAILED's
+ * failure (else ignored). */
 int ferry_manifest_dir_outcome(struct ferry_manifest *m,
                                const struct ferry_dir_row *d,
                                enum ferry_dir_outcome o,

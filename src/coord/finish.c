@@ -10,12 +10,15 @@
  * other spellings, --max-delete) and hands the row's DST work to the tree
  * work (treework.h: the copy's workers, idle, do it once DST is slow);
  * every job comes back in order to tree_done, which records its outcome
- * (deleted_file, deleted_dir, applied_dir: events, counts, the manifest).
+ * (deleted_file, deleted_dir, applied_dir: events, counts, the manifest;
+ * a directory that is there but whose metadata DST refused is a metadata
+ * shortfall, dir_shortfall, not a failed directory).
  * each_row runs a function over a pass's file rows, each_dir over a set of
  * directory rows.
  */
 #define _GNU_SOURCE
 #include "config.h"
+#include "copy.h"
 #include "internal.h"
 
 #include "failure.h"
@@ -234,6 +237,33 @@ static void apply_dir(struct coord *c, const struct ferry_dir_row *d)
                                             d));
 }
 
+/* The steps of a directory's metadata once it is there in DST. */
+static bool dir_meta_step(enum ferry_step s)
+{
+        return s == FERRY_STEP_CHOWN || s == FERRY_STEP_CHMOD ||
+               s == FERRY_STEP_UTIMES || s == FERRY_STEP_XATTR ||
+               s == FERRY_STEP_ACL;
+}
+
+/* A directory that is there in DST but whose metadata DST refused: a
+ * metadata shortfall, as a file's (metafail.c), not a failed directory;
+ * its row stays to apply, so the next run applies it again. */
+static bool dir_shortfall(struct coord *c, const struct ferry_tree_job *t)
+{
+        if (!dir_meta_step(t->step) ||
+            !ferry_copy_meta_shortfall(c->cfg->dstfd, t->rc))
+                return false;
+        struct ferry_failure f =
+                ferry_failure_of(FERRY_SIDE_DST, t->step, t->rc);
+        /* DST's root as status names it: "." */
+        meta_shortfall(c, "", t->row.path[0] ? t->row.path : ".", true, &f);
+        struct ferry_dir_row row = t->row;
+        row.applied = t->applied;
+        if (ferry_manifest_dir_outcome(c->m, &row, DIR_META_FAILED, &f, NULL))
+                manifest_error(c);
+        return true;
+}
+
 /* apply_dir's row back from DST (treework.c's apply_dir). */
 static void applied_dir(struct coord *c, const struct ferry_tree_job *t)
 {
@@ -243,6 +273,8 @@ static void applied_dir(struct coord *c, const struct ferry_tree_job *t)
         note_tree_sync(c, t->sync_rc);
         if (t->rc && !why[0] && stop_for_dst(c, t->rc))
                 return; /* nobody's failure: the row stays pending */
+        if (t->rc && !why[0] && dir_shortfall(c, t))
+                return;
         if (t->rc) {
                 /* a refused or colliding name says why itself */
                 struct ferry_failure f =

@@ -1,9 +1,10 @@
 /*
  * coord/metafail.c - metadata shortfalls (data arrived, some metadata did
- * not) as the run reports them: each counted in the summary's
- * meta_failed, the first few of each cause named (FERRY_EV_META_FAILED),
- * the rest of that cause said as one count at the end of the run. Also
- * the one warning for files larger than DST holds.
+ * not; of a directory: it is there in DST, some of its metadata is not)
+ * as the run reports them, files' and directories' alike: each counted in
+ * the summary's meta_failed, the first few of each cause named
+ * (FERRY_EV_META_FAILED), the rest of that cause said as one count at the
+ * end of the run. Also the one warning for files larger than DST holds.
  */
 #define _GNU_SOURCE
 #include "internal.h"

@@ -1,7 +1,9 @@
 /*
  * manifest/dirs.c - a directory row's metadata state: to apply (its mode
  * and times must still be set in DST) or applied, the error that says why
- * a directory could not be read or set up, and the row's removal.
+ * a directory could not be read or set up, the metadata DST refused to a
+ * directory that is there (meta_step, meta_errno: still to apply), and
+ * the row's removal.
  * Directory rows are made and marked listed by the scan (scan.c). Also
  * the walk over the directories to set up or delete after the copy, as
  * their own row type (struct ferry_dir_row).
@@ -20,6 +22,7 @@ enum dirs_stmt {
         S_DIR_TOUCH,
         S_DIR_CHAIN_TOUCH,
         S_DIR_APPLIED,
+        S_DIR_META_FAILED,
         S_DIR_DEFER,
         S_DIR_DELETE,
         S_DIR_ERROR,
@@ -42,7 +45,13 @@ static const char *const dirs_sql[S_NSTMTS] = {
                 " AND state != " SQL_TO_APPLY,
         [S_DIR_APPLIED] =
                 "UPDATE dirs SET state = " SQL_APPLIED ","
-                " applied = coalesce(?2, applied) WHERE id = ?1",
+                " applied = coalesce(?2, applied), meta_step = 0,"
+                " meta_errno = 0 WHERE id = ?1",
+        /* a metadata shortfall: the state stays to apply (the next run
+         * applies it again), what was applied and why the rest was not */
+        [S_DIR_META_FAILED] =
+                "UPDATE dirs SET applied = ?2, meta_step = ?3,"
+                " meta_errno = ?4 WHERE id = ?1",
         /* an mtime no directory has: the next scan finds it changed */
         [S_DIR_DEFER] =
                 "UPDATE dirs SET state = " SQL_APPLIED ","
@@ -90,6 +99,20 @@ int mf_dir_applied_ap(struct ferry_manifest *m, int64_t id, uint32_t applied)
                 return mf_db_fail(m, "write");
         sqlite3_bind_int64(s, 1, id);
         sqlite3_bind_int64(s, 2, applied);
+        return mf_exec_stmt(m, s, "directory update");
+}
+
+static int dir_meta_failed(struct ferry_manifest *m,
+                           const struct ferry_dir_row *d,
+                           const struct ferry_failure *f)
+{
+        sqlite3_stmt *s = STMT(S_DIR_META_FAILED);
+        if (!s)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, d->id);
+        sqlite3_bind_int64(s, 2, d->applied);
+        sqlite3_bind_int(s, 3, f ? (int)f->step : 0);
+        sqlite3_bind_int(s, 4, f ? f->err : 0);
         return mf_exec_stmt(m, s, "directory update");
 }
 
@@ -233,6 +256,7 @@ int ferry_manifest_dir_outcome(struct ferry_manifest *m,
         switch (o) {
         case DIR_APPLIED: return mf_dir_applied_ap(m, d->id, d->applied);
         case DIR_FAILED: return mf_dir_set_error(m, d->id, fail, why);
+        case DIR_META_FAILED: return dir_meta_failed(m, d, fail);
         case DIR_DEFERRED: return mf_dir_defer(m, d->id);
         case DIR_DELETED:
                 /* its parent's mtime changed in DST */

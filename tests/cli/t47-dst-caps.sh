@@ -13,7 +13,10 @@
 #    rsync -aHAXn -i --numeric-ids: nothing itemized) and exits 0; with the
 #    metadata layer (--trust-mtime is its option) it copies no data;
 #  - a shortfall and a file's data failure in one run: 23 comes first,
-#    status counts each apart, the next run makes up both.
+#    status counts each apart, the next run makes up both;
+#  - a directory's chmod and chown refused (the directory is there): a
+#    shortfall too (26, named, listed by status, not a failed directory),
+#    and the next run applies it (find -printf, rsync) and exits 0.
 # Needs root (files of another owner) and a test build (FERRY_FAULT).
 . "$(dirname "$0")/lib.sh" || exit 1
 [[ $(id -u) == 0 ]] || skip_all "needs root (makes files of another owner)"
@@ -32,7 +35,7 @@ export FERRY_FAULT_LOG
 owners() { (cd "$1" && find . -type f -printf '%U:%G %p\n' | sort); }
 
 # run 1: the chown of each of the 14 files fails (the first 14 calls: the
-# directories' come at the end of the run; theirs fail as before)
+# directories' come at the end of the run, not faulted here; run 5 is theirs)
 : >"$FERRY_FAULT_LOG"
 faults=$(for i in $(seq 14); do printf 'chown:%d:1,' "$i"; done)
 run env FERRY_FAULT="${faults%,}" "$FERRY" -j 2 src dst
@@ -109,4 +112,40 @@ check "run 3: status counts both, apart" eval '
 run "$FERRY" src dst
 check "run 4: both made up: exit 0 (got $RC)" test "$RC" = 0
 check "run 4: DST equals SRC (diff -r, owners)" eval 'diff -r src dst && cmp -s <(owners src) <(owners dst)'
+
+# run 5: a directory that is there in DST but whose chmod and chown DST
+# refuses is a metadata shortfall too (26, listed, applied by the next
+# run), not a failed directory. No files: the only chmod and chown calls
+# are the directories' (a, b and the root, at the end of the run).
+mkdir -p srcd/a srcd/b
+chmod 750 srcd/a
+chmod 705 srcd/b
+chown 4321:4321 srcd/a srcd/b
+: >"$FERRY_FAULT_LOG"
+run env FERRY_FAULT=chmod:1:1,chown:2:1 "$FERRY" -j 1 srcd dstd
+check "run 5: both faults fired" test "$(wc -l <"$FERRY_FAULT_LOG")" = 2
+check "run 5: a directory's refused chmod/chown: exit 26 (got $RC)" test "$RC" = 26
+show "$LOG/err" 8
+check "run 5: no directory counted failed (no 'failed:' line)" \
+	eval '! grep -q "^ferry: failed:" "$LOG/err"'
+n=$(grep -c "^ferry: metadata: '[ab]': set directory \(mode\|owner\): Operation not permitted$" "$LOG/err")
+check "run 5: stderr names both directories' shortfalls (got $n)" test "$n" = 2
+check "run 5: the summary counts 2 shortfalls" \
+	grep -q '^ferry: metadata not applied: 2 ' "$LOG/err"
+check "run 5: both directories are there in DST" test -d dstd/a -a -d dstd/b
+run "$FERRY" status srcd dstd
+check "run 5: status: metadata not applied: 2" grep -qx 'metadata not applied: 2' "$LOG/out"
+check "run 5: status: failed: 0 files" grep -qx 'failed: 0 files' "$LOG/out"
+n=$(grep -c "^metadata: '[ab]': set directory \(mode\|owner\): Operation not permitted$" "$LOG/out")
+check "run 5: status lists both directories (got $n)" test "$n" = 2
+run "$FERRY" srcd dstd
+check "run 6: the directories' metadata applied: exit 0 (got $RC)" test "$RC" = 0
+modes() { (cd "$1" && find . -printf '%m %U:%G %p\n' | sort); }
+check "run 6: DST's modes and owners are SRC's (find -printf)" \
+	cmp -s <(modes srcd) <(modes dstd)
+rsync -aHAXn -i --numeric-ids srcd/ dstd/ >"$LOG/rsync" 2>&1
+check "run 6: rsync -aHAXn -i itemizes nothing" eval '[[ ! -s $LOG/rsync ]]'
+show "$LOG/rsync"
+check "run 6: status counts no shortfall" \
+	test "$("$FERRY" status srcd dstd | sed -n 's/^metadata not applied: //p')" = 0
 finish
