@@ -170,7 +170,8 @@ static int read_all(struct ferry_xattrs *xa, const struct src *s, uint64_t dev,
         }
         for (size_t i = 0; i < xa->n; i++)
                 xa->v[i].value = xa->values.buf + xa->v[i].val_off;
-        qsort(xa->v, xa->n, sizeof(*xa->v), by_name);
+        if (xa->n) /* qsort of NULL, even of 0 entries, is undefined */
+                qsort(xa->v, xa->n, sizeof(*xa->v), by_name);
         return 0;
 }
 

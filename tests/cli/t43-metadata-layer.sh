@@ -48,7 +48,7 @@ in_place() {
 	local before after
 	before=$(stat -c '%i %b' dst/big)
 	if have_strace; then
-		expect_code 0 strace -f -qq -o "$LOG/$name.trace" \
+		expect_code 0 env "$(no_leak_check_env)" strace -f -qq -o "$LOG/$name.trace" \
 			-e trace=write,pwrite64,pwritev,writev,copy_file_range,sendfile \
 			"$FERRY" -q --json "$@" src dst || return 1
 		tail -n1 "$LOG/out" >"$LOG/$name.json"
@@ -125,7 +125,7 @@ if command -v setfattr >/dev/null && setfattr -n user.t43 -v yes src/big 2>/dev/
 	if have_strace; then
 		setfattr -n user.t43 -v again src/big
 		rm -f "$LOG"/xread.*
-		expect_code 0 strace -ff -qq -y -s 0 -o "$LOG/xread" \
+		expect_code 0 env "$(no_leak_check_env)" strace -ff -qq -y -s 0 -o "$LOG/xread" \
 			-e trace=read,pread64,readv,preadv,preadv2,copy_file_range,sendfile,mmap \
 			"$FERRY" -q --json src dst
 		tail -n1 "$LOG/out" >"$LOG/xread.json"
