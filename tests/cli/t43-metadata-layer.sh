@@ -7,8 +7,7 @@
 #    setfattr of a 64 MiB file in SRC: the re-run writes no data (--json
 #    bytes_copied 0, no write(2) of 64 KiB or more: strace), DST keeps its
 #    inode and its blocks, and DST's mode/owner/xattr is SRC's (stat,
-#    getfattr). The setfattr case needs xattr support (wt-xattr): until it
-#    is merged its check fails, by design;
+#    getfattr);
 #  - --atimes: a changed access time alone is applied in place (stat);
 #  - the ctime rule: a content change behind a restored mtime (touch -r,
 #    same size) is copied (cmp equal); with --trust-mtime it is not
@@ -92,7 +91,7 @@ check "touch: DST's mtime is SRC's" \
 
 if command -v setfattr >/dev/null && setfattr -n user.t43 -v yes src/big 2>/dev/null; then
 	in_place setfattr "setfattr user.t43"
-	check "setfattr: DST has user.t43=yes (getfattr; needs wt-xattr)" \
+	check "setfattr: DST has user.t43=yes (getfattr)" \
 		test "$(getfattr --only-values -n user.t43 dst/big 2>/dev/null)" = yes
 else
 	say "setfattr missing or SRC holds no user xattrs: that case not run"
