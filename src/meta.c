@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,13 +37,16 @@ static int set_group(const struct ferry_meta_target *t, gid_t gid)
 
 void ferry_meta_cfg_groups(struct ferry_meta_cfg *mc)
 {
-        gid_t all[FERRY_META_GROUPS * 4];
-        int n = getgroups((int)(sizeof(all) / sizeof(all[0])), all);
+        int n = getgroups(0, NULL);
+        gid_t *all = n > 0 ? malloc((size_t)n * sizeof(*all)) : NULL;
+        n = all ? getgroups(n, all) : 0;
+        mc->euid = geteuid();
         mc->groups[0] = getegid();
         mc->ngroups = 1;
         for (int i = 0; i < n && mc->ngroups < FERRY_META_GROUPS; i++)
                 if (all[i] != mc->groups[0])
                         mc->groups[mc->ngroups++] = all[i];
+        free(all);
 }
 
 static bool in_groups(const struct ferry_meta_cfg *mc, gid_t gid)
@@ -53,6 +57,26 @@ static bool in_groups(const struct ferry_meta_cfg *mc, gid_t gid)
         return false;
 }
 
+/* Not root, an entry ferry did not just make (in place, a directory):
+ * *skip when it is another user's (no chown can work: cp -a's rule, and
+ * the chmod after says why) or already has the group. */
+static int group_skip(const struct ferry_meta_cfg *mc,
+                      const struct ferry_meta_target *t, gid_t gid, bool *skip,
+                      bool *has)
+{
+        struct ferry_stat d;
+        *skip = *has = false;
+        if (!t->in_place)
+                return 0;
+        int rc = t->fd >= 0 ? ferry_fsio_fstat(t->fd, &d)
+                            : ferry_fsio_statat(t->dirfd, t->name, &d);
+        if (!rc) {
+                *skip = d.uid != mc->euid || d.gid == gid;
+                *has = d.uid == mc->euid && d.gid == gid;
+        }
+        return rc;
+}
+
 /* The owner part: root sets uid and gid; another user the group alone,
  * when it is one of theirs. *applied gets MF_AP_OWNER when it was set. */
 static int apply_owner(const struct ferry_meta_cfg *mc,
@@ -60,13 +84,14 @@ static int apply_owner(const struct ferry_meta_cfg *mc,
                        const struct ferry_stat *st, uint32_t *applied)
 {
         int rc;
+        bool skip = false, has = false;
         if (mc->root)
                 rc = set_owner(t, st);
-        else if (in_groups(mc, st->gid))
-                rc = set_group(t, st->gid);
-        else
+        else if (!in_groups(mc, st->gid))
                 return 0;
-        if (!rc)
+        else if (!(rc = group_skip(mc, t, st->gid, &skip, &has)) && !skip)
+                rc = set_group(t, st->gid);
+        if (!rc && (!skip || has))
                 *applied |= MF_AP_OWNER;
         return rc;
 }

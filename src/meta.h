@@ -33,10 +33,11 @@ struct ferry_meta_cfg {
          * set the group when the user is in it); ferry_meta_cfg_groups */
         gid_t groups[FERRY_META_GROUPS];
         unsigned ngroups;
+        uid_t euid; /* an entry of another user's is not chgrp-ed */
 };
 
 /* Fills mc->groups with the process's effective and supplementary groups
- * (none on failure: no group is set). Once per run, not per file. */
+ * (on failure the effective one alone). Once per cfg, not per file. */
 void ferry_meta_cfg_groups(struct ferry_meta_cfg *mc);
 
 /* The FERRY_XA_* flags (xattr.h) of what mc keeps: xattrs, ACLs, and
@@ -57,8 +58,9 @@ struct ferry_meta_target {
 
 /* Applies st (and xa, SRC's kept xattrs and ACLs; NULL: leave the
  * entry's as they are) to t as mc says. The owner: as root uid and gid;
- * otherwise the group alone, when it is one of mc->groups (MF_AP_OWNER
- * then says the group was applied; another group is no failure). Every part is
+ * otherwise the group alone, when it is one of mc->groups and the entry
+ * the process's (MF_AP_OWNER then says the group is SRC's; another group,
+ * another user's entry are no failure, as for cp -a). Every part is
  * tried, also after one failed. Returns 0, or the errno of the first part that
  * failed and *step its step (FERRY_STEP_XATTR, _ACL for those); *applied gets
  * the MF_AP_* bits (manifest_types.h) of the parts that worked: MF_AP_XATTRS
