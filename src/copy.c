@@ -408,9 +408,7 @@ static void record_dst(struct ferry_copier *c, struct ferry_item *it,
 {
         struct ferry_stat d;
         it->dst.type = it->type;
-        it->dst.size = it->type == FT_SPECIAL
-                               ? ferry_copy_special_id(it->st.mode, it->st.rdev)
-                               : it->st.size;
+        it->dst.size = ferry_copy_dst_size(it->type, &it->st);
         it->dst.mtime = it->st.mtime;
         if (!c->cfg.meta.times || it->meta_fail.step) {
                 if (ferry_fsio_statat(c->dst_dir, name, &d))

@@ -92,6 +92,10 @@ bool ferry_copy_can_make_devices(void);
 
 bool ferry_copy_matches(const struct ferry_dst_rec *rec,
                         const struct ferry_stat *d);
+/* What rec->size holds of an entry of type t whose stat is d: its size, a
+ * special's kind and device number (ferry_copy_special_id). Both the
+ * copy and --verify's claim record it so. */
+uint64_t ferry_copy_dst_size(enum ferry_ftype t, const struct ferry_stat *d);
 bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,
                         const struct ferry_item *it,
                         const struct ferry_stat *src,

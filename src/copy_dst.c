@@ -181,8 +181,7 @@ static bool is_type(const struct ferry_stat *st, enum ferry_ftype t)
                        : t == FT_SPECIAL && ferry_copy_is_special(st->mode);
 }
 
-/* What rec->size holds of d: a special's kind and device number. */
-static uint64_t size_of(enum ferry_ftype t, const struct ferry_stat *d)
+uint64_t ferry_copy_dst_size(enum ferry_ftype t, const struct ferry_stat *d)
 {
         return t == FT_SPECIAL ? ferry_copy_special_id(d->mode, d->rdev)
                                : d->size;
@@ -197,7 +196,7 @@ bool ferry_copy_matches(const struct ferry_dst_rec *rec,
                         const struct ferry_stat *d)
 {
         return rec->type && is_type(d, rec->type) &&
-               size_of(rec->type, d) == rec->size &&
+               ferry_copy_dst_size(rec->type, d) == rec->size &&
                near_time(d->mtime, rec->mtime);
 }
 
@@ -210,8 +209,9 @@ bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,
                 return true;
         if (!is_type(d, it->type))
                 return false;
-        if (size_of(it->type, d) == size_of(it->type, src) && cfg->meta.times &&
-            near_time(d->mtime, src->mtime))
+        if (ferry_copy_dst_size(it->type, d) ==
+                    ferry_copy_dst_size(it->type, src) &&
+            cfg->meta.times && near_time(d->mtime, src->mtime))
                 return true;
         return cfg->written_since && d->ctime.sec >= cfg->written_since;
 }

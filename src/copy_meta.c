@@ -36,10 +36,17 @@
 
 static const struct step S_OPEN_DST = {FERRY_SIDE_DST, FERRY_STEP_OPEN};
 
+/* A special's data is its kind and device number: the same kind (a FIFO
+ * still a FIFO) and rdev are its data as made. */
 static bool data_moved(const struct ferry_stat *was,
                        const struct ferry_stat *st, enum ferry_ftype t)
 {
-        bool type = t == FT_REG ? S_ISREG(st->mode) : S_ISLNK(st->mode);
+        bool type = t == FT_REG    ? S_ISREG(st->mode)
+                    : t == FT_LINK ? S_ISLNK(st->mode)
+                                   : ferry_copy_is_special(st->mode) &&
+                                             (st->mode & S_IFMT) ==
+                                                     (was->mode & S_IFMT) &&
+                                             st->rdev == was->rdev;
         return !type || was->size != st->size ||
                !ferry_time_eq(was->mtime, st->mtime) || was->ino != st->ino;
 }

@@ -116,8 +116,10 @@ static uint32_t compare(struct ferry_copier *c, const struct ferry_batch *b,
                 differs |= MF_AP_PERMS;
                 add_part(why, "mode");
         }
+        /* not root, MF_AP_OWNER says the group alone was applied */
         if ((bits & MF_AP_OWNER) &&
-            (d->uid != it->st.uid || d->gid != it->st.gid)) {
+            ((c->cfg.meta.root && d->uid != it->st.uid) ||
+             d->gid != it->st.gid)) {
                 differs |= MF_AP_OWNER;
                 add_part(why, "owner");
         }

@@ -234,13 +234,14 @@ int ferry_manifest_scan_start(struct ferry_manifest *m, int64_t *gen,
                               uint64_t *files, uint64_t *bytes);
 
 /* The metadata a run wants in DST (MF_AP_* bits, manifest_types.h): of
- * regular files and directories, and of symlinks (no mode; times only
- * where DST keeps them). A done row whose applied lacks one of them is
+ * regular files and directories, of symlinks (no mode; times only where
+ * DST keeps them), and of special files (mode, owner, times; no xattrs).
+ * A done row whose applied lacks one of them is
  * handed out for its metadata alone (UP_META); 0 (the default) checks no
  * option. MF_AP_LINKS is not among them: --hard-links is the listing's
  * hard_links (a name of a group copied apart becomes a link). */
 void ferry_manifest_set_wanted(struct ferry_manifest *m, uint32_t wanted,
-                               uint32_t wanted_link);
+                               uint32_t wanted_link, uint32_t wanted_special);
 
 /* How a listing chunk is recorded. */
 struct ferry_listing_rec {

@@ -1,6 +1,7 @@
 /*
  * meta.c - SRC's metadata applied to one DST entry (meta.h): owner,
- * mode, xattrs and ACLs, times, in that order, by descriptor or by name.
+ * mode, xattrs and ACLs, times, in that order, by descriptor or by name
+ * (not root: the group, when the process is in it).
  * A part that fails does not stop the parts after it: the first failure
  * is reported, and *applied names only the parts that worked.
  */
@@ -13,8 +14,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static int set_owner(const struct ferry_meta_target *t,
                      const struct ferry_stat *st)
@@ -22,6 +25,75 @@ static int set_owner(const struct ferry_meta_target *t,
         return t->fd >= 0 ? ferry_fsio_fchown(t->fd, st->uid, st->gid)
                           : ferry_fsio_lchownat(t->dirfd, t->name, st->uid,
                                                 st->gid);
+}
+
+/* Not root: the group alone (uid -1), as cp -a does. */
+static int set_group(const struct ferry_meta_target *t, gid_t gid)
+{
+        return t->fd >= 0
+                       ? ferry_fsio_fchown(t->fd, (uid_t)-1, gid)
+                       : ferry_fsio_lchownat(t->dirfd, t->name, (uid_t)-1, gid);
+}
+
+void ferry_meta_cfg_groups(struct ferry_meta_cfg *mc)
+{
+        int n = getgroups(0, NULL);
+        gid_t *all = n > 0 ? malloc((size_t)n * sizeof(*all)) : NULL;
+        n = all ? getgroups(n, all) : 0;
+        mc->euid = geteuid();
+        mc->groups[0] = getegid();
+        mc->ngroups = 1;
+        for (int i = 0; i < n && mc->ngroups < FERRY_META_GROUPS; i++)
+                if (all[i] != mc->groups[0])
+                        mc->groups[mc->ngroups++] = all[i];
+        free(all);
+}
+
+static bool in_groups(const struct ferry_meta_cfg *mc, gid_t gid)
+{
+        for (unsigned i = 0; i < mc->ngroups; i++)
+                if (mc->groups[i] == gid)
+                        return true;
+        return false;
+}
+
+/* Not root, an entry ferry did not just make (in place, a directory):
+ * *skip when it is another user's (no chown can work: cp -a's rule, and
+ * the chmod after says why) or already has the group. */
+static int group_skip(const struct ferry_meta_cfg *mc,
+                      const struct ferry_meta_target *t, gid_t gid, bool *skip,
+                      bool *has)
+{
+        struct ferry_stat d;
+        *skip = *has = false;
+        if (!t->in_place)
+                return 0;
+        int rc = t->fd >= 0 ? ferry_fsio_fstat(t->fd, &d)
+                            : ferry_fsio_statat(t->dirfd, t->name, &d);
+        if (!rc) {
+                *skip = d.uid != mc->euid || d.gid == gid;
+                *has = d.uid == mc->euid && d.gid == gid;
+        }
+        return rc;
+}
+
+/* The owner part: root sets uid and gid; another user the group alone,
+ * when it is one of theirs. *applied gets MF_AP_OWNER when it was set. */
+static int apply_owner(const struct ferry_meta_cfg *mc,
+                       const struct ferry_meta_target *t,
+                       const struct ferry_stat *st, uint32_t *applied)
+{
+        int rc;
+        bool skip = false, has = false;
+        if (mc->root)
+                rc = set_owner(t, st);
+        else if (!in_groups(mc, st->gid))
+                return 0;
+        else if (!(rc = group_skip(mc, t, st->gid, &skip, &has)) && !skip)
+                rc = set_group(t, st->gid);
+        if (!rc && (!skip || has))
+                *applied |= MF_AP_OWNER;
+        return rc;
 }
 
 static int set_mode(const struct ferry_meta_target *t, mode_t mode)
@@ -203,13 +275,9 @@ int ferry_meta_apply(const struct ferry_meta_cfg *mc,
         bool link = S_ISLNK(st->mode);
         int rc, first = 0;
         *applied = 0;
-        if (mc->owner && mc->root) {
-                if ((rc = set_owner(t, st)))
-                        note(rc, link ? FERRY_STEP_LCHOWN : FERRY_STEP_CHOWN,
-                             &first, step);
-                else
-                        *applied |= MF_AP_OWNER;
-        }
+        if (mc->owner && (rc = apply_owner(mc, t, st, applied)))
+                note(rc, link ? FERRY_STEP_LCHOWN : FERRY_STEP_CHOWN, &first,
+                     step);
         if (!link) {
                 if ((rc = apply_mode(mc, t, st)))
                         note(rc, FERRY_STEP_CHMOD, &first, step);

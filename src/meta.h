@@ -20,12 +20,25 @@
 
 struct ferry_xattrs; /* SRC's xattrs and ACLs as read (xattr.h) */
 
+/* How many of the process's groups a cfg keeps (its effective group
+ * first); a process in more sets the group of files only to these. */
+#define FERRY_META_GROUPS 64
+
 struct ferry_meta_cfg {
         bool perms, owner, times, xattrs, acls, atimes;
         bool root;                  /* the process may chown */
         mode_t umask;               /* --no-perms */
         struct ferry_dst_caps caps; /* what DST can hold */
+        /* not root: the groups a file may be given (cp -a and rsync -a
+         * set the group when the user is in it); ferry_meta_cfg_groups */
+        gid_t groups[FERRY_META_GROUPS];
+        unsigned ngroups;
+        uid_t euid; /* an entry of another user's is not chgrp-ed */
 };
+
+/* Fills mc->groups with the process's effective and supplementary groups
+ * (on failure the effective one alone). Once per cfg, not per file. */
+void ferry_meta_cfg_groups(struct ferry_meta_cfg *mc);
 
 /* The FERRY_XA_* flags (xattr.h) of what mc keeps: xattrs, ACLs, and
  * when not root only user.* of the xattrs. */
@@ -44,10 +57,13 @@ struct ferry_meta_target {
 };
 
 /* Applies st (and xa, SRC's kept xattrs and ACLs; NULL: leave the
- * entry's as they are) to t as mc says. Every part is tried, also after
- * one failed. Returns 0, or the errno of the first part that failed and
- * *step its step (FERRY_STEP_XATTR, _ACL for those); *applied gets the
- * MF_AP_* bits (manifest_types.h) of the parts that worked: MF_AP_XATTRS
+ * entry's as they are) to t as mc says. The owner: as root uid and gid;
+ * otherwise the group alone, when it is one of mc->groups and the entry
+ * the process's (MF_AP_OWNER then says the group is SRC's; another group,
+ * another user's entry are no failure, as for cp -a). Every part is
+ * tried, also after one failed. Returns 0, or the errno of the first part that
+ * failed and *step its step (FERRY_STEP_XATTR, _ACL for those); *applied gets
+ * the MF_AP_* bits (manifest_types.h) of the parts that worked: MF_AP_XATTRS
  * and MF_AP_ACLS only when every attribute of theirs was applied and DST
  * holds them all (mc->caps; what it cannot hold is skipped, no error). */
 int ferry_meta_apply(const struct ferry_meta_cfg *mc,

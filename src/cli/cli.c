@@ -73,7 +73,7 @@ static const struct opt_def opts[] = {
         {"no-perms", no_argument, O_NO_PERMS, NULL,
          "do not copy permission bits (no chmod of files: umask's mode)"},
         {"no-owner", no_argument, O_NO_OWNER, NULL,
-         "do not copy owner and group (only root copies them)"},
+         "do not copy owner and group (only root copies the owner)"},
         {"no-times", no_argument, O_NO_TIMES, NULL,
          "do not copy modification times"},
         {"atimes", no_argument, O_ATIMES, NULL,

@@ -8,7 +8,8 @@
  * mark becomes true with the COMMIT that follows; a barrier that failed
  * leaves its rows pending (copied again later) and notes the run as
  * uncertain. A row whose metadata alone was applied in place is recorded
- * the same way: the barrier's syncfs makes its metadata durable too. The
+ * the same way: the barrier's syncfs makes its metadata durable too
+ * (--durability=file: its own fsync, or its directory's). The
  * counts and events tell copies, links and metadata apart (count_done).
  * In-flight state is memory only: a crash leaves those rows
  * pending. Results of --verify go to verify.c instead.
@@ -38,7 +39,18 @@ static int cmp_i64(const void *a, const void *b)
         return (x > y) - (x < y);
 }
 
-/* fsyncs each destination directory that received a file. */
+/* Whether it's DST directory is fsynced at the barrier: it received an
+ * entry; or (--durability=file, where no syncfs runs) metadata applied
+ * in place to an entry that has no descriptor to fsync (a symlink, a
+ * special file: copy_meta.c fsyncs a regular file's own), which the
+ * directory's fsync commits with the file system's journal. */
+static bool needs_dir_sync(const struct ferry_item *it, bool file)
+{
+        return it->need != MF_NEED_META || (file && it->type != FT_REG);
+}
+
+/* fsyncs each destination directory that received a file (or, see
+ * needs_dir_sync, metadata with no descriptor). */
 static int sync_dirs(const struct ferry_coord_cfg *cfg,
                      struct ferry_batch *list)
 {
@@ -53,10 +65,11 @@ static int sync_dirs(const struct ferry_coord_cfg *cfg,
         } *e = malloc(cap * sizeof(*e) + 1);
         if (!e)
                 return ENOMEM;
+        bool file = cfg->opt->durability == FERRY_DURABLE_FILE;
         for (struct ferry_batch *b = list; b; b = b->next)
                 for (size_t i = 0; i < b->n; i++)
                         if (b->items[i].result == R_DONE &&
-                            b->items[i].need != MF_NEED_META &&
+                            needs_dir_sync(&b->items[i], file) &&
                             (!n || e[n - 1].dir != b->items[i].dir_id))
                                 e[n++] = (struct ent){b->items[i].dir_id, b,
                                                       b->items[i].dir_off};

@@ -169,7 +169,12 @@ static void set_wanted(struct coord *c)
                 w |= MF_AP_TIMES | (mc.atimes ? MF_AP_ATIMES : 0);
         if (mc.times && mc.caps.symlink_times)
                 wl |= w & (MF_AP_TIMES | MF_AP_ATIMES);
-        ferry_manifest_set_wanted(c->m, w & META_APPLIES, wl & META_APPLIES);
+        /* a special file has a mode, an owner and times as a file has
+         * (user.* xattrs it cannot hold) */
+        uint32_t ws =
+                w & (MF_AP_PERMS | MF_AP_OWNER | MF_AP_TIMES | MF_AP_ATIMES);
+        ferry_manifest_set_wanted(c->m, w & META_APPLIES, wl & META_APPLIES,
+                                  ws);
 }
 
 /* Room for the outcomes of a listing of n entries. */

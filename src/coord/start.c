@@ -242,6 +242,8 @@ struct ferry_meta_cfg coord_meta_cfg(const struct coord *c)
                 .umask = c->umask,
         };
         m.caps = c->dst_caps;
+        if (!m.root)
+                ferry_meta_cfg_groups(&m);
         return m;
 }
 

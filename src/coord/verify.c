@@ -11,6 +11,7 @@
 #include "config.h"
 #include "internal.h"
 
+#include "copy.h"
 #include "failure.h"
 #include "fsio.h"
 
@@ -37,7 +38,10 @@ static bool claim_mismatch(struct coord *c, const struct ferry_batch *b,
         ferry_fsio_close(&dfd);
         if (rc)
                 return false;
-        *rec = (struct ferry_dst_rec){it->type, st.size, st.mtime};
+        /* a special's size is its kind and device number, as the copy
+         * records it (ferry_copy_matches compares that) */
+        *rec = (struct ferry_dst_rec){
+                it->type, ferry_copy_dst_size(it->type, &st), st.mtime};
         return true;
 }
 

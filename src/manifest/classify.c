@@ -84,9 +84,10 @@ int mf_classify(struct ferry_manifest *m, const struct mf_found *f,
         enum ferry_ftype t = mf_ftype_of(st->mode);
         /* a hardlink name's inode is its first name's: that row holds
          * what was applied to it */
-        uint32_t wanted = f->hl > 0     ? 0
-                          : t == FT_REG ? m->wanted
-                                        : m->wanted_link;
+        uint32_t wanted = f->hl > 0         ? 0
+                          : t == FT_REG     ? m->wanted
+                          : t == FT_SPECIAL ? m->wanted_special
+                                            : m->wanted_link;
         bool links = hard_links && t == FT_REG && st->nlink >= 2 &&
                      !(f->applied & MF_AP_LINKS);
         *meta = !f->meta_same || (wanted & ~f->applied) || links;

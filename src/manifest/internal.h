@@ -84,7 +84,7 @@ struct ferry_manifest {
         struct mf_dir_slot dcache[MF_DIR_CACHE];
         unsigned dcache_next;
         /* ferry_manifest_set_wanted: the metadata the run wants */
-        uint32_t wanted, wanted_link;
+        uint32_t wanted, wanted_link, wanted_special;
         /* the last row the copy's first pass handed out (query.c) */
         int64_t first_pass_at;
         char errmsg[1024];

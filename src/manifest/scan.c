@@ -417,7 +417,7 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                 return rc;
         bool applied = f.state == ST_DONE ||
                        (f.state == ST_PENDING && f.need == MF_NEED_META);
-        if (f.data_same && applied && mf_ftype_of(st->mode) != FT_SPECIAL) {
+        if (f.data_same && applied) {
                 bool meta = false;
                 rc = mf_classify(m, &f, st, gen, how->hard_links, &meta);
                 if (rc || meta) {
@@ -478,10 +478,11 @@ int mf_keep_removed(struct ferry_manifest *m, int64_t gen)
 /* ---- operation-level calls (manifest.h) ---- */
 
 void ferry_manifest_set_wanted(struct ferry_manifest *m, uint32_t wanted,
-                               uint32_t wanted_link)
+                               uint32_t wanted_link, uint32_t wanted_special)
 {
         m->wanted = wanted;
         m->wanted_link = wanted_link;
+        m->wanted_special = wanted_special;
 }
 
 int ferry_manifest_scan_start(struct ferry_manifest *m, int64_t *gen,

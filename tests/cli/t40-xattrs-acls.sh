@@ -14,6 +14,10 @@
 #    keep the access ACL it inherits there when SRC's has none;
 #  - an xattr removed in SRC is removed in DST by the next run;
 #  - --no-xattrs drops the xattrs and keeps the ACLs, --no-acls the reverse;
+#  - an unprivileged run in supplementary groups gives files, a FIFO, a
+#    symlink and a directory their group as cp -a does (stat), one it is
+#    not in is left as cp -a leaves it; a chgrp in SRC is then applied in
+#    place (inode kept, files_copied 0) and --verify passes;
 #  - an unprivileged run keeps user.* xattrs and ACLs of files it owns and,
 #    as rsync -X, does not try the namespaces only root may set (a file
 #    with a capability still arrives, exit 0).
@@ -169,8 +173,64 @@ check_unprivileged() {
 	same_dump acls-nobody dump_acls "$n/src" "$n/dst"
 }
 
+# gdump DIR: "path kind uid gid" of every entry below DIR.
+gdump() {
+	(cd "$1" && find . -mindepth 1 -exec stat -c '%n %F %u %g' {} + | sort)
+}
+
+# Not root, cp -a and rsync -a give a file its group when the user is in
+# it (chown -1:GID); so does ferry, to files, a FIFO, a symlink and a
+# directory, and a chgrp in SRC is applied by the next run, in place.
+check_unprivileged_group() {
+	if ! can_run_unprivileged || ! command -v setpriv >/dev/null 2>&1; then
+		say "SKIP unprivileged group: ${WHY_NOT:-needs setpriv (supplementary groups)}"
+		return
+	fi
+	local n=$T/nobody/grp g=4242 g2=4244
+	local as=(env XDG_STATE_HOME="$T/nobody/state" HOME="$T/nobody/home"
+		setpriv --reuid="$NOBODY_UID" --regid="$NOBODY_GID" --groups="$g,$g2" --)
+	mkdir -p "$n/src/d"
+	printf 'f\n' >"$n/src/f"
+	printf 'o\n' >"$n/src/other"
+	printf 'n\n' >"$n/src/d/in"
+	mkfifo "$n/src/p"
+	ln -s f "$n/src/l"
+	chown -R -h "$NOBODY_UID:$g" "$n/src"
+	chown "$NOBODY_UID:4343" "$n/src/other" # a group the user is not in
+	chown "$NOBODY_UID:$NOBODY_GID" "$n"
+	run "${as[@]}" "$FERRY" -q "$n/src" "$n/dst"
+	check "unprivileged with a supplementary group: exit 0 (got $RC)" test "$RC" = 0
+	show "$LOG/err"
+	run "${as[@]}" cp -a "$n/src" "$n/cpa"
+	gdump "$n/cpa" >"$LOG/g.cpa"
+	gdump "$n/dst" >"$LOG/g.dst"
+	if cmp -s "$LOG/g.cpa" "$LOG/g.dst"; then
+		ok "unprivileged: each entry's group is the one cp -a gives it (stat)"
+	else
+		fail "unprivileged: each entry's group is the one cp -a gives it (< cp -a, > ferry)"
+		diff "$LOG/g.cpa" "$LOG/g.dst" | show -
+	fi
+	check "unprivileged: the group the user is in is DST's (file, FIFO, symlink, directory)" \
+		test "$(stat -c %g "$n/dst/f" "$n/dst/p" "$n/dst/l" "$n/dst/d" | sort -u)" == "$g"
+	local ino
+	ino=$(stat -c %i "$n/dst/f")
+	chgrp "$g2" "$n/src/f"
+	chgrp -h "$g2" "$n/src/l"
+	run "${as[@]}" "$FERRY" --json "$n/src" "$n/dst"
+	check "unprivileged: the run after a chgrp exits 0 (got $RC)" test "$RC" = 0
+	tail -n1 "$LOG/out" >"$LOG/g.json"
+	expect_json "$LOG/g.json" files_copied 0
+	check "unprivileged: a chgrp in SRC is applied (file and symlink)" \
+		test "$(stat -c %g "$n/dst/f" "$n/dst/l" | sort -u)" == "$g2"
+	check "unprivileged: in place (the DST inode kept)" test "$(stat -c %i "$n/dst/f")" == "$ino"
+	run "${as[@]}" "$FERRY" --verify "$n/src" "$n/dst"
+	check "unprivileged: --verify then passes (got $RC)" test "$RC" = 0
+	show "$LOG/out"
+}
+
 check_full_copy
 check_inherited_acl_removed
 check_no_xattrs_no_acls
 check_unprivileged
+check_unprivileged_group
 finish

@@ -10,9 +10,15 @@
 #    owner and mtime, hard-linked ones as links; a re-run copies nothing;
 #    --verify passes;
 #  - a special whose device number or kind changed in SRC is made again;
-#  - --verify finds a DST device with another rdev ("differ"), and the
-#    next run leaves that entry alone (rule 9: not what ferry made);
+#  - a run leaves a DST device with another rdev alone (rule 9: not
+#    what ferry made); --verify finds it ("differ") and claims it, so the
+#    next run makes it again (as it re-copies a file that differs);
 #  - a FIFO in DST that ferry did not make is not replaced;
+#  - a FIFO copied with --no-perms --no-times --no-owner gets its mode,
+#    owner and mtime from a plain run (rsync -aHAXn lists nothing; --verify
+#    passes); a chown of it in SRC is applied in place (its DST inode
+#    kept, files_copied 0); with --durability=file its DST directory is
+#    fsynced after that, as a symlink's is after a chown -h (strace -y);
 #  - --delete removes a special ferry made whose SRC entry is gone;
 #  - --no-specials and --no-devices skip them (counted, with the reason);
 #    a later run without them copies them;
@@ -115,12 +121,11 @@ root_part() {
 	same_dump src dst "a changed rdev and a changed kind are made again"
 	rsync_equal src dst "after the change: rsync -aHAXn finds nothing to do"
 
-	# a DST device with another rdev: verify says so, the run leaves it
+	# a DST device with another rdev where SRC's changed: the run leaves
+	# it (rule 9: not what ferry made)
 	rm dst/loop
 	mknod dst/loop b 7 1
-	touch -h -d '2001-02-03 04:05:06' dst/loop
-	expect_code 5 "$FERRY" --verify src dst
-	check "--verify names the device with another rdev" grep -q "loop" "$LOG/out" "$LOG/err"
+	touch -h -d '2004-01-01' src/loop
 	expect_code 23 "$FERRY" src dst
 	check "a device ferry did not make is not replaced (rule 9)" \
 		test "$(stat -c '%t:%T' dst/loop)" == "7:1"
@@ -136,6 +141,19 @@ root_part() {
 	rm dst/newfifo dst/loop
 	expect_code 0 "$FERRY" src dst
 	same_dump src dst "once the user's entries are gone, the run makes them"
+
+	# a DST device with another rdev: --verify says so and claims what
+	# DST holds (its kind and rdev, as the copy records them), so that
+	# the next run makes it again, as it re-copies a file that differs
+	rm dst/loop
+	mknod dst/loop b 7 1
+	touch -h -r src/loop dst/loop
+	expect_code 5 "$FERRY" --verify src dst
+	check "--verify names the device with another rdev" grep -q "loop" "$LOG/out" "$LOG/err"
+	expect_code 0 "$FERRY" src dst
+	check "the run after --verify makes the device again" \
+		test "$(stat -c '%t:%T' dst/loop)" == "7:0"
+	same_dump src dst "after --verify and a run, DST is SRC again"
 
 	# --delete: a special ferry made goes, one it did not stays
 	check "the socket ferry made is in DST" test -S dst/sub/sock
@@ -165,6 +183,54 @@ root_part() {
 	expect_json "$LOG/summary" files_linked 1
 	same_dump src dst2 "a later run without the options copies what they skipped"
 	rsync_equal src dst2 "and rsync -aHAXn finds nothing to do (hard links too)"
+}
+
+# A special's metadata is its own layer as a file's is (issue 10 review
+# items 2, 3, 6): options that left its mode, owner and times out are
+# reconciled by a plain run; a chown of it in SRC is applied in place (the
+# same DST inode, nothing copied); with --durability=file that change (no
+# descriptor to fsync) is made durable by its DST directory's fsync.
+meta_part() {
+	mkdir -p meta/src/s
+	ln -s ../p meta/src/s/l
+	mkfifo meta/src/p
+	chmod 640 meta/src/p
+	chown 21:43 meta/src/p
+	touch -h -d '2003-04-05 06:07:08' meta/src/p
+	cd meta || die "cd"
+	expect_code 0 "$FERRY" -q --no-perms --no-times --no-owner src dst
+	expect_code 0 "$FERRY" --json src dst
+	summary
+	expect_json "$LOG/summary" files_copied 0
+	expect_json "$LOG/summary" meta_applied 2 # the FIFO, the symlink
+	rsync_equal src dst "a plain run after --no-perms --no-times --no-owner gives the FIFO its mode, owner and mtime (rsync -aHAXn)"
+	expect_code 0 "$FERRY" --verify src dst
+	check "--verify then finds nothing" test ! -s "$LOG/out"
+	local ino
+	ino=$(stat -c %i dst/p)
+	chown 22:44 src/p
+	expect_code 0 "$FERRY" --json src dst
+	summary
+	expect_json "$LOG/summary" files_copied 0
+	expect_json "$LOG/summary" meta_applied 1
+	check "a chown of a FIFO in SRC is applied in place (DST inode kept)" \
+		test "$(stat -c %i dst/p)" == "$ino"
+	rsync_equal src dst "the FIFO's new owner is in DST (rsync -aHAXn)"
+	if have_strace; then
+		chown 23:45 src/p
+		chown -h 24:46 src/s/l
+		expect_code 0 env "$(no_leak_check_env)" strace -f -qq -y -o "$LOG/meta.trace" -e trace=fsync \
+			"$FERRY" -q --durability=file src dst
+		check "--durability=file: a FIFO's owner applied in place is made durable by an fsync of its DST directory (strace)" \
+			grep -q "fsync([0-9]*<$T/meta/dst>)" "$LOG/meta.trace"
+		check "--durability=file: so is a symlink's (strace)" \
+			grep -q "fsync([0-9]*<$T/meta/dst/s>)" "$LOG/meta.trace"
+		show "$LOG/meta.trace"
+		rsync_equal src dst "the FIFO's and the symlink's owners after --durability=file (rsync -aHAXn)"
+	else
+		say "strace missing: the directory fsync of --durability=file is not checked"
+	fi
+	cd "$T" || die "cd"
 }
 
 nobody_part() {
@@ -234,6 +300,7 @@ nocap_part() {
 }
 
 root_part
+meta_part
 nocap_part
 nobody_part
 finish

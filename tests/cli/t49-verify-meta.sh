@@ -19,7 +19,9 @@
 #    itemizes nothing; it writes no data for the metadata-only ones
 #    (--json bytes_copied is the two altered files' sizes) and keeps their
 #    inodes (in place: no new copy renamed over them);
-#  - --verify then exits 0.
+#  - --verify then exits 0;
+#  - a FIFO whose DST mode and mtime changed: --verify names both, and the
+#    next two runs exit 0 (not "not replaced"), repairing it (rsync).
 # The xattr and ACL parts (and rsync's -AX) run only when this build
 # copies xattrs (their digest is recorded); they say so when skipped.
 . "$(dirname "$0")/lib.sh" || exit 1
@@ -169,5 +171,24 @@ check "rsync $rsync_opts -i --numeric-ids itemizes nothing" test ! -s "$LOG/rsyn
 show "$LOG/rsync"
 expect_code 0 "$FERRY" --verify src dst
 check "the clean verify lists nothing" test ! -s "$LOG/out"
+
+# A FIFO whose DST mode and mtime were changed: --verify flags it and
+# claims DST's node as ferry's (its kind, as the copy records a special),
+# so that the next runs repair it instead of refusing it forever (rule 9).
+mkdir fsrc
+mkfifo fsrc/ff
+printf 'x\n' >fsrc/f
+expect_code 0 "$FERRY" -q fsrc fdst
+chmod 600 fdst/ff
+touch -m -d @1000000000 fdst/ff
+expect_code 5 "$FERRY" --verify fsrc fdst
+check "--verify says the FIFO's mode and mtime differ" \
+	test "$(grep '^metadata differs: ff: ' "$LOG/out")" == "metadata differs: ff: mode, mtime"
+expect_code 0 "$FERRY" -q fsrc fdst
+expect_code 0 "$FERRY" -q fsrc fdst
+rsync "$rsync_opts" -i --numeric-ids fsrc/ fdst/ >"$LOG/rsync" 2>&1
+check "the FIFO is repaired (rsync $rsync_opts -i itemizes nothing)" test ! -s "$LOG/rsync"
+show "$LOG/rsync"
+expect_code 0 "$FERRY" --verify fsrc fdst
 
 finish

@@ -2437,7 +2437,7 @@ static void test_classify_metadata(void)
         CHECK_EQ(ferry_manifest_commit(fx.m), 0);
 
         /* the same options: nothing to do */
-        ferry_manifest_set_wanted(fx.m, MF_AP_OWNER | MF_AP_TIMES, 0);
+        ferry_manifest_set_wanted(fx.m, MF_AP_OWNER | MF_AP_TIMES, 0, 0);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
         upsert_one(&fx, root, "a", &a, gen, false, UP_UNCHANGED);
@@ -2453,7 +2453,7 @@ static void test_classify_metadata(void)
 
         /* a run with perms and hard links: b's mode is wanted (META, it
          * is the group's first name), c is to be a link to b (DATA) */
-        ferry_manifest_set_wanted(fx.m, all, 0);
+        ferry_manifest_set_wanted(fx.m, all, 0, 0);
         CHECK_EQ(ferry_manifest_begin(fx.m), 0);
         CHECK_EQ(mf_next_gen(fx.m, &gen), 0);
         upsert_one(&fx, root, "b", &b, gen, true, UP_META);
