@@ -375,12 +375,17 @@ struct ferry_dir_row {
         size_t path_len;
         uint32_t mode, uid, gid;
         struct ferry_time mtime;
-        uint32_t applied; /* DIR_APPLIED: the MF_AP_* bits applied */
+        /* the MF_AP_* bits applied and the digest of SRC's xattrs as
+         * applied: as recorded (a walk), or what to record (DIR_APPLIED) */
+        uint32_t applied;
+        bool has_xdigest; /* xdigest is valid */
+        uint64_t xdigest;
 };
 
 enum ferry_dir_set {
         DIRS_TO_APPLY = 1, /* of scan gen, metadata to apply */
         DIRS_REMOVED,      /* not seen by scan gen */
+        DIRS_APPLIED,      /* of scan gen, applied (--verify) */
 };
 
 struct ferry_dir_walk;
@@ -403,6 +408,8 @@ enum ferry_dir_outcome {
         DIR_DELETED,     /* deleted from DST: its parent's metadata to
                             apply again, the row forgotten */
         DIR_FORGOTTEN,   /* gone, not deleted from DST: row forgotten */
+        DIR_TO_APPLY,    /* --verify: DST's metadata differs, to apply
+                            again */
 };
 /* fail and why: DIR_FAILED's failure and message, DIR_META_FAILED's
  * failure (else ignored). */

@@ -293,6 +293,8 @@ static void applied_dir(struct coord *c, const struct ferry_tree_job *t)
         /* what was applied, for the next scan (--atimes: as files) */
         struct ferry_dir_row row = *it;
         row.applied = t->applied;
+        row.has_xdigest = t->has_xdigest;
+        row.xdigest = t->xdigest;
         if (c->opt->atimes && (t->applied & MF_AP_TIMES))
                 row.applied |= MF_AP_ATIMES;
         if (ferry_manifest_dir_outcome(c->m, &row, DIR_APPLIED, NULL, NULL))

@@ -11,6 +11,7 @@
  *   handout.c  what is handed out next: passes, low rows
  *   barrier.c  the barrier thread and recording copy results (rule 1)
  *   verify.c   recording --verify's results, and the verify run
+ *   verify_dirs.c  --verify of the directories' metadata
  *   finish.c   end-of-run tree work: temps, --delete, directory metadata
  *              (their DST operations are treework.c's: on a slow DST, the
  *              idle workers')
@@ -273,6 +274,8 @@ void reason(const struct ferry_batch *b, const struct ferry_item *it, char *buf,
 /* verify.c */
 void record_verify(struct coord *c, const struct ferry_batch *b,
                    const struct ferry_item *it);
+/* verify_dirs.c: the directories' metadata, after the files */
+void verify_dirs(struct coord *c);
 
 /* finish.c */
 void each_row(struct coord *c, enum ferry_pass p, row_fn fn);

@@ -149,6 +149,8 @@ int ferry_coord_verify(const struct ferry_coord_cfg *cfg,
                 if (!start_threads(&c, false, true))
                         start_loop(&c, PH_VERIFYING);
                 stop_threads(&c);
+                if (!c.stop_code && (mode & FERRY_VERIFY_DEST))
+                        verify_dirs(&c); /* verify_dirs.c */
                 if (c.stop_code != FERRY_EMANIFEST &&
                     ferry_manifest_commit(c.m))
                         manifest_error(&c);

@@ -3,7 +3,8 @@
  * and times must still be set in DST) or applied, the error that says why
  * a directory could not be read or set up, the metadata DST refused to a
  * directory that is there (meta_step, meta_errno: still to apply), and
- * the row's removal.
+ * the row's removal. --verify walks the applied ones (what was applied:
+ * applied, xdigest).
  * Directory rows are made and marked listed by the scan (scan.c). Also
  * the walk over the directories to set up or delete after the copy, as
  * their own row type (struct ferry_dir_row).
@@ -16,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WALK_COLS "id, coalesce(parent, 0), path, mode, uid, gid, mtime_ns"
+#define WALK_COLS                                                              \
+        "id, coalesce(parent, 0), path, mode, uid, gid, mtime_ns, applied,"    \
+        " xdigest"
 
 enum dirs_stmt {
         S_DIR_TOUCH,
@@ -28,6 +31,7 @@ enum dirs_stmt {
         S_DIR_ERROR,
         S_WALK_TO_APPLY,
         S_WALK_REMOVED,
+        S_WALK_APPLIED,
         S_NSTMTS
 };
 
@@ -43,9 +47,11 @@ static const char *const dirs_sql[S_NSTMTS] = {
                 " WHERE d.parent IS NOT NULL)"
                 " UPDATE dirs SET state = " SQL_TO_APPLY " WHERE id IN up"
                 " AND state != " SQL_TO_APPLY,
+        /* ?3: the xattr digest (NULL: none read), set with ?2 */
         [S_DIR_APPLIED] =
                 "UPDATE dirs SET state = " SQL_APPLIED ","
-                " applied = coalesce(?2, applied), meta_step = 0,"
+                " applied = coalesce(?2, applied), xdigest = CASE WHEN"
+                " ?2 IS NULL THEN xdigest ELSE ?3 END, meta_step = 0,"
                 " meta_errno = 0 WHERE id = ?1",
         /* a metadata shortfall: the state stays to apply (the next run
          * applies it again), what was applied and why the rest was not */
@@ -71,6 +77,11 @@ static const char *const dirs_sql[S_NSTMTS] = {
         [S_WALK_REMOVED] =
                 "SELECT " WALK_COLS " FROM dirs WHERE gen < ?3 AND id < ?1"
                 " ORDER BY id DESC LIMIT ?2",
+        /* --verify: applied, with the mtime applied (not deferred) */
+        [S_WALK_APPLIED] =
+                "SELECT " WALK_COLS " FROM dirs WHERE state = " SQL_APPLIED
+                " AND gen = ?3 AND id < ?1 AND mtime_ns IS NOT "
+                SQL_MTIME_NONE " ORDER BY id DESC LIMIT ?2",
 };
 // clang-format on
 _Static_assert(S_NSTMTS <= MF_TABLE_MAX, "dirs.c: statement table too big");
@@ -92,13 +103,15 @@ int mf_dir_applied(struct ferry_manifest *m, int64_t id)
         return mf_exec_id(m, STMT(S_DIR_APPLIED), id, "directory update");
 }
 
-int mf_dir_applied_ap(struct ferry_manifest *m, int64_t id, uint32_t applied)
+int mf_dir_applied_ap(struct ferry_manifest *m, const struct ferry_dir_row *d)
 {
         sqlite3_stmt *s = STMT(S_DIR_APPLIED);
         if (!s)
                 return mf_db_fail(m, "write");
-        sqlite3_bind_int64(s, 1, id);
-        sqlite3_bind_int64(s, 2, applied);
+        sqlite3_bind_int64(s, 1, d->id);
+        sqlite3_bind_int64(s, 2, d->applied);
+        if (d->has_xdigest)
+                sqlite3_bind_int64(s, 3, (int64_t)d->xdigest);
         return mf_exec_stmt(m, s, "directory update");
 }
 
@@ -156,7 +169,7 @@ int ferry_manifest_dir_walk(struct ferry_manifest *m, enum ferry_dir_set set,
                             int64_t gen, struct ferry_dir_walk **w)
 {
         *w = NULL;
-        if (set != DIRS_TO_APPLY && set != DIRS_REMOVED)
+        if (set != DIRS_TO_APPLY && set != DIRS_REMOVED && set != DIRS_APPLIED)
                 return mf_fail(m, "manifest: no such set of directories");
         struct ferry_dir_walk *n = calloc(1, sizeof(*n));
         if (!n)
@@ -204,7 +217,9 @@ int ferry_manifest_dir_walk_next(struct ferry_manifest *m,
 {
         *rows = w->rows;
         *n = 0;
-        int id = w->set == DIRS_TO_APPLY ? S_WALK_TO_APPLY : S_WALK_REMOVED;
+        int id = w->set == DIRS_TO_APPLY  ? S_WALK_TO_APPLY
+                 : w->set == DIRS_APPLIED ? S_WALK_APPLIED
+                                          : S_WALK_REMOVED;
         sqlite3_stmt *s = STMT(id);
         if (!s)
                 return mf_db_fail(m, "query");
@@ -222,6 +237,9 @@ int ferry_manifest_dir_walk_next(struct ferry_manifest *m,
                 d->uid = (uint32_t)sqlite3_column_int64(s, 4);
                 d->gid = (uint32_t)sqlite3_column_int64(s, 5);
                 d->mtime = mf_column_time(s, 6);
+                d->applied = (uint32_t)sqlite3_column_int64(s, 7);
+                d->has_xdigest = sqlite3_column_type(s, 8) != SQLITE_NULL;
+                d->xdigest = (uint64_t)sqlite3_column_int64(s, 8);
                 if (put_path(w, s, &used, &off[*n])) {
                         sqlite3_reset(s);
                         *n = 0;
@@ -254,7 +272,7 @@ int ferry_manifest_dir_outcome(struct ferry_manifest *m,
 {
         int rc = 0;
         switch (o) {
-        case DIR_APPLIED: return mf_dir_applied_ap(m, d->id, d->applied);
+        case DIR_APPLIED: return mf_dir_applied_ap(m, d);
         case DIR_FAILED: return mf_dir_set_error(m, d->id, fail, why);
         case DIR_META_FAILED: return dir_meta_failed(m, d, fail);
         case DIR_DEFERRED: return mf_dir_defer(m, d->id);
@@ -264,6 +282,7 @@ int ferry_manifest_dir_outcome(struct ferry_manifest *m,
                         rc = mf_dir_touch(m, d->parent);
                 return rc ? rc : mf_dir_delete(m, d->id);
         case DIR_FORGOTTEN: return mf_dir_delete(m, d->id);
+        case DIR_TO_APPLY: return mf_dir_touch(m, d->id);
         }
         return mf_fail(m, "manifest: no such directory outcome %d", (int)o);
 }

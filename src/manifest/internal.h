@@ -257,8 +257,9 @@ int mf_keep_removed(struct ferry_manifest *m, int64_t gen);
 int mf_dir_touch(struct ferry_manifest *m, int64_t id);
 int mf_dir_chain_touch(struct ferry_manifest *m, int64_t file);
 int mf_dir_applied(struct ferry_manifest *m, int64_t id);
-/* mf_dir_applied, recording applied (MF_AP_* bits) as what was applied. */
-int mf_dir_applied_ap(struct ferry_manifest *m, int64_t id, uint32_t applied);
+/* mf_dir_applied, recording d->applied (MF_AP_* bits) and d->xdigest as
+ * what was applied. */
+int mf_dir_applied_ap(struct ferry_manifest *m, const struct ferry_dir_row *d);
 int mf_dir_defer(struct ferry_manifest *m, int64_t id);
 int mf_dir_delete(struct ferry_manifest *m, int64_t id);
 int mf_dir_set_error(struct ferry_manifest *m, int64_t id,

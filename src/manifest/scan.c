@@ -45,19 +45,19 @@ enum scan_stmt {
 // clang-format off
 static const char *const scan_sql[S_NSTMTS] = {
         [S_DIR_FIND] =
-                "SELECT id, mode, uid, gid, mtime_ns, listed, applied"
-                " FROM dirs WHERE path = ?1",
+                "SELECT id, mode, uid, gid, mtime_ns, listed, applied,"
+                " ctime_ns FROM dirs WHERE path = ?1",
         [S_DIR_INSERT] =
                 "INSERT INTO dirs (parent, path, mode, uid, gid, mtime_ns,"
-                " state, gen, listed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-                SQL_TO_APPLY ", ?7, " SQL_MARKING ")",
+                " state, gen, listed, ctime_ns) VALUES (?1, ?2, ?3, ?4, ?5,"
+                " ?6, " SQL_TO_APPLY ", ?7, " SQL_MARKING ", ?8)",
         /* ?7: changed (metadata to apply again), ?8: its rows are marked */
         [S_DIR_UPDATE] =
                 "UPDATE dirs SET mode = ?2, uid = ?3, gid = ?4,"
                 " mtime_ns = ?5, gen = ?6,"
                 " state = CASE WHEN ?7 THEN " SQL_TO_APPLY " ELSE state END,"
-                " listed = CASE WHEN ?8 THEN " SQL_MARKING " ELSE listed END"
-                " WHERE id = ?1",
+                " listed = CASE WHEN ?8 THEN " SQL_MARKING " ELSE listed END,"
+                " ctime_ns = ?9 WHERE id = ?1",
         /* ?3: a later scan must mark this directory's rows one by one */
         [S_DIR_LISTED] =
                 "UPDATE dirs SET listed = ?2, mtime_ns = CASE WHEN"
@@ -177,6 +177,12 @@ int mf_dir_upsert(struct ferry_manifest *m, const char *path, size_t len,
         int rc = sqlite3_step(s);
         if (rc == SQLITE_ROW) {
                 *id = sqlite3_column_int64(s, 0);
+                /* only the ctime moves for a setfattr, a setfacl: the
+                 * metadata to apply again, no entry lost (NULL: a row of
+                 * an older ferry, sql/008_dir_ctime.sql) */
+                bool ctime_moved =
+                        sqlite3_column_type(s, 7) == SQLITE_NULL ||
+                        !ferry_time_eq(mf_column_time(s, 7), st->ctime);
                 bool changed =
                         (uint32_t)sqlite3_column_int64(s, 1) != st->mode ||
                         (uint32_t)sqlite3_column_int64(s, 2) != st->uid ||
@@ -199,8 +205,9 @@ int mf_dir_upsert(struct ferry_manifest *m, const char *path, size_t len,
                 sqlite3_bind_int64(s, 4, st->gid);
                 mf_bind_time(s, 5, st->mtime);
                 sqlite3_bind_int64(s, 6, gen);
-                sqlite3_bind_int(s, 7, changed);
+                sqlite3_bind_int(s, 7, changed || ctime_moved);
                 sqlite3_bind_int(s, 8, *marking);
+                mf_bind_time(s, 9, st->ctime);
                 return mf_exec_stmt(m, s, "directory update");
         }
         sqlite3_reset(s);
@@ -229,6 +236,7 @@ int mf_dir_upsert(struct ferry_manifest *m, const char *path, size_t len,
         sqlite3_bind_int64(s, 5, st->gid);
         mf_bind_time(s, 6, st->mtime);
         sqlite3_bind_int64(s, 7, gen);
+        mf_bind_time(s, 8, st->ctime);
         rc = mf_exec_stmt(m, s, "directory insert");
         if (rc)
                 return rc;

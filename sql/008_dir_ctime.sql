@@ -1,0 +1,11 @@
+-- ferry manifest, schema version 8: a directory's change time.
+--
+--   dirs.ctime_ns  SRC's change time of the directory as the scan last
+--                  saw it (same encoding as mtime_ns); NULL for rows of an
+--                  older ferry. A change of it alone (setfattr, setfacl,
+--                  chmod, chown: only the ctime moves) makes the directory's
+--                  metadata to apply again, in place; a NULL counts as a
+--                  change, so that an upgraded manifest applies each
+--                  directory's xattrs and ACLs once (an older ferry missed
+--                  a change of them alone).
+ALTER TABLE dirs ADD COLUMN ctime_ns;

@@ -1,0 +1,122 @@
+/*
+ * coord/verify_dirs.c - the directories' part of --verify (verify_dirs):
+ * every directory row of the latest scan whose metadata ferry applied is
+ * compared with its copy in DST, as far as the row says what was applied
+ * (the MF_AP_* bits of its `applied`): mode, owner, mtime, and the digest
+ * of its xattrs and ACLs. A difference is printed as "metadata differs:
+ * DIR/: PARTS", counted in meta_differs, and the row is set to apply
+ * again: the next run applies the directory's metadata in place. DST is
+ * only read (a directory that cannot be opened proves nothing).
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include "fsio.h"
+#include "manifest_types.h"
+#include "meta.h"
+#include "xattr.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* As copy_verify.c: a DST that keeps finer times gives back what was set
+ * within a microsecond; a coarse one (exFAT, FAT) whole hundredths within
+ * 2 s. */
+#define FINE_SLACK_NS   1000LL
+#define COARSE_SLACK_NS 2000000000LL
+#define COARSE_UNIT_NS  10000000U
+
+static bool times_match(struct ferry_time dst, struct ferry_time src)
+{
+        if (ferry_time_near(dst, src, FINE_SLACK_NS))
+                return true;
+        return dst.nsec % COARSE_UNIT_NS == 0 &&
+               ferry_time_near(dst, src, COARSE_SLACK_NS);
+}
+
+/* Whether the digest of DST's directory fd (st its stat) differs from
+ * the row's, read with the filter SRC's was read with (this run's
+ * options, when the row applied what they keep); false when it cannot be
+ * read or the row's digest was taken otherwise (no proof). */
+static bool xattrs_differ(const struct ferry_meta_cfg *mc,
+                          const struct ferry_dir_row *d, int fd,
+                          const struct ferry_stat *st, struct ferry_xattrs *xa)
+{
+        unsigned keep = ferry_meta_xattr_keep(mc);
+        uint32_t want = (keep & FERRY_XA_XATTRS ? MF_AP_XATTRS : 0u) |
+                        (keep & FERRY_XA_ACLS ? MF_AP_ACLS : 0u);
+        if (!d->has_xdigest || !want || (d->applied & want) != want)
+                return false;
+        if (ferry_xattrs_read_fd(xa, fd, st->dev, keep))
+                return false;
+        return ferry_xattrs_digest(xa) != d->xdigest;
+}
+
+/* The parts of DST's directory that differ from row d, named in parts
+ * ("" when none); false when DST's directory cannot be looked at. */
+static bool dir_differs(const struct coord *c, const struct ferry_meta_cfg *mc,
+                        const struct ferry_dir_row *d, struct ferry_xattrs *xa,
+                        char *parts, size_t size)
+{
+        int fd = -1;
+        struct ferry_stat st;
+        parts[0] = '\0';
+        bool seen = !ferry_fsio_open_dir(c->cfg->dstfd, d->path, &fd) &&
+                    !ferry_fsio_fstat(fd, &st) && S_ISDIR(st.mode);
+        if (seen) {
+                bool mode = (d->applied & MF_AP_PERMS) &&
+                            (st.mode & 07777) != (d->mode & 07777);
+                bool owner = (d->applied & MF_AP_OWNER) &&
+                             (st.uid != d->uid || st.gid != d->gid);
+                bool mtime = (d->applied & MF_AP_TIMES) &&
+                             !times_match(st.mtime, d->mtime);
+                bool xattrs = xattrs_differ(mc, d, fd, &st, xa);
+                snprintf(parts, size, "%s%s%s%s", mode ? ", mode" : "",
+                         owner ? ", owner" : "", mtime ? ", mtime" : "",
+                         xattrs ? ", xattrs" : "");
+        }
+        ferry_fsio_close(&fd);
+        if (parts[0]) /* drop the leading ", " */
+                memmove(parts, parts + 2, strlen(parts + 2) + 1);
+        return seen;
+}
+
+/* Directory d differs in DST: said, counted, and to apply again. */
+static void record_dir_differs(struct coord *c, const struct ferry_dir_row *d,
+                               const char *parts)
+{
+        c->sum->meta_differs++;
+        /* DIR/ (the root: ./): join_path puts the slash before "" */
+        emit(c, FERRY_EV_META_DIFFERS, d->path[0] ? d->path : ".", "", parts);
+        if (ferry_manifest_dir_outcome(c->m, d, DIR_TO_APPLY, NULL, NULL))
+                manifest_error(c);
+}
+
+void verify_dirs(struct coord *c)
+{
+        struct ferry_dir_walk *w = NULL;
+        if (ferry_manifest_dir_walk(c->m, DIRS_APPLIED, c->gen, &w)) {
+                manifest_error(c);
+                return;
+        }
+        struct ferry_meta_cfg mc = coord_meta_cfg(c);
+        struct ferry_xattrs xa;
+        ferry_xattrs_init(&xa);
+        char parts[128];
+        while (!c->stop_code) {
+                const struct ferry_dir_row *rows;
+                size_t n = 0;
+                if (ferry_manifest_dir_walk_next(c->m, w, &rows, &n))
+                        manifest_error(c);
+                for (size_t i = 0; i < n && !c->stop_code; i++)
+                        if (dir_differs(c, &mc, &rows[i], &xa, parts,
+                                        sizeof(parts)) &&
+                            parts[0])
+                                record_dir_differs(c, &rows[i], parts);
+                if (!n)
+                        break;
+        }
+        ferry_xattrs_release(&xa);
+        ferry_manifest_dir_walk_end(w);
+}
