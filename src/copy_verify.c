@@ -21,23 +21,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* A DST that keeps times to the nanosecond gives back what was set; one
- * that keeps less (NTFS's 100 ns, a share's microseconds) truncates to
- * below this. */
-#define FINE_SLACK_NS 1000LL
-/* A coarse one (exFAT's 10 ms, exfat-fuse's seconds, FAT's 2 s) gives a
- * time rounded to whole hundredths, within 2 s. */
-#define COARSE_SLACK_NS 2000000000LL
-#define COARSE_UNIT_NS  10000000U
-
-static bool times_match(struct ferry_time dst, struct ferry_time src)
-{
-        if (ferry_time_near(dst, src, FINE_SLACK_NS))
-                return true;
-        return dst.nsec % COARSE_UNIT_NS == 0 &&
-               ferry_time_near(dst, src, COARSE_SLACK_NS);
-}
-
 /* What the row says ferry applied: its recorded bits, or for a row that
  * recorded none (an older ferry's) what this run's options would apply
  * to what DST can hold (dstcaps.h). */
@@ -118,13 +101,13 @@ static uint32_t compare(struct ferry_copier *c, const struct ferry_batch *b,
         }
         /* not root, MF_AP_OWNER says the group alone was applied */
         if ((bits & MF_AP_OWNER) &&
-            ((c->cfg.meta.root && d->uid != it->st.uid) ||
-             d->gid != it->st.gid)) {
+            ferry_meta_owner_differs(&c->cfg.meta, d->uid, d->gid, it->st.uid,
+                                     it->st.gid)) {
                 differs |= MF_AP_OWNER;
                 add_part(why, "owner");
         }
         if ((bits & MF_AP_TIMES) && (!link || c->cfg.meta.caps.symlink_times) &&
-            !times_match(d->mtime, it->st.mtime)) {
+            !ferry_meta_times_match(d->mtime, it->st.mtime)) {
                 differs |= MF_AP_TIMES;
                 add_part(why, "mtime");
         }

@@ -17,33 +17,12 @@
  * nothing was handed on yet (as status does, job.c). */
 #define EXPORT_TRIES 5
 
-static int export_path(const char *manifest, const char *src, const char *dst,
-                       char **out, struct ferry_error *err)
-{
-        if (manifest) {
-                *out = strdup(manifest);
-                return *out ? 0
-                            : ferry_job_errf(err, FERRY_EINTERNAL,
-                                             "out of memory");
-        }
-        char *rs = NULL, *rd = NULL;
-        bool exists;
-        int rc = ferry_job_resolve_src(src, &rs, err);
-        if (!rc)
-                rc = ferry_job_resolve_dst(dst, &rd, &exists, err);
-        if (!rc)
-                rc = ferry_job_default_manifest(rs, rd, false, out, err);
-        free(rs);
-        free(rd);
-        return rc;
-}
-
 int ferry_export_read(const char *manifest, const char *src, const char *dst,
                       const struct ferry_export_req *req,
                       struct ferry_error *err)
 {
         char *path = NULL;
-        int rc = export_path(manifest, src, dst, &path, err);
+        int rc = ferry_job_manifest_of(manifest, src, dst, &path, err);
         for (int tries = 1; !rc; tries++) {
                 struct ferry_manifest *m;
                 rc = ferry_manifest_open(path, MF_READONLY, &m, err);

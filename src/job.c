@@ -452,8 +452,8 @@ void ferry_job_close(struct ferry_job *job)
 
 /* ---- status ------------------------------------------------------------ */
 
-static int status_path(const char *manifest, const char *src, const char *dst,
-                       char **out, struct ferry_error *err)
+int ferry_job_manifest_of(const char *manifest, const char *src,
+                          const char *dst, char **out, struct ferry_error *err)
 {
         if (manifest) {
                 *out = strdup(manifest);
@@ -531,7 +531,7 @@ int ferry_status_read(const char *manifest, const char *src, const char *dst,
         memset(info, 0, sizeof(*info));
         info->last_result = -1;
         char *path = NULL, *lock = NULL;
-        int rc = status_path(manifest, src, dst, &path, err);
+        int rc = ferry_job_manifest_of(manifest, src, dst, &path, err);
         if (rc)
                 return rc;
         snprintf(info->manifest, sizeof(info->manifest), "%s", path);

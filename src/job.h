@@ -28,6 +28,10 @@ int ferry_job_resolve_dst(const char *dst, char **out, bool *exists,
  * (a run; status only reads). Caller frees *out. */
 int ferry_job_default_manifest(const char *src, const char *dst, bool create,
                                char **out, struct ferry_error *err);
+/* The manifest of a job for a reader (status, export): manifest when
+ * given, else the default one of SRC and DST (resolved, not made). */
+int ferry_job_manifest_of(const char *manifest, const char *src,
+                          const char *dst, char **out, struct ferry_error *err);
 
 /* ferry_job_lock_holder when a run holds the lock but the lock file names
  * no live process (the holder writes its pid just after taking the lock;

@@ -305,3 +305,21 @@ int ferry_meta_apply(const struct ferry_meta_cfg *mc,
         }
         return first;
 }
+
+#define FINE_SLACK_NS   1000LL
+#define COARSE_SLACK_NS 2000000000LL
+#define COARSE_UNIT_NS  10000000U
+
+bool ferry_meta_times_match(struct ferry_time dst, struct ferry_time src)
+{
+        if (ferry_time_near(dst, src, FINE_SLACK_NS))
+                return true;
+        return dst.nsec % COARSE_UNIT_NS == 0 &&
+               ferry_time_near(dst, src, COARSE_SLACK_NS);
+}
+
+bool ferry_meta_owner_differs(const struct ferry_meta_cfg *mc, uint32_t uid,
+                              uint32_t gid, uint32_t src_uid, uint32_t src_gid)
+{
+        return (mc->root && uid != src_uid) || gid != src_gid;
+}

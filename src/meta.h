@@ -71,4 +71,15 @@ int ferry_meta_apply(const struct ferry_meta_cfg *mc,
                      const struct ferry_stat *st, const struct ferry_xattrs *xa,
                      uint32_t *applied, enum ferry_step *step);
 
+/* For --verify: whether DST's time dst gives back src as set. A DST that
+ * keeps times to the nanosecond gives back what was set; one that keeps
+ * less (NTFS's 100 ns, a share's microseconds) truncates within 1 us; a
+ * coarse one (exFAT's 10 ms, exfat-fuse's seconds, FAT's 2 s) gives a
+ * time of whole hundredths within 2 s. */
+bool ferry_meta_times_match(struct ferry_time dst, struct ferry_time src);
+/* For --verify: whether DST's owner (uid, gid) differs from SRC's where
+ * ferry applies it: root both, else the group alone. */
+bool ferry_meta_owner_differs(const struct ferry_meta_cfg *mc, uint32_t uid,
+                              uint32_t gid, uint32_t src_uid, uint32_t src_gid);
+
 #endif

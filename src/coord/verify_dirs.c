@@ -20,21 +20,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* As copy_verify.c: a DST that keeps finer times gives back what was set
- * within a microsecond; a coarse one (exFAT, FAT) whole hundredths within
- * 2 s. */
-#define FINE_SLACK_NS   1000LL
-#define COARSE_SLACK_NS 2000000000LL
-#define COARSE_UNIT_NS  10000000U
-
-static bool times_match(struct ferry_time dst, struct ferry_time src)
-{
-        if (ferry_time_near(dst, src, FINE_SLACK_NS))
-                return true;
-        return dst.nsec % COARSE_UNIT_NS == 0 &&
-               ferry_time_near(dst, src, COARSE_SLACK_NS);
-}
-
 /* Whether the digest of DST's directory fd (st its stat) differs from
  * the row's, read with the filter SRC's was read with (this run's
  * options, when the row applied what they keep); false when it cannot be
@@ -68,9 +53,10 @@ static bool dir_differs(const struct coord *c, const struct ferry_meta_cfg *mc,
                 bool mode = (d->applied & MF_AP_PERMS) &&
                             (st.mode & 07777) != (d->mode & 07777);
                 bool owner = (d->applied & MF_AP_OWNER) &&
-                             (st.uid != d->uid || st.gid != d->gid);
+                             ferry_meta_owner_differs(mc, st.uid, st.gid,
+                                                      d->uid, d->gid);
                 bool mtime = (d->applied & MF_AP_TIMES) &&
-                             !times_match(st.mtime, d->mtime);
+                             !ferry_meta_times_match(st.mtime, d->mtime);
                 bool xattrs = xattrs_differ(mc, d, fd, &st, xa);
                 snprintf(parts, size, "%s%s%s%s", mode ? ", mode" : "",
                          owner ? ", owner" : "", mtime ? ", mtime" : "",
