@@ -5,9 +5,9 @@
  * directory that is there (meta_step, meta_errno: still to apply), and
  * the row's removal. --verify walks the applied ones (what was applied:
  * applied, xdigest).
- * Directory rows are made and marked listed by the scan (scan.c). Also
- * the walk over the directories to set up or delete after the copy, as
- * their own row type (struct ferry_dir_row).
+ * Directory rows are made and marked listed by the scan (scan_dirs.c).
+ * Also the walk over the directories to set up or delete after the copy,
+ * as their own row type (struct ferry_dir_row).
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"

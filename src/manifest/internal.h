@@ -49,16 +49,17 @@
 
 /* The statement tables, one per file of src/manifest/. */
 enum mf_table {
-        T_OPEN,     /* open.c */
-        T_META,     /* meta.c */
-        T_SCAN,     /* scan.c */
-        T_LINKS,    /* links.c */
-        T_DIRS,     /* dirs.c */
-        T_RESULTS,  /* results.c */
-        T_QUERY,    /* query.c */
-        T_STATUS,   /* status.c */
-        T_EXPORT,   /* export.c */
-        T_CLASSIFY, /* classify.c */
+        T_OPEN,      /* open.c */
+        T_META,      /* meta.c */
+        T_SCAN,      /* scan.c */
+        T_LINKS,     /* links.c */
+        T_DIRS,      /* dirs.c */
+        T_RESULTS,   /* results.c */
+        T_QUERY,     /* query.c */
+        T_STATUS,    /* status.c */
+        T_EXPORT,    /* export.c */
+        T_CLASSIFY,  /* classify.c */
+        T_SCAN_DIRS, /* scan_dirs.c */
         MF_NTABLES
 };
 #define MF_TABLE_MAX 32 /* statements in one table, at most */
@@ -174,17 +175,18 @@ int mf_elect_leaders(struct ferry_manifest *m);
 int mf_next_gen(struct ferry_manifest *m, int64_t *gen);
 
 /*
- * scan.c: the steps of record_listing and scan_complete. A file row is
- * part of scan gen when its gen is gen (the scan wrote it) or when its
- * directory's listed is gen (the scan read the directory whole and saw all
- * its rows), and it is not ST_REMOVED. An unchanged directory's unchanged
- * rows are only read, so a no-op re-run writes about one row per
- * directory (sql/002_listed.sql).
+ * scan.c and scan_dirs.c: the steps of record_listing and scan_complete.
+ * A file row is part of scan gen when its gen is gen (the scan wrote it)
+ * or when its directory's listed is gen (the scan read the directory
+ * whole and saw all its rows), and it is not ST_REMOVED. An unchanged
+ * directory's unchanged rows are only read, so a no-op re-run writes
+ * about one row per directory (sql/002_listed.sql).
  *
- * dir_upsert says whether the directory is new and whether its rows must
- * be marked one by one (*marking: new, changed or interrupted while
- * marking); dir_find gives the same for a later chunk of its listing
- * (marking may be NULL), and *id 0 when there is no such directory.
+ * scan_dirs.c: dir_upsert says whether the directory is new and whether
+ * its rows must be marked one by one (*marking: new, changed or
+ * interrupted while marking); dir_find gives the same for a later chunk
+ * of its listing (marking may be NULL), and *id 0 when there is no such
+ * directory.
  */
 int mf_dir_upsert(struct ferry_manifest *m, const char *path, size_t len,
                   const struct ferry_stat *st, int64_t gen, int64_t *id,
@@ -206,11 +208,21 @@ int mf_mark_unseen(struct ferry_manifest *m, int64_t gen);
  * of generation gen. */
 int mf_keep_subtree(struct ferry_manifest *m, const char *path, size_t len,
                     int64_t gen);
-/* Records one scanned non-directory entry of directory dir in *o (what the
- * row became, its id, whether to hand it out again). dir_is_new skips the
- * lookup; without marking, an unchanged done row is only read. Special
- * files are left out (ST_SKIPPED), as record_listing does when its
+/* scan.c: records one scanned non-directory entry of directory dir in *o
+ * (what the row became, its id, whether to hand it out again). dir_is_new
+ * skips the lookup; without marking, an unchanged done row is only read.
+ * Special files are left out (ST_SKIPPED), as record_listing does when its
  * ferry_listing_rec copies none. */
+int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
+                   bool marking, const char *name, size_t len,
+                   const struct ferry_stat *st, int64_t gen, bool hard_links,
+                   struct ferry_entry_rec *o);
+/* --delete refused: the rows scan gen found gone from SRC get the state
+ * they had before it (done, skipped or pending), so that the same SRC,
+ * back again, is neither deleted nor copied again. Rows removed by earlier
+ * scans stay removed. */
+int mf_keep_removed(struct ferry_manifest *m, int64_t gen);
+
 /* classify.c: a row as the scan found it (scan.c's S_FILE_FIND: id,
  * type, size, mtime_ns, ctime_ns, mode, ino, state, gen, applied, hl,
  * rdev, and with --atimes atime_ns) against SRC's st; need as a done row's
@@ -238,16 +250,6 @@ static inline void mf_bind_hl(sqlite3_stmt *s, int i, int64_t hl)
         else
                 sqlite3_bind_null(s, i);
 }
-
-int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
-                   bool marking, const char *name, size_t len,
-                   const struct ferry_stat *st, int64_t gen, bool hard_links,
-                   struct ferry_entry_rec *o);
-/* --delete refused: the rows scan gen found gone from SRC get the state
- * they had before it (done, skipped or pending), so that the same SRC,
- * back again, is neither deleted nor copied again. Rows removed by earlier
- * scans stay removed. */
-int mf_keep_removed(struct ferry_manifest *m, int64_t gen);
 
 /* dirs.c: a directory's metadata to apply again (touch), the same for the
  * directory of file row file and all above it (chain_touch: the copy of a

@@ -1,13 +1,11 @@
 /*
- * manifest/scan.c - what a scan of SRC writes: directory rows (new,
- * changed, listed whole), file rows (the upsert and what it found), and
- * the marks of what left SRC: the rows a marking scan did not see, those
- * of directories it did not see, those below a directory that became a
- * file (all ST_REMOVED); keeping rows part of a scan (a directory it could
- * not read) and, when --delete is refused, undoing this scan's removals.
- * Its operation-level calls are scan_start, record_listing (which keeps
- * the few directories being listed in a small cache, m->dcache) and
- * scan_complete.
+ * manifest/scan.c - what a scan of SRC writes for its files: the file
+ * rows (the upsert and what it found; classify.c judges a row found again
+ * whose data is as copied) and, when --delete is refused, undoing this
+ * scan's removals; and the operation-level calls set_wanted, scan_start,
+ * record_listing (which keeps the few directories being listed in a small
+ * cache, m->dcache) and scan_complete. The directory rows and the marks
+ * that go by directory are scan_dirs.c's.
  *
  * A file row is part of scan gen when its gen is gen (the scan wrote it)
  * or when its directory's listed is gen (sql/002_listed.sql).
@@ -21,22 +19,11 @@
 #include <string.h>
 
 enum scan_stmt {
-        S_DIR_FIND,
-        S_DIR_INSERT,
-        S_DIR_UPDATE,
-        S_DIR_LISTED,
-        S_DIR_COUNT,
-        S_DIR_UNSEEN,
         S_FILE_FIND,
         S_FILE_FIND_ATIME,
         S_FILE_INSERT,
         S_FILE_SEEN,
         S_FILE_UPDATE,
-        S_FILE_REMOVE_NAME,
-        S_SUBTREE_REMOVED,
-        S_MARK_UNSEEN,
-        S_KEEP_SUBTREE,
-        S_KEEP_ALL,
         S_KEEP_REMOVED_HL,
         S_KEEP_REMOVED_STATE,
         S_NSTMTS
@@ -44,30 +31,6 @@ enum scan_stmt {
 
 // clang-format off
 static const char *const scan_sql[S_NSTMTS] = {
-        [S_DIR_FIND] =
-                "SELECT id, mode, uid, gid, mtime_ns, listed, applied,"
-                " ctime_ns FROM dirs WHERE path = ?1",
-        [S_DIR_INSERT] =
-                "INSERT INTO dirs (parent, path, mode, uid, gid, mtime_ns,"
-                " state, gen, listed, ctime_ns) VALUES (?1, ?2, ?3, ?4, ?5,"
-                " ?6, " SQL_TO_APPLY ", ?7, " SQL_MARKING ", ?8)",
-        /* ?7: changed (metadata to apply again), ?8: its rows are marked */
-        [S_DIR_UPDATE] =
-                "UPDATE dirs SET mode = ?2, uid = ?3, gid = ?4,"
-                " mtime_ns = ?5, gen = ?6,"
-                " state = CASE WHEN ?7 THEN " SQL_TO_APPLY " ELSE state END,"
-                " listed = CASE WHEN ?8 THEN " SQL_MARKING " ELSE listed END,"
-                " ctime_ns = ?9 WHERE id = ?1",
-        /* ?3: a later scan must mark this directory's rows one by one */
-        [S_DIR_LISTED] =
-                "UPDATE dirs SET listed = ?2, mtime_ns = CASE WHEN"
-                " ?3 THEN " SQL_MTIME_NONE " ELSE mtime_ns END WHERE id = ?1",
-        [S_DIR_COUNT] =
-                "SELECT count(*) FROM files WHERE dir = ?1"
-                " AND state != " SQL_REMOVED,
-        [S_DIR_UNSEEN] =
-                "UPDATE files SET state = " SQL_REMOVED ", gen = ?2"
-                " WHERE dir = ?1 AND gen < ?2 AND state != " SQL_REMOVED,
         /* the atime, the record's last column, only with --atimes */
         [S_FILE_FIND] =
                 "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
@@ -93,22 +56,6 @@ static const char *const scan_sql[S_NSTMTS] = {
                 " dev = ?9, ino = ?10, hl = ?11, state = ?12,"
                 " gen = ?13, hash = NULL, nlink = ?14, rdev = ?15,"
                 " need = " SQL_NEED_DATA " WHERE id = ?1",
-        [S_FILE_REMOVE_NAME] =
-                "UPDATE files SET state = " SQL_REMOVED ", gen = ?3"
-                " WHERE dir = ?1 AND name = ?2 AND state != " SQL_REMOVED,
-        [S_SUBTREE_REMOVED] =
-                "UPDATE files SET state = " SQL_REMOVED ", gen = ?1"
-                " WHERE state != " SQL_REMOVED " AND dir IN (SELECT id"
-                " FROM dirs WHERE path = ?2 OR (path >= ?3"
-                " AND path < ?4))",
-        [S_MARK_UNSEEN] =
-                "UPDATE files SET state = " SQL_REMOVED ", gen = ?1"
-                " WHERE state != " SQL_REMOVED " AND dir IN (SELECT id"
-                " FROM dirs WHERE gen < ?1)",
-        [S_KEEP_SUBTREE] =
-                "UPDATE dirs SET gen = ?1, listed = ?1"
-                " WHERE path = ?2 OR (path >= ?3 AND path < ?4)",
-        [S_KEEP_ALL] = "UPDATE dirs SET gen = ?1, listed = ?1",
         /* A row removed by scan ?1 held, before, what it holds now (the
          * marks that remove a row change neither its hash nor its error):
          * a hash with no error is a copy (file_done clears the error; a
@@ -134,184 +81,6 @@ static const char *const scan_sql[S_NSTMTS] = {
 _Static_assert(S_NSTMTS <= MF_TABLE_MAX, "scan.c: statement table too big");
 
 #define STMT(id) mf_stmt(m, T_SCAN, id, scan_sql[id])
-
-int mf_dir_find(struct ferry_manifest *m, const char *path, size_t len,
-                int64_t *id, bool *marking)
-{
-        sqlite3_stmt *s = STMT(S_DIR_FIND);
-        if (!s)
-                return mf_db_fail(m, "read");
-        mf_bind_bytes(s, 1, path, len);
-        int rc = sqlite3_step(s);
-        *id = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-        if (marking)
-                *marking = rc != SQLITE_ROW || sqlite3_column_int64(s, 5) < 0;
-        sqlite3_reset(s);
-        return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0
-                                                     : mf_db_fail(m, "read");
-}
-
-/* A new directory D of P: a file row named D in P (a file that became this
- * directory) is no longer in SRC. */
-static int remove_file_named(struct ferry_manifest *m, int64_t parent,
-                             const char *path, size_t len, int64_t gen)
-{
-        size_t plen = mf_parent_len(path, len), skip = plen ? plen + 1 : 0;
-        sqlite3_stmt *s = STMT(S_FILE_REMOVE_NAME);
-        if (!s)
-                return mf_db_fail(m, "write");
-        sqlite3_bind_int64(s, 1, parent);
-        mf_bind_bytes(s, 2, path + skip, len - skip);
-        sqlite3_bind_int64(s, 3, gen);
-        return mf_exec_stmt(m, s, "file update");
-}
-
-int mf_dir_upsert(struct ferry_manifest *m, const char *path, size_t len,
-                  const struct ferry_stat *st, int64_t gen, int64_t *id,
-                  bool *is_new, bool *marking)
-{
-        sqlite3_stmt *s = STMT(S_DIR_FIND);
-        if (!s)
-                return mf_db_fail(m, "read");
-        mf_bind_bytes(s, 1, path, len);
-        int rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW) {
-                *id = sqlite3_column_int64(s, 0);
-                /* only the ctime moves for a setfattr, a setfacl: the
-                 * metadata to apply again, no entry lost (NULL: a row of
-                 * an older ferry, sql/008_dir_ctime.sql) */
-                bool ctime_moved =
-                        sqlite3_column_type(s, 7) == SQLITE_NULL ||
-                        !ferry_time_eq(mf_column_time(s, 7), st->ctime);
-                bool changed =
-                        (uint32_t)sqlite3_column_int64(s, 1) != st->mode ||
-                        (uint32_t)sqlite3_column_int64(s, 2) != st->uid ||
-                        (uint32_t)sqlite3_column_int64(s, 3) != st->gid ||
-                        !ferry_time_eq(mf_column_time(s, 4), st->mtime) ||
-                        (m->wanted & ~(uint32_t)sqlite3_column_int64(s, 6)) !=
-                                0;
-                /* an unchanged directory cannot have lost entries (its
-                 * mtime would have moved), so its rows are only read; the
-                 * count in mf_dir_listed checks that anyway */
-                *marking = changed || sqlite3_column_int64(s, 5) < 0;
-                sqlite3_reset(s);
-                *is_new = false;
-                s = STMT(S_DIR_UPDATE);
-                if (!s)
-                        return mf_db_fail(m, "write");
-                sqlite3_bind_int64(s, 1, *id);
-                sqlite3_bind_int64(s, 2, st->mode);
-                sqlite3_bind_int64(s, 3, st->uid);
-                sqlite3_bind_int64(s, 4, st->gid);
-                mf_bind_time(s, 5, st->mtime);
-                sqlite3_bind_int64(s, 6, gen);
-                sqlite3_bind_int(s, 7, changed || ctime_moved);
-                sqlite3_bind_int(s, 8, *marking);
-                mf_bind_time(s, 9, st->ctime);
-                return mf_exec_stmt(m, s, "directory update");
-        }
-        sqlite3_reset(s);
-        if (rc != SQLITE_DONE)
-                return mf_db_fail(m, "read");
-        int64_t parent = 0;
-        if (len) {
-                rc = mf_dir_find(m, path, mf_parent_len(path, len), &parent,
-                                 NULL);
-                /* a new directory changes its parent's mtime in DST */
-                if (!rc && parent)
-                        rc = remove_file_named(m, parent, path, len, gen);
-                if (!rc && parent)
-                        rc = mf_dir_touch(m, parent);
-                if (rc)
-                        return rc;
-        }
-        s = STMT(S_DIR_INSERT);
-        if (!s)
-                return mf_db_fail(m, "write");
-        if (len)
-                sqlite3_bind_int64(s, 1, parent);
-        mf_bind_bytes(s, 2, path, len);
-        sqlite3_bind_int64(s, 3, st->mode);
-        sqlite3_bind_int64(s, 4, st->uid);
-        sqlite3_bind_int64(s, 5, st->gid);
-        mf_bind_time(s, 6, st->mtime);
-        sqlite3_bind_int64(s, 7, gen);
-        mf_bind_time(s, 8, st->ctime);
-        rc = mf_exec_stmt(m, s, "directory insert");
-        if (rc)
-                return rc;
-        *id = sqlite3_last_insert_rowid(m->db);
-        *is_new = true;
-        *marking = true;
-        return 0;
-}
-
-int mf_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
-                  bool marking, uint64_t seen)
-{
-        bool again = false;
-        sqlite3_stmt *s;
-        if (marking) {
-                /* the rows this scan did not write are gone from SRC */
-                if (!(s = STMT(S_DIR_UNSEEN)))
-                        return mf_db_fail(m, "write");
-                sqlite3_bind_int64(s, 1, id);
-                sqlite3_bind_int64(s, 2, gen);
-                int rc = mf_exec_stmt(m, s, "file update");
-                if (rc)
-                        return rc;
-        } else {
-                /* Only read: every row was seen iff there are as many rows
-                 * as entries (each entry has its own row). If the mtime
-                 * lied, keep them all this time and mark the next time. */
-                if (!(s = STMT(S_DIR_COUNT)))
-                        return mf_db_fail(m, "read");
-                sqlite3_bind_int64(s, 1, id);
-                int rc = sqlite3_step(s);
-                int64_t rows =
-                        rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
-                sqlite3_reset(s);
-                if (rc != SQLITE_ROW)
-                        return mf_db_fail(m, "read");
-                again = (uint64_t)rows != seen;
-        }
-        if (!(s = STMT(S_DIR_LISTED)))
-                return mf_db_fail(m, "write");
-        sqlite3_bind_int64(s, 1, id);
-        sqlite3_bind_int64(s, 2, gen);
-        sqlite3_bind_int(s, 3, again);
-        return mf_exec_stmt(m, s, "directory update");
-}
-
-int mf_subtree_removed(struct ferry_manifest *m, const char *path, size_t len,
-                       int64_t gen)
-{
-        sqlite3_stmt *s = STMT(S_SUBTREE_REMOVED);
-        if (!s)
-                return mf_db_fail(m, "write");
-        sqlite3_bind_int64(s, 1, gen);
-        if (mf_bind_subtree(s, 2, path, len))
-                return mf_fail(m, "out of memory");
-        return mf_exec_stmt(m, s, "file update");
-}
-
-int mf_mark_unseen(struct ferry_manifest *m, int64_t gen)
-{
-        return mf_exec_id(m, STMT(S_MARK_UNSEEN), gen, "file update");
-}
-
-int mf_keep_subtree(struct ferry_manifest *m, const char *path, size_t len,
-                    int64_t gen)
-{
-        /* its directories count as listed: their rows stay part of SRC */
-        sqlite3_stmt *d = len ? STMT(S_KEEP_SUBTREE) : STMT(S_KEEP_ALL);
-        if (!d)
-                return mf_db_fail(m, "write");
-        sqlite3_bind_int64(d, 1, gen);
-        return len && mf_bind_subtree(d, 2, path, len)
-                       ? mf_fail(m, "out of memory")
-                       : mf_exec_stmt(m, d, "directory update");
-}
 
 /* A special file the listing's options leave out (ST_SKIPPED), or a file
  * to copy (ST_PENDING). */
