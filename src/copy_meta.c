@@ -1,6 +1,6 @@
 /*
  * copy_meta.c - a row whose data is as copied but whose metadata is not
- * (need MF_NEED_META, manifest/scan.c's classify): SRC's metadata applied
+ * (need MF_NEED_META, manifest/classify.c): SRC's metadata applied
  * in place to the DST entry ferry put there, no data read from SRC and
  * none written to DST (copier.h: ferry_copier_meta).
  *

@@ -3,7 +3,7 @@
  * row done (with what DST holds now), failed, vanished or pending again
  * (for its data, or its metadata alone when verify found only that
  * differing), deleted (with the metadata it applied: applied, xdigest,
- * nlink, for the next scan's classification in scan.c); what ferry last
+ * nlink, for the next scan's classification in classify.c); what ferry last
  * put in DST under a row's name (dst_at; and
  * dir_known, whether ferry made a directory); failed rows
  * retried and done rows reset when DST was replaced; and the runs table
