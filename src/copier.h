@@ -144,5 +144,14 @@ bool ferry_copier_too_big(struct ferry_copier *c, const struct ferry_item *it);
 int ferry_copier_install(struct ferry_copier *c, const struct ferry_item *it,
                          const struct ferry_stat *src, const char *tmp,
                          const char *name);
+/* copy_dst.c: after ferry_copier_install, on a DST whose rename does not
+ * keep times (caps.times_survive_rename false; fusefat sets the mtime to
+ * now), sets st's times again on name, when they were set on the temp
+ * entry (MF_AP_TIMES). A refusal is a metadata shortfall, as in
+ * ferry_copier_meta_failed (it->applied loses MF_AP_TIMES); otherwise
+ * the errno, and *step. */
+int ferry_copier_times_again(struct ferry_copier *c, struct ferry_item *it,
+                             const struct ferry_stat *st, const char *name,
+                             const struct step **step);
 
 #endif

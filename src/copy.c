@@ -225,6 +225,9 @@ static int copy_once(struct ferry_copier *c, const char *name,
                 ferry_fsio_crashpoint("after_write");
                 *step = &S_RENAME;
                 rc = ferry_copier_install(c, it, &before, tmp, name);
+                if (!rc)
+                        rc = ferry_copier_times_again(c, it, &before, name,
+                                                      step);
         }
         if (rc || *changed)
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
@@ -278,6 +281,8 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
         if (!rc) {
                 *step = &S_RENAME;
                 rc = ferry_copier_install(c, it, &st, tmp, name);
+                if (!rc)
+                        rc = ferry_copier_times_again(c, it, &st, name, step);
         }
         if (rc)
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);

@@ -3,7 +3,8 @@
  *
  * Temp names, DST directories (made, opened, given back owner access),
  * temp files, what counts as a metadata shortfall (data in place, some
- * metadata not), files too big for DST, and rule 9 (DESIGN.md; a special
+ * metadata not), files too big for DST, times set again after the rename
+ * on a DST whose rename does not keep them, and rule 9 (DESIGN.md; a special
  * file is ferry's when its kind and device number are what ferry made
  * too): a copy is renamed over an existing entry only when that entry is
  * ferry's (ferry_copy_matches, ferry_copy_is_ours); anything else is left
@@ -14,6 +15,7 @@
 #include "copier.h"
 
 #include "fsio.h"
+#include "manifest_types.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Whether s (len bytes) is well-formed UTF-8: lead bytes C2..F4, each
@@ -283,5 +286,29 @@ int ferry_copier_install(struct ferry_copier *c, const struct ferry_item *it,
         ferry_names_unlock(c->cfg.names, it->dir_id, name);
         if (!rc)
                 ferry_fsio_crashpoint("after_rename");
+        return rc;
+}
+
+int ferry_copier_times_again(struct ferry_copier *c, struct ferry_item *it,
+                             const struct ferry_stat *st, const char *name,
+                             const struct step **step)
+{
+        const struct ferry_meta_cfg *mc = &c->cfg.meta;
+        if (mc->caps.times_survive_rename || !(it->applied & MF_AP_TIMES))
+                return 0;
+        int rc = ferry_fsio_utimensat(c->dst_dir, name, st->atime, st->mtime,
+                                      AT_SYMLINK_NOFOLLOW);
+        if (!rc)
+                return 0;
+        it->applied &= ~(uint32_t)MF_AP_TIMES;
+        enum ferry_step fs =
+                S_ISLNK(st->mode) ? FERRY_STEP_LUTIMES : FERRY_STEP_UTIMES;
+        struct ferry_failure first = it->meta_fail; /* the one said, if any */
+        if (ferry_copier_meta_failed(c, it, rc, fs)) {
+                if (first.step != FERRY_STEP_NONE)
+                        it->meta_fail = first;
+                return 0; /* the entry is in place: a shortfall */
+        }
+        *step = ferry_copier_dst_step(fs);
         return rc;
 }

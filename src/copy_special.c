@@ -124,6 +124,8 @@ int ferry_copier_special_once(struct ferry_copier *c, const char *name,
         if (!rc) {
                 *step = &S_RENAME;
                 rc = ferry_copier_install(c, it, &st, tmp, name);
+                if (!rc)
+                        rc = ferry_copier_times_again(c, it, &st, name, step);
         }
         if (rc) {
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);

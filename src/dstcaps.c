@@ -4,7 +4,9 @@
  *
  * A probe file in DST's root is given a mode, another owner (as root),
  * xattrs and an ACL, each read back or its call's result taken; a probe
- * symlink gets its own times and a probe FIFO is made. The largest file
+ * symlink gets its own times and a probe FIFO is made; the probe file,
+ * given a time and closed, is renamed and its mtime read back (fusefat
+ * sets it to now on a rename). The largest file
  * size comes from the file system's type (statfs, and for FUSE the
  * subtype in /proc/self/mountinfo): FAT holds files up to 4 GiB - 1.
  * Learning it by extending the probe file is no choice: a file system
@@ -162,6 +164,30 @@ static uint64_t probe_max_size(int dirfd)
         return ferry_dst_caps_max_size((long)sf.f_type, type);
 }
 
+#define PROBE_TIME 1000000000 /* 2001-09-09, even: FAT keeps 2 s */
+
+/* Whether the mtime the copier's way set on probe file name (futimens,
+ * then close) stays when it is renamed; the file is removed either way.
+ * A DST that refused the time (set false) or refuses the rename tells
+ * nothing: true (a refused rename fails the copy anyway). */
+static bool probe_rename_times(int dirfd, const char *name, bool set)
+{
+        char moved[NAME_MAX + 1];
+        probe_name(moved, sizeof(moved), "r");
+        unlinkat(dirfd, moved, 0);
+        struct stat st;
+        bool ok = true;
+        if (set && !renameat(dirfd, name, dirfd, moved)) {
+                /* FAT keeps 2 s, exFAT 10 ms */
+                ok = fstatat(dirfd, moved, &st, AT_SYMLINK_NOFOLLOW) ||
+                     (st.st_mtim.tv_sec >= PROBE_TIME - 2 &&
+                      st.st_mtim.tv_sec <= PROBE_TIME + 2);
+                unlinkat(dirfd, moved, 0);
+        }
+        unlinkat(dirfd, name, 0);
+        return ok;
+}
+
 static int probe_all(int dirfd, struct ferry_dst_caps *c)
 {
         char name[NAME_MAX + 1];
@@ -180,8 +206,10 @@ static int probe_all(int dirfd, struct ferry_dst_caps *c)
         if (fd < 0)
                 return errno;
         probe_file(fd, root, c);
+        struct timespec ts[2] = {{PROBE_TIME, 0}, {PROBE_TIME, 0}};
+        bool set = !futimens(fd, ts);
         close(fd);
-        unlinkat(dirfd, name, 0);
+        c->times_survive_rename = probe_rename_times(dirfd, name, set);
         c->symlink_times = probe_symlink_times(dirfd);
         c->specials = probe_fifo(dirfd);
         return 0;

@@ -22,13 +22,16 @@ struct ferry_dst_caps {
         bool acls;          /* system.posix_acl_* */
         bool symlink_times; /* utimensat of a symlink itself */
         bool specials;      /* FIFOs, sockets (and devices as root) */
-        uint64_t max_size;  /* largest file DST holds; UINT64_MAX: no limit */
+        /* a file's times stay as set when it is renamed (fusefat gives it
+         * a new mtime): else the copier sets them again after the rename */
+        bool times_survive_rename;
+        uint64_t max_size; /* largest file DST holds; UINT64_MAX: no limit */
 };
 
 /* Everything: what the copier assumes before (or without) a probe. */
 static inline void ferry_dst_caps_all(struct ferry_dst_caps *c)
 {
-        *c = (struct ferry_dst_caps){true, true, true, true,
+        *c = (struct ferry_dst_caps){true, true, true, true,      true,
                                      true, true, true, UINT64_MAX};
 }
 

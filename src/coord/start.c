@@ -157,10 +157,12 @@ static int check_destination(struct coord *c)
         return 0;
 }
 
-#define CAPS_KEY "dst_caps"
+#define CAPS_KEY    "dst_caps"
+#define CAPS_FORMAT "f2" /* a note without it (or another) is probed again */
 
-/* "ID ROOT BITS MAX": the caps learned for DST's root of that dev:ino, by
- * a process that was root or not. */
+/* "f2 ID ROOT BITS MAX": the caps learned for DST's root of that dev:ino,
+ * by a process that was root or not. f2 added times_survive_rename (bit
+ * 7): a note of before it would read false there, so it is not used. */
 static void caps_text(const struct ferry_dst_caps *k, const char *id, char *out,
                       size_t size)
 {
@@ -168,24 +170,28 @@ static void caps_text(const struct ferry_dst_caps *k, const char *id, char *out,
                 (unsigned)k->owner | (unsigned)k->perms << 1 |
                 (unsigned)k->xattrs_user << 2 | (unsigned)k->xattrs_other << 3 |
                 (unsigned)k->acls << 4 | (unsigned)k->symlink_times << 5 |
-                (unsigned)k->specials << 6;
-        snprintf(out, size, "%s %d %u %" PRIu64, id, geteuid() == 0, bits,
-                 k->max_size);
+                (unsigned)k->specials << 6 |
+                (unsigned)k->times_survive_rename << 7;
+        snprintf(out, size, CAPS_FORMAT " %s %d %u %" PRIu64, id,
+                 geteuid() == 0, bits, k->max_size);
 }
 
 static bool caps_parse(const char *text, const char *id,
                        struct ferry_dst_caps *k)
 {
-        char got[64];
+        char fmt[8], got[64];
         int root;
         unsigned bits;
         uint64_t max;
-        if (sscanf(text, "%63s %d %u %" SCNu64, got, &root, &bits, &max) != 4 ||
-            strcmp(got, id) || root != (geteuid() == 0))
+        if (sscanf(text, "%7s %63s %d %u %" SCNu64, fmt, got, &root, &bits,
+                   &max) != 5 ||
+            strcmp(fmt, CAPS_FORMAT) || strcmp(got, id) ||
+            root != (geteuid() == 0))
                 return false;
         *k = (struct ferry_dst_caps){
-                bits & 1,      bits >> 1 & 1, bits >> 2 & 1, bits >> 3 & 1,
-                bits >> 4 & 1, bits >> 5 & 1, bits >> 6 & 1, max};
+                bits & 1,      bits >> 1 & 1, bits >> 2 & 1,
+                bits >> 3 & 1, bits >> 4 & 1, bits >> 5 & 1,
+                bits >> 6 & 1, bits >> 7 & 1, max};
         return true;
 }
 

@@ -12,7 +12,14 @@
 #    was written: the run takes seconds, its bytes_copied are the other
 #    files', the image file's allocated size grows by far less, and no
 #    temp file is left;
-#  - with the big file gone from SRC the next run exits 0.
+#  - with the big file gone from SRC the next run exits 0;
+#  - fusefat sets a file's mtime to now when it is renamed, after its
+#    times were set: the probe learns it and the copier sets the times
+#    again after the rename, so after the first run into a new DST every
+#    file's mtime is SRC's (within FAT's 2 s; SRC's are years old) and
+#    --verify exits 0 (on main every mtime was the run's time); a manifest
+#    whose cached probe result (note dst_caps) is of the format before
+#    this was learned probes again, and the times are kept too.
 # Needs root, FUSE, fusefat and mkfs.vfat (dosfstools); skipped with the
 # reason otherwise.
 . "$(dirname "$0")/lib.sh" || exit 1
@@ -100,4 +107,58 @@ rm src/big
 run "$FERRY" --no-perms src mnt/dst
 check "run 3: exit 0 (got $RC)" test "$RC" = 0
 check "run 3: DST equals SRC (diff -r)" diff -r src mnt/dst
+
+# run 4: the first run into a new DST keeps SRC's (old) mtimes
+i=0
+while IFS= read -r -d '' f; do
+	touch -d "@$((1500000000 + i * 3601))" "$f"
+	i=$((i + 1))
+done < <(find src -type f -print0)
+run "$FERRY" --no-perms src mnt/dst4
+check "run 4 (new DST): exit 0 (got $RC)" test "$RC" = 0
+# mtimes_off D: the SRC files whose mtime in D is more than 2 s off
+mtimes_off() {
+	local f a b n=0
+	while IFS= read -r -d '' f; do
+		a=$(stat -c %Y "src/$f") b=$(stat -c %Y "$1/$f" 2>/dev/null) || b=0
+		((a - b > 2 || b - a > 2)) && n=$((n + 1))
+	done < <(cd src && find . -type f -print0)
+	echo "$n"
+}
+# from the image, not the kernel's attribute cache (it shows the times as
+# set for a while after the rename): mount it again
+{ fusermount -u mnt 2>/dev/null || umount mnt; } &&
+	fusefat -o rw+ fat.img mnt >"$LOG/mount.err" 2>&1 && mountpoint -q mnt ||
+	die "cannot mount fat.img again: $(head -c 200 "$LOG/mount.err")"
+off=$(mtimes_off mnt/dst4)
+check "run 4: every file's mtime is SRC's within 2 s ($off of $i off)" test "$off" = 0
+run "$FERRY" --verify --no-perms src mnt/dst4
+check "run 4: --verify exits 0 (got $RC)" test "$RC" = 0
+check "run 4: --verify finds no metadata difference" \
+	eval '! grep -q "metadata differs:" "$LOG/out" "$LOG/err"'
+show "$LOG/err" 4
+
+# run 5: the cached probe result of an older ferry ("ID ROOT BITS MAX",
+# no format word) is not taken as the rename keeping times: every file
+# copied again keeps SRC's mtime
+m=$(manifest_path src mnt/dst4)
+note=$(sqlite3 -readonly "$m" "SELECT CAST(value AS TEXT) FROM meta WHERE key = 'dst_caps'")
+check "run 5: the probe result is cached ($note)" eval '[[ $note == "f2 "* ]]'
+read -r _ _ root bits max <<<"$note"
+id=$(stat -c %d:%i mnt/dst4) # fusefat numbers the root anew at each mount
+sqlite3 "$m" "UPDATE meta SET value = '$id $root $((bits & 127)) $max' WHERE key = 'dst_caps'" ||
+	die "cannot write the note"
+# new data (a copy, renamed into place), an older mtime
+while IFS= read -r -d '' f; do
+	t=$(stat -c %Y "$f")
+	echo more >>"$f"
+	touch -d "@$((t - 86400))" "$f"
+done < <(find src -type f -print0)
+run "$FERRY" --no-perms src mnt/dst4
+check "run 5 (an old note): exit 0 (got $RC)" test "$RC" = 0
+{ fusermount -u mnt 2>/dev/null || umount mnt; } &&
+	fusefat -o rw+ fat.img mnt >"$LOG/mount.err" 2>&1 && mountpoint -q mnt ||
+	die "cannot mount fat.img again: $(head -c 200 "$LOG/mount.err")"
+off=$(mtimes_off mnt/dst4)
+check "run 5: every file's mtime is SRC's within 2 s ($off of $i off)" test "$off" = 0
 finish
