@@ -17,6 +17,8 @@
 #define _GNU_SOURCE
 #include "dstcaps.h"
 
+#include "names.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -219,18 +221,15 @@ int ferry_dst_caps_probe(int dirfd, struct ferry_dst_caps *c)
 {
         ferry_dst_caps_all(c);
         c->max_size = probe_max_size(dirfd);
-        struct stat before, after;
+        struct stat before;
         bool have = fstat(dirfd, &before) == 0;
         struct ferry_dst_caps p = *c;
         int rc = probe_all(dirfd, &p);
         if (!rc)
                 *c = p; /* a DST that took no probe file: assume all */
-        if (have && !fstat(dirfd, &after) &&
-            (after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
-             after.st_mtim.tv_nsec != before.st_mtim.tv_nsec)) {
-                struct timespec ts[2] = {before.st_atim, before.st_mtim};
-                futimens(dirfd, ts);
-        }
+        if (have)
+                ferry_probe_restore_times(dirfd, &before.st_atim,
+                                          &before.st_mtim);
         return rc;
 }
 

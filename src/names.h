@@ -46,6 +46,12 @@ struct ferry_name_rules {
  * Returns 0, or the errno that kept the plain probe file from being made:
  * then the rules say nothing and must not be kept for later runs. */
 int ferry_names_probe(int dirfd, struct ferry_name_rules *rules);
+/* After probes in DST's root dirfd (this one, dstcaps.c's): gives back
+ * the directory's times as atim and mtim had them, when the
+ * probes moved them (a run with nothing to do would not set them again). */
+struct timespec;
+void ferry_probe_restore_times(int dirfd, const struct timespec *atim,
+                               const struct timespec *mtim);
 
 struct ferry_names;
 

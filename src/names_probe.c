@@ -119,16 +119,22 @@ static int probe_all(int dirfd, struct ferry_name_rules *r)
 int ferry_names_probe(int dirfd, struct ferry_name_rules *r)
 {
         memset(r, 0, sizeof(*r));
-        struct stat before, after;
+        struct stat before;
         bool have = fstat(dirfd, &before) == 0;
         int rc = probe_all(dirfd, r);
-        /* the probes touched the directory: give back its times, which a
-         * run that finds nothing to do would not set again */
-        if (have && !fstat(dirfd, &after) &&
-            (after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
-             after.st_mtim.tv_nsec != before.st_mtim.tv_nsec)) {
-                struct timespec ts[2] = {before.st_atim, before.st_mtim};
-                futimens(dirfd, ts);
-        }
+        if (have)
+                ferry_probe_restore_times(dirfd, &before.st_atim,
+                                          &before.st_mtim);
         return rc;
+}
+
+void ferry_probe_restore_times(int dirfd, const struct timespec *atim,
+                               const struct timespec *mtim)
+{
+        struct stat after;
+        if (fstat(dirfd, &after) || (after.st_mtim.tv_sec == mtim->tv_sec &&
+                                     after.st_mtim.tv_nsec == mtim->tv_nsec))
+                return;
+        struct timespec ts[2] = {*atim, *mtim};
+        futimens(dirfd, ts);
 }

@@ -149,8 +149,10 @@ static int fsync_dst_dir(int dstfd, const char *path)
         return rc;
 }
 
-static void delete_dir(struct coord *c, const struct ferry_dir_row *d)
+static void delete_dir(struct coord *c, const struct ferry_dir_row *d,
+                       void *arg)
 {
+        (void)arg;
         settle_deletions(c);
         if (delete_held(c, "", d->path, true))
                 return; /* --max-delete: keep the row */
@@ -211,7 +213,7 @@ void each_row(struct coord *c, enum ferry_pass p, row_fn fn)
 }
 
 /* Runs fn over every directory row of set, deepest first. */
-static void each_dir(struct coord *c, enum ferry_dir_set set, dir_fn fn)
+void each_dir(struct coord *c, enum ferry_dir_set set, dir_fn fn, void *arg)
 {
         struct ferry_dir_walk *w = NULL;
         if (ferry_manifest_dir_walk(c->m, set, c->gen, &w)) {
@@ -224,15 +226,16 @@ static void each_dir(struct coord *c, enum ferry_dir_set set, dir_fn fn)
                 if (ferry_manifest_dir_walk_next(c->m, w, &rows, &n))
                         manifest_error(c);
                 for (size_t i = 0; i < n && !c->stop_code; i++)
-                        fn(c, &rows[i]);
+                        fn(c, &rows[i], arg);
                 if (!n)
                         break;
         }
         ferry_manifest_dir_walk_end(w);
 }
 
-static void apply_dir(struct coord *c, const struct ferry_dir_row *d)
+static void apply_dir(struct coord *c, const struct ferry_dir_row *d, void *arg)
 {
+        (void)arg;
         no_memory(c, ferry_treework_add_dir(c->fin.tree, TREE_APPLY_DIR, false,
                                             d));
 }
@@ -336,7 +339,7 @@ static void tree_rows(struct coord *c, enum ferry_pass p, row_fn fn)
 
 static void tree_dirs(struct coord *c, enum ferry_dir_set set, dir_fn fn)
 {
-        each_dir(c, set, fn);
+        each_dir(c, set, fn, NULL);
         ferry_treework_drain(c->fin.tree);
 }
 

@@ -192,7 +192,8 @@ struct coord {
 
 typedef void (*row_fn)(struct coord *c, const struct ferry_batch *b,
                        const struct ferry_item *it);
-typedef void (*dir_fn)(struct coord *c, const struct ferry_dir_row *d);
+typedef void (*dir_fn)(struct coord *c, const struct ferry_dir_row *d,
+                       void *arg);
 
 /* run.c: phase, errors, events, the transaction */
 void set_phase(struct coord *c, enum run_phase to);
@@ -274,6 +275,9 @@ void reason(const struct ferry_batch *b, const struct ferry_item *it, char *buf,
 /* verify.c */
 void record_verify(struct coord *c, const struct ferry_batch *b,
                    const struct ferry_item *it);
+/* finish.c: runs fn(c, row, arg) over every directory row of set, deepest
+ * first, until the run stops. */
+void each_dir(struct coord *c, enum ferry_dir_set set, dir_fn fn, void *arg);
 /* verify_dirs.c: the directories' metadata, after the files */
 void verify_dirs(struct coord *c);
 

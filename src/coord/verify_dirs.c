@@ -68,10 +68,21 @@ static bool dir_differs(const struct coord *c, const struct ferry_meta_cfg *mc,
         return seen;
 }
 
-/* Directory d differs in DST: said, counted, and to apply again. */
-static void record_dir_differs(struct coord *c, const struct ferry_dir_row *d,
-                               const char *parts)
+/* What the walk over the directories carries (each_dir's arg). */
+struct dirs_check {
+        struct ferry_meta_cfg mc;
+        struct ferry_xattrs xa;
+};
+
+/* Directory d is compared; when it differs in DST: said, counted, and
+ * to apply again. */
+static void check_dir(struct coord *c, const struct ferry_dir_row *d, void *arg)
 {
+        struct dirs_check *k = arg;
+        char parts[128];
+        if (!dir_differs(c, &k->mc, d, &k->xa, parts, sizeof(parts)) ||
+            !parts[0])
+                return;
         c->sum->meta_differs++;
         /* DIR/ (the root: ./): join_path puts the slash before "" */
         emit(c, FERRY_EV_META_DIFFERS, d->path[0] ? d->path : ".", "", parts);
@@ -81,28 +92,8 @@ static void record_dir_differs(struct coord *c, const struct ferry_dir_row *d,
 
 void verify_dirs(struct coord *c)
 {
-        struct ferry_dir_walk *w = NULL;
-        if (ferry_manifest_dir_walk(c->m, DIRS_APPLIED, c->gen, &w)) {
-                manifest_error(c);
-                return;
-        }
-        struct ferry_meta_cfg mc = coord_meta_cfg(c);
-        struct ferry_xattrs xa;
-        ferry_xattrs_init(&xa);
-        char parts[128];
-        while (!c->stop_code) {
-                const struct ferry_dir_row *rows;
-                size_t n = 0;
-                if (ferry_manifest_dir_walk_next(c->m, w, &rows, &n))
-                        manifest_error(c);
-                for (size_t i = 0; i < n && !c->stop_code; i++)
-                        if (dir_differs(c, &mc, &rows[i], &xa, parts,
-                                        sizeof(parts)) &&
-                            parts[0])
-                                record_dir_differs(c, &rows[i], parts);
-                if (!n)
-                        break;
-        }
-        ferry_xattrs_release(&xa);
-        ferry_manifest_dir_walk_end(w);
+        struct dirs_check k = {.mc = coord_meta_cfg(c)};
+        ferry_xattrs_init(&k.xa);
+        each_dir(c, DIRS_APPLIED, check_dir, &k);
+        ferry_xattrs_release(&k.xa);
 }
