@@ -50,7 +50,8 @@ struct ferry_scan {
         pthread_mutex_t lock;
         pthread_cond_t wake;
         struct pending_dir *stack;
-        unsigned busy; /* threads holding a directory */
+        unsigned busy;  /* threads holding a directory */
+        unsigned limit; /* ferry_scan_set_limit: busy at most this */
         bool finished;
         unsigned n_threads;
         pthread_t *threads;
@@ -108,7 +109,7 @@ static struct pending_dir *pop_dir(struct ferry_scan *sc)
                         sc->finished = true;
                 if (sc->finished)
                         break;
-                if (sc->stack) {
+                if (sc->stack && sc->busy < sc->limit) {
                         struct pending_dir *d = sc->stack;
                         sc->stack = d->next;
                         sc->busy++;
@@ -372,6 +373,7 @@ int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out,
         pthread_mutex_init(&sc->lock, NULL);
         pthread_cond_init(&sc->wake, NULL);
         sc->busy = cfg->threads; /* each thread starts by popping */
+        sc->limit = cfg->threads;
         for (unsigned i = 0; i < cfg->threads; i++) {
                 if (pthread_create(&sc->threads[i], NULL, scan_thread, sc))
                         break;
@@ -389,6 +391,14 @@ int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out,
         }
         *out = sc;
         return 0;
+}
+
+void ferry_scan_set_limit(struct ferry_scan *sc, unsigned n)
+{
+        pthread_mutex_lock(&sc->lock);
+        sc->limit = n < 1 ? 1 : n > sc->n_threads ? sc->n_threads : n;
+        pthread_cond_broadcast(&sc->wake);
+        pthread_mutex_unlock(&sc->lock);
 }
 
 void ferry_scan_join(struct ferry_scan *sc)

@@ -49,6 +49,9 @@ struct ferry_scan;
  * that errno too), or memory or threads ran short (*src_err is 0). */
 int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out,
                      int *src_err);
+/* At most n directories (1 to cfg.threads) are read at once from now on:
+ * the -j auto tuner's knob. Safe from any thread while the scan runs. */
+void ferry_scan_set_limit(struct ferry_scan *sc, unsigned n);
 /* Waits for the threads and frees the pool. */
 void ferry_scan_join(struct ferry_scan *sc);
 
