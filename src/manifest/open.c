@@ -535,10 +535,31 @@ int ferry_manifest_open(const char *path, int flags,
         return 0;
 }
 
+/*
+ * The last commits of a run (its result, the uncertain note cleared) were
+ * made with synchronous=NORMAL: the checkpoint that closing runs makes
+ * them durable (it syncs the -wal first). A reader in the way (`ferry
+ * status`) stops that checkpoint, and then the -wal is synced here: a
+ * lost result would make the run look cut short, and written_since would
+ * take what appears in DST later for ferry's.
+ */
+static void durable_at_close(struct ferry_manifest *m)
+{
+        int log = 0, done = 0;
+        if (!m->db || !m->unsynced || m->immutable ||
+            !sqlite3_get_autocommit(m->db))
+                return;
+        int rc = sqlite3_wal_checkpoint_v2(
+                m->db, "main", SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+        if (rc != SQLITE_OK || done < log)
+                ferry_manifest_sync(m);
+}
+
 void ferry_manifest_close(struct ferry_manifest *m)
 {
         if (!m)
                 return;
+        durable_at_close(m);
         mf_finalize_all(m);
         mf_dcache_clear(m);
         sqlite3_close(m->db);
