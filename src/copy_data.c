@@ -41,13 +41,26 @@ static void hash_final(XXH3_state_t *xxh, uint8_t out[16])
         memcpy(out, canon.digest, 16);
 }
 
-/* Reads fd to EOF, hashing; writes to out unless out < 0. */
-static int stream(struct ferry_copier *c, int in, int out, uint64_t *total,
-                  const struct step **step)
+/* How much to read next of a file whose fstat said size (0: unknown, as
+ * /proc's): no more than is left, so that the read that would only meet
+ * EOF is not made; a file that grew meanwhile has another size in the
+ * fstat after (ferry_copier_data) and is copied again. */
+static size_t next_read(uint64_t size, uint64_t total)
+{
+        return size && size - total < BUF_SIZE ? (size_t)(size - total)
+                                               : BUF_SIZE;
+}
+
+/* Reads fd to EOF (or its size, above), hashing; writes to out unless
+ * out < 0. */
+static int stream(struct ferry_copier *c, int in, int out, uint64_t size,
+                  uint64_t *total, const struct step **step)
 {
         for (;;) {
-                size_t got;
-                int rc = ferry_fsio_read(in, c->buf, BUF_SIZE, &got);
+                size_t got, want = next_read(size, *total);
+                if (!want)
+                        return 0; /* all its size read */
+                int rc = ferry_fsio_read(in, c->buf, want, &got);
                 if (rc) {
                         *step = &S_READ_SRC;
                         return rc;
@@ -60,7 +73,7 @@ static int stream(struct ferry_copier *c, int in, int out, uint64_t *total,
                         return rc;
                 }
                 *total += got;
-                if (got < BUF_SIZE)
+                if (got < want)
                         return 0;
                 if (atomic_load(c->cfg.stop)) {
                         *step = &S_COPY;
@@ -165,7 +178,7 @@ int ferry_copier_data(struct ferry_copier *c, int in, int out,
                 posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
         int rc = sparse ? stream_sparse(c, in, out, before->size, &total, step)
-                        : stream(c, in, out, &total, step);
+                        : stream(c, in, out, before->size, &total, step);
         if (rc)
                 return rc;
         /* before the second fstat: an xattr changed meanwhile changes the
@@ -223,7 +236,7 @@ static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
 #ifdef HAVE_POSIX_FADVISE
         posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
-        rc = stream(c, fd, -1, size, &step);
+        rc = stream(c, fd, -1, 0, size, &step); /* all of it, to EOF */
         ferry_fsio_close(&fd);
         if (!rc)
                 hash_final(c->xxh, out);

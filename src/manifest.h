@@ -152,6 +152,11 @@ int ferry_manifest_bind_job(struct ferry_manifest *m, const char *src,
 
 int ferry_manifest_begin(struct ferry_manifest *m);
 int ferry_manifest_commit(struct ferry_manifest *m);
+/* The next COMMIT must survive a power cut: it syncs the -wal. */
+void ferry_manifest_owe_sync(struct ferry_manifest *m);
+/* Every commit so far made durable (one sync of the -wal, if any commit
+ * since the last is not yet): before rows are handed out to be copied. */
+int ferry_manifest_sync(struct ferry_manifest *m);
 int ferry_manifest_rollback(struct ferry_manifest *m);
 
 int ferry_manifest_run_start(struct ferry_manifest *m, const char *command,

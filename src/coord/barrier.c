@@ -2,8 +2,9 @@
  * coord/barrier.c - where a copied row becomes done (crash-safety rule 1).
  *
  * Owns the copy results waiting for the barrier, the barrier thread (its
- * only other thread: it runs syncfs and the directory fsyncs, so that
- * hand-outs go on meanwhile) and the recording of each result. A row is
+ * only other thread, started with the first barrier: it runs syncfs and
+ * the directory fsyncs, so that hand-outs go on meanwhile) and the
+ * recording of each result. A row is
  * marked done only in on_barrier, after its barrier succeeded, and the
  * mark becomes true with the COMMIT that follows; a barrier that failed
  * leaves its rows pending (copied again later) and notes the run as
@@ -355,6 +356,16 @@ void on_barrier(struct coord *c, struct barrier_job *job)
 
 static void start_barrier(struct coord *c)
 {
+        /* a run with nothing to make durable starts no thread for it */
+        int err = c->bar.started ? 0
+                                 : pthread_create(&c->bar.thread, NULL,
+                                                  barrier_main, c);
+        if (err) {
+                set_error(c, FERRY_EINTERNAL, "cannot start threads: %s",
+                          strerror(err));
+                return;
+        }
+        c->bar.started = true;
         struct barrier_job *job = calloc(1, sizeof(*job));
         if (!job) {
                 set_error(c, FERRY_EINTERNAL, "out of memory");

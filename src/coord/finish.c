@@ -318,6 +318,7 @@ static void remove_temp(struct coord *c, const struct ferry_batch *b,
 static bool tree_done(void *ctx, const struct ferry_tree_job *t)
 {
         struct coord *c = ctx;
+        c->fin.tree_jobs++;
         if (c->stop_code)
                 return false;
         if (t->op == TREE_DEL_FILE)
@@ -388,9 +389,10 @@ void finish_tree(struct coord *c)
          * directory changed above: with --durability=file it fsynced each
          * (no syncfs, which that mode is for file systems that lack). */
         enum ferry_durability dur = c->opt->durability;
-        int rc = c->stop_code                ? 0
-                 : dur == FERRY_DURABLE_NONE ? 0
-                 : dur == FERRY_DURABLE_FILE ? c->fin.tree_sync_err
+        /* a run that did nothing to DST's tree here owes it no syncfs */
+        int rc = c->stop_code || !c->fin.tree_jobs ? 0
+                 : dur == FERRY_DURABLE_NONE       ? 0
+                 : dur == FERRY_DURABLE_FILE       ? c->fin.tree_sync_err
                                              : ferry_fsio_syncfs(c->cfg->dstfd);
         if (!rc && !c->stop_code)
                 return;

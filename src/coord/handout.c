@@ -228,6 +228,12 @@ void refill(struct coord *c)
                         return;
                 if (!b)
                         continue;
+                /* rule 1: the rows handed out are durable first */
+                if (h->work_kind == WORK_COPY && ferry_manifest_sync(c->m)) {
+                        ferry_batch_free(b);
+                        manifest_error(c);
+                        return;
+                }
                 h->outstanding += b->n;
                 h->in_flight++;
                 ferry_queue_push(&c->work, b);

@@ -141,6 +141,7 @@ struct finish {
         int code;           /* FERRY_EDELETE, or 0 */
         struct ferry_fold *fold; /* SRC's other spellings, NULL until used */
         struct ferry_treework *tree; /* finish_tree's DST work, or NULL */
+        uint64_t tree_jobs;          /* DST work done: none, no syncfs owed */
 };
 
 struct ferry_treework;

@@ -389,13 +389,10 @@ int start_threads(struct coord *c, bool scan, bool work)
                         .names = c->cfg->names,
                 };
                 cc.written_since = c->written_since;
+                /* the barrier thread starts with the first barrier
+                 * (barrier.c) */
                 rc = ferry_workers_start(&cc, c->opt->jobs, &c->work, &c->inbox,
                                          &c->workers);
-                if (!rc && c->work_kind == WORK_COPY) {
-                        rc = pthread_create(&c->bar.thread, NULL, barrier_main,
-                                            c);
-                        c->bar.started = rc == 0;
-                }
         }
         if (!rc && scan) {
                 struct ferry_scan_cfg sc = {

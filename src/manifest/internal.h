@@ -88,8 +88,17 @@ struct ferry_manifest {
         uint32_t wanted, wanted_link, wanted_special;
         /* the last row the copy's first pass handed out (query.c) */
         int64_t first_pass_at;
+        /* the open transaction records what must survive a power cut (a
+         * done mark, a claim): its COMMIT syncs the -wal; unsynced: a
+         * commit since the last sync may not be durable yet (results.c,
+         * the commit policy) */
+        bool owe_sync, unsynced;
         char errmsg[1024];
 };
+
+/* results.c: after a COMMIT, the -wal synced if the transaction owed it
+ * (owe_sync); an error leaves the commit not durable (exit 3). */
+int mf_sync_owed(struct ferry_manifest *m);
 
 /* core.c: errors */
 int mf_fail(struct ferry_manifest *m, const char *fmt, ...)

@@ -126,7 +126,8 @@ int ferry_manifest_begin(struct ferry_manifest *m)
 int ferry_manifest_commit(struct ferry_manifest *m)
 {
         sqlite3_stmt *s = STMT(S_COMMIT);
-        return s ? mf_exec_stmt(m, s, "commit") : mf_db_fail(m, "commit");
+        int rc = s ? mf_exec_stmt(m, s, "commit") : mf_db_fail(m, "commit");
+        return rc ? rc : mf_sync_owed(m); /* results.c: done marks durable */
 }
 
 int ferry_manifest_rollback(struct ferry_manifest *m)

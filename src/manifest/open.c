@@ -40,6 +40,8 @@ enum open_stmt {
         O_SET_APP_ID,  /* a prefix: PRAGMA takes no parameters */
         O_SET_VERSION, /* a prefix */
         O_WAL,
+        O_SYNC_OFF,
+        O_SYNC_NORMAL,
         O_CONFIGURE, /* several statements, for sqlite3_exec */
         O_NSTMTS
 };
@@ -56,8 +58,11 @@ static const char *const open_sql[O_NSTMTS] = {
         [O_SET_APP_ID] = "PRAGMA application_id = ",
         [O_SET_VERSION] = "PRAGMA user_version = ",
         [O_WAL] = "PRAGMA journal_mode = WAL",
-        [O_CONFIGURE] = "PRAGMA synchronous = FULL;"
-                        "PRAGMA cache_size = -2048;"
+        [O_SYNC_OFF] = "PRAGMA synchronous = OFF",
+        /* and the commits that must survive a power cut sync the -wal
+         * themselves: results.c, the commit policy */
+        [O_SYNC_NORMAL] = "PRAGMA synchronous = NORMAL",
+        [O_CONFIGURE] = "PRAGMA cache_size = -2048;"
                         /* a statement journal (UPDATE of many rows in a
                          * transaction) spills to a temp file past 64 KiB;
                          * in memory it grew ~130 bytes per row (t16) */
@@ -337,21 +342,71 @@ static int check_content(struct ferry_manifest *m, int64_t size, bool thorough)
                        m->path, why);
 }
 
-static int setup_new(struct ferry_manifest *m)
+static int set_app_id(struct ferry_manifest *m)
 {
         char sql[96];
         snprintf(sql, sizeof(sql), "%s%d;", open_sql[O_SET_APP_ID],
                  FERRY_APPLICATION_ID);
-        int rc = mf_exec_sql(m, sql, "creation");
-        return rc ? rc : migrate(m, 0);
+        return mf_exec_sql(m, sql, "creation");
 }
 
-static int configure(struct ferry_manifest *m, bool memory)
+/* The main file of a new manifest to disk (SQLite's sync, fault shim
+ * included). */
+static int sync_main(struct ferry_manifest *m)
 {
-        if (!memory && mf_exec_sql(m, open_sql[O_WAL], "setting WAL mode"))
-                return FERRY_EMANIFEST;
-        return mf_exec_sql(m, open_sql[O_CONFIGURE], "configuration");
+        sqlite3_file *f = NULL;
+        if (sqlite3_file_control(m->db, "main", SQLITE_FCNTL_FILE_POINTER,
+                                 &f) != SQLITE_OK ||
+            !f || !f->pMethods)
+                return mf_fail(m, "manifest '%s' could not be created",
+                               m->path);
+        int rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
+        return rc == SQLITE_OK ? 0
+                               : mf_fail(m,
+                                         "manifest '%s' could not be "
+                                         "created: its sync failed: %s",
+                                         m->path, sqlite3_errstr(rc));
 }
+
+/*
+ * The settings, then WAL mode. A new manifest (fresh) is set up without a
+ * sync until it is complete, and costs one: its first page, written in
+ * rollback mode with ferry's application_id in it, is synced once in WAL
+ * mode; the schema that follows goes to a new -wal, whose frames recovery
+ * takes only as far as they are whole and chained (sqlite.org/wal.html),
+ * so a power cut leaves a ferry manifest of an older schema version that
+ * the next run migrates, never a foreign or damaged one. Its -wal is made
+ * durable with the run's first sync (results.c), with its directory (SQLite
+ * syncs a new -wal's directory once). Then synchronous=NORMAL (results.c,
+ * the commit policy).
+ */
+static int configure(struct ferry_manifest *m, bool memory, bool fresh)
+{
+        fresh = fresh && !memory;
+        int rc = mf_exec_sql(m, open_sql[O_CONFIGURE], "configuration");
+        if (!rc)
+                rc = mf_exec_sql(m,
+                                 open_sql[fresh ? O_SYNC_OFF : O_SYNC_NORMAL],
+                                 "configuration");
+        if (!rc && fresh)
+                rc = set_app_id(m);
+        if (!rc && !memory)
+                rc = mf_exec_sql(m, open_sql[O_WAL], "setting WAL mode");
+        return !rc && fresh ? sync_main(m) : rc;
+}
+
+/* A new manifest's application_id (already there in a file: configure)
+ * and schema, then the level of syncs every later commit keeps. */
+static int setup_new(struct ferry_manifest *m, bool memory)
+{
+        int rc = memory ? set_app_id(m) : 0;
+        if (!rc)
+                rc = migrate(m, 0);
+        return rc || memory ? rc
+                            : mf_exec_sql(m, open_sql[O_SYNC_NORMAL],
+                                          "configuration");
+}
+
 static void remove_new(const char *path)
 {
         static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
@@ -432,12 +487,12 @@ static int open_writer(struct ferry_manifest *m, int flags,
                                           NULL);
         }
         if (!rc)
-                rc = configure(m, memory);
+                rc = configure(m, memory, !f->exists);
         if (rc)
                 return rc;
         int64_t version = 0;
         rc = f->exists ? mf_pragma_int(m, O_USER_VERSION, &version)
-                       : setup_new(m);
+                       : setup_new(m, memory);
         return !rc && f->exists ? migrate(m, version) : rc;
 }
 
@@ -480,10 +535,31 @@ int ferry_manifest_open(const char *path, int flags,
         return 0;
 }
 
+/*
+ * The last commits of a run (its result, the uncertain note cleared) were
+ * made with synchronous=NORMAL: the checkpoint that closing runs makes
+ * them durable (it syncs the -wal first). A reader in the way (`ferry
+ * status`) stops that checkpoint, and then the -wal is synced here: a
+ * lost result would make the run look cut short, and written_since would
+ * take what appears in DST later for ferry's.
+ */
+static void durable_at_close(struct ferry_manifest *m)
+{
+        int log = 0, done = 0;
+        if (!m->db || !m->unsynced || m->immutable ||
+            !sqlite3_get_autocommit(m->db))
+                return;
+        int rc = sqlite3_wal_checkpoint_v2(
+                m->db, "main", SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+        if (rc != SQLITE_OK || done < log)
+                ferry_manifest_sync(m);
+}
+
 void ferry_manifest_close(struct ferry_manifest *m)
 {
         if (!m)
                 return;
+        durable_at_close(m);
         mf_finalize_all(m);
         mf_dcache_clear(m);
         sqlite3_close(m->db);

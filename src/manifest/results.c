@@ -8,6 +8,7 @@
  * dir_known, whether ferry made a directory); failed rows
  * retried and done rows reset when DST was replaced; and the runs table
  * (a run's start and result, and since when earlier runs were cut short).
+ * Also the commit policy (mf_sync_owed): which COMMIT syncs the -wal.
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
@@ -90,6 +91,62 @@ _Static_assert(S_NSTMTS <= MF_TABLE_MAX, "results.c: statement table too big");
 
 #define STMT(id) mf_stmt(m, T_RESULTS, id, results_sql[id])
 
+/*
+ * The commit policy. The manifest runs with synchronous=NORMAL (open.c):
+ * in WAL mode SQLite then syncs the -wal before each checkpoint, the main
+ * file after it and a -wal header when the -wal starts over, but not at a
+ * COMMIT, which "might roll back following a power loss" and never
+ * corrupts the file (sqlite.org/pragma.html#pragma_synchronous: WAL mode
+ * is always consistent with synchronous=NORMAL). The -wal is appended to
+ * in order and recovery replays its frames up to the last valid commit
+ * frame (sqlite.org/fileformat2.html, "The Write-Ahead Log"), so one sync
+ * of the -wal makes every commit before it durable. Two kinds of commit
+ * need one:
+ *  - a done mark (rule 7: one that was committed survives a power cut),
+ *    or a claim of a DST entry (rule 9 trusts it): such a transaction sets
+ *    owe_sync and its COMMIT syncs the -wal, as synchronous=FULL would
+ *    have inside the COMMIT (the level cannot follow each transaction:
+ *    SQLite refuses to change it inside one, and ferry is always in one);
+ *  - the rows handed out to be copied (rule 1: their pending state, their
+ *    ids that name temp files, the run's row that written_since reads):
+ *    the hand-out syncs before it gives out work (ferry_manifest_sync)
+ *    when a commit since the last sync is not yet durable (unsynced).
+ * Everything else (schema, scan rows of a re-run that copies nothing,
+ * notes, directory marks, which are redone when lost) costs no sync.
+ */
+static int sync_wal(struct ferry_manifest *m)
+{
+        m->owe_sync = m->unsynced = false;
+        sqlite3_file *wal = NULL;
+        if (sqlite3_file_control(m->db, "main", SQLITE_FCNTL_JOURNAL_POINTER,
+                                 &wal) != SQLITE_OK ||
+            !wal || !wal->pMethods)
+                return 0; /* no -wal open: in memory, nothing to sync */
+        int rc = wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL);
+        if (rc == SQLITE_OK)
+                return 0;
+        return mf_fail(m, "manifest sync of '%s-wal' failed: %s", m->path,
+                       sqlite3_errstr(rc));
+}
+
+void ferry_manifest_owe_sync(struct ferry_manifest *m)
+{
+        m->owe_sync = true;
+}
+
+int mf_sync_owed(struct ferry_manifest *m)
+{
+        if (m->owe_sync)
+                return sync_wal(m);
+        m->unsynced = true;
+        return 0;
+}
+
+int ferry_manifest_sync(struct ferry_manifest *m)
+{
+        return m->unsynced ? sync_wal(m) : 0;
+}
+
 int ferry_manifest_run_start(struct ferry_manifest *m, const char *command,
                              int64_t *run_id)
 {
@@ -153,6 +210,7 @@ int mf_file_done_ap(struct ferry_manifest *m, const struct ferry_item *it,
                 mf_bind_time(s, 17, it->st.atime); /* else NULL: untracked */
         sqlite3_bind_int(s, 18, (int)it->meta_fail.step);
         sqlite3_bind_int(s, 19, it->meta_fail.step ? it->meta_fail.err : 0);
+        m->owe_sync = true; /* a done mark (rule 7) */
         return mf_exec_stmt(m, s, "file update");
 }
 
@@ -187,6 +245,7 @@ static int file_set_dst(struct ferry_manifest *m, int64_t id,
         sqlite3_bind_int(s, 2, rec->type);
         sqlite3_bind_int64(s, 3, (int64_t)rec->size);
         mf_bind_time(s, 4, rec->mtime);
+        m->owe_sync = true; /* rule 9 trusts it */
         return mf_exec_stmt(m, s, "file update");
 }
 
