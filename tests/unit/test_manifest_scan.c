@@ -10,7 +10,7 @@
  * (size, mtime, inode), metadata alone (mode, ctime), names removed, added
  * and renamed (with and without the directory's mtime moving), names
  * listed twice, second links of a done file, and a directory with more
- * rows than are read at once.
+ * rows than are read at once. Also what a scan's start retries.
  */
 #define _GNU_SOURCE
 #include "unit.h"
@@ -471,11 +471,78 @@ out:
         free(s);
 }
 
+static int64_t sql_int(struct ferry_manifest *m, const char *sql)
+{
+        sqlite3_stmt *s = NULL;
+        int64_t v = -99;
+        CHECK_EQ(sqlite3_prepare_v2(m->db, sql, -1, &s, NULL), SQLITE_OK);
+        if (s && sqlite3_step(s) == SQLITE_ROW)
+                v = sqlite3_column_int64(s, 0);
+        sqlite3_finalize(s);
+        return v;
+}
+
+/* A scan's start makes failed rows pending again (their need kept) and a
+ * done row whose metadata fell short pending for its metadata alone; no
+ * other row changes. */
+static void test_scan_start_retries(void)
+{
+        struct ferry_manifest *m = mem_open();
+        if (!m)
+                return;
+        struct model s;
+        model_init(&s, 3);
+        int64_t gen = 0, dir = 0;
+        uint64_t files, bytes;
+        bool is_new = false, marking = false;
+        CHECK_EQ(ferry_manifest_scan_start(m, &gen, &files, &bytes), 0);
+        struct ferry_stat dst = file_stat(&s);
+        dst.mode = S_IFDIR | 0755;
+        CHECK_EQ(mf_dir_upsert(m, "", 0, &dst, gen, &dir, &is_new, &marking),
+                 0);
+        /* state, need, meta_step before; state, need after */
+        static const int rows[][5] = {
+                {MF_ST_FAILED, MF_NEED_DATA, 0, MF_ST_PENDING, MF_NEED_DATA},
+                {MF_ST_FAILED, MF_NEED_META, 0, MF_ST_PENDING, MF_NEED_META},
+                {MF_ST_DONE, MF_NEED_DATA, 0, MF_ST_DONE, MF_NEED_DATA},
+                {MF_ST_DONE, MF_NEED_DATA, 7, MF_ST_PENDING, MF_NEED_META},
+                {MF_ST_PENDING, MF_NEED_DATA, 7, MF_ST_PENDING, MF_NEED_DATA},
+                {MF_ST_SKIPPED, MF_NEED_DATA, 7, MF_ST_SKIPPED, MF_NEED_DATA},
+                {MF_ST_REMOVED, MF_NEED_DATA, 7, MF_ST_REMOVED, MF_NEED_DATA},
+        };
+        size_t n = sizeof(rows) / sizeof(rows[0]);
+        for (size_t i = 0; i < n; i++) {
+                char name[8], sql[160];
+                snprintf(name, sizeof(name), "r%zu", i);
+                struct ferry_stat st = file_stat(&s);
+                struct ferry_entry_rec o;
+                CHECK_EQ(mf_file_upsert(m, dir, true, true, name, strlen(name),
+                                        &st, gen, false, &o),
+                         0);
+                snprintf(sql, sizeof(sql),
+                         "UPDATE files SET state = %d, need = %d,"
+                         " meta_step = %d WHERE id = %lld",
+                         rows[i][0], rows[i][1], rows[i][2], (long long)o.id);
+                CHECK_EQ(sqlite3_exec(m->db, sql, NULL, NULL, NULL), SQLITE_OK);
+        }
+        CHECK_EQ(ferry_manifest_scan_start(m, &gen, &files, &bytes), 0);
+        for (size_t i = 0; i < n; i++) {
+                char sql[96];
+                snprintf(sql, sizeof(sql),
+                         "SELECT state * 10 + need FROM files"
+                         " WHERE name = CAST('r%zu' AS BLOB)",
+                         i);
+                CHECK_EQ(sql_int(m, sql), rows[i][3] * 10 + rows[i][4]);
+        }
+        ferry_manifest_close(m);
+}
+
 int main(int argc, char **argv)
 {
         unit_init(argc, argv);
         RUN(test_whole_and_chunks_agree);
         RUN(test_whole_and_chunks_agree_no_links);
         RUN(test_unchanged_dir_lost_a_name);
+        RUN(test_scan_start_retries);
         return unit_done();
 }
