@@ -88,7 +88,8 @@ static void model_init(struct model *s, uint64_t seed)
         s->next_ino = 1000;
         for (int i = 0; i < NDIRS; i++) {
                 struct dir *d = &s->d[i];
-                snprintf(d->path, sizeof(d->path), i ? "d%d" : "", i);
+                if (i) /* d0 is SRC's root, "" */
+                        snprintf(d->path, sizeof(d->path), "d%d", i);
                 d->mtime = 1600000000 + i;
                 size_t n = i == BIG_DIR ? 1100 : 3 + rnd(s, 60);
                 for (size_t k = 0; k < n; k++)
