@@ -254,6 +254,12 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         if (found)
                 return upsert_found(m, marking, &r, st, gen, how, o);
         rc = file_insert(m, dir, name, len, st, gen, how);
+        /* a new directory's rows are inserted unread: a name it lists
+         * twice (a directory changing while it is read) is there already */
+        if (rc && dir_is_new &&
+            sqlite3_extended_errcode(m->db) == SQLITE_CONSTRAINT_UNIQUE &&
+            !(rc = find_row(m, dir, name, len, &r, &found)) && found)
+                return upsert_found(m, marking, &r, st, gen, how, o);
         o->id = rc ? 0 : sqlite3_last_insert_rowid(m->db);
         return rc;
 }
