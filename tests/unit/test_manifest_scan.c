@@ -507,10 +507,10 @@ static void test_new_dir_lists_a_name_twice(void)
         CHECK_EQ(out[n - 1].id, out[(n - 1) / 2].id); /* listing_of */
         CHECK_EQ(out[n - 1].res, UP_RESUMED);
         CHECK(!out[n - 1].again);
-        char sql[96];
+        char sql[128];
         snprintf(sql, sizeof(sql),
                  "SELECT count(*) FROM files WHERE dir ="
-                 " (SELECT id FROM dirs WHERE path = CAST('%s' AS BLOB))",
+                 " (SELECT id FROM dirs WHERE path = CAST('%.15s' AS BLOB))",
                  s->d[1].path);
         CHECK_EQ(sql_int(m, sql), (int64_t)n - 1);
         ferry_listing_free(root);
