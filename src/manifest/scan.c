@@ -241,13 +241,11 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         *o = (struct ferry_entry_rec){.res = UP_NEW,
                                       .skipped = left_out(how, st)};
         struct mf_row r;
-        bool found = false;
+        bool found = !dir_is_new && k->known && k->row;
         int rc = 0;
-        if (dir_is_new)
-                found = false;
-        else if (k->known && (found = k->row != NULL))
+        if (found)
                 r = *k->row;
-        else if (!k->known)
+        else if (!dir_is_new && !k->known)
                 rc = find_row(m, dir, name, len, &r, &found);
         if (rc)
                 return rc;
