@@ -204,8 +204,10 @@ void on_listing(struct coord *c, struct ferry_listing *l)
                 return;
         }
         c->dirty = true;
-        if (l->first)
+        if (!c->in.wanted_set) { /* before the first row is recorded */
                 set_wanted(c);
+                c->in.wanted_set = true;
+        }
         char why[256] = "";
         struct ferry_failure f = {0};
         bool fds = ferry_fsio_out_of_fds(l->open_err);

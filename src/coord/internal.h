@@ -129,6 +129,8 @@ struct ingest {
         char src_was[64];   /* the one recorded, when it differs */
         bool told_devices;  /* "devices need root" was said */
         bool asked_mknod, can_mknod; /* ferry_copy_can_make_devices */
+        bool wanted_set; /* set_wanted ran (once: the options and DST's
+                            caps do not change during a run) */
 };
 
 /* End-of-run tree work (finish.c), --delete's guard and --max-delete

@@ -8,7 +8,8 @@
  * before). Such a row is pending again with need META (applied in place,
  * copy_meta.c) or, a name that is now to be a link, need DATA (linked, no
  * data written). Its recorded stat stays the one applied: the copier
- * compares SRC's with it (the ctime rule).
+ * compares SRC's with it (the ctime rule). Also what the scan reads of a
+ * row (mf_read_row) and makes of it against SRC's stat (mf_read_found).
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
@@ -27,32 +28,48 @@ _Static_assert(S_NSTMTS <= MF_TABLE_MAX, "classify.c: statement table too big");
 
 #define STMT(id) mf_stmt(m, T_CLASSIFY, id, classify_sql[id])
 
-void mf_read_found(const struct ferry_manifest *m, sqlite3_stmt *s,
+void mf_read_row(sqlite3_stmt *s, int col, bool atime, struct mf_row *r)
+{
+        r->id = sqlite3_column_int64(s, col);
+        r->type = sqlite3_column_int(s, col + 1);
+        r->size = (uint64_t)sqlite3_column_int64(s, col + 2);
+        r->mtime = mf_column_time(s, col + 3);
+        r->ctime = mf_column_time(s, col + 4);
+        r->mode = (uint32_t)sqlite3_column_int64(s, col + 5);
+        r->ino = (uint64_t)sqlite3_column_int64(s, col + 6);
+        r->state = sqlite3_column_int(s, col + 7);
+        r->gen = sqlite3_column_int64(s, col + 8);
+        r->applied = (uint32_t)sqlite3_column_int64(s, col + 9);
+        r->hl = sqlite3_column_type(s, col + 10) == SQLITE_NULL
+                        ? 0
+                        : sqlite3_column_int64(s, col + 10);
+        r->rdev = (uint64_t)sqlite3_column_int64(s, col + 11);
+        /* NULL: not tracked before */
+        r->has_atime = atime && sqlite3_column_type(s, col + 12) != SQLITE_NULL;
+        r->atime = r->has_atime ? mf_column_time(s, col + 12)
+                                : (struct ferry_time){0, 0};
+}
+
+void mf_read_found(const struct ferry_manifest *m, const struct mf_row *r,
                    const struct ferry_stat *st, struct mf_found *f)
 {
-        f->id = sqlite3_column_int64(s, 0);
-        f->state = sqlite3_column_int(s, 7);
-        f->applied = (uint32_t)sqlite3_column_int64(s, 9);
+        f->id = r->id;
+        f->state = r->state;
+        f->applied = r->applied;
         f->need = MF_NEED_DATA; /* a done row's; mf_found_need reads it */
-        f->hl = sqlite3_column_type(s, 10) == SQLITE_NULL
-                        ? 0
-                        : sqlite3_column_int64(s, 10);
-        f->data_same = sqlite3_column_int(s, 1) == (int)mf_ftype_of(st->mode) &&
-                       (uint64_t)sqlite3_column_int64(s, 2) == st->size &&
-                       ferry_time_eq(mf_column_time(s, 3), st->mtime) &&
-                       (uint64_t)sqlite3_column_int64(s, 6) == st->ino &&
-                       (uint64_t)sqlite3_column_int64(s, 11) == st->rdev &&
-                       f->state != ST_REMOVED;
+        f->hl = r->hl;
+        f->data_same =
+                r->type == (int)mf_ftype_of(st->mode) && r->size == st->size &&
+                ferry_time_eq(r->mtime, st->mtime) && r->ino == st->ino &&
+                r->rdev == st->rdev && f->state != ST_REMOVED;
         /* a chown or a new link count moves the ctime too: which of
          * them it was, the copier tells (copy_meta.c, the ctime rule), so
          * the scan reads no more columns than it needs (bench d) */
-        f->meta_same = f->data_same &&
-                       ferry_time_eq(mf_column_time(s, 4), st->ctime) &&
-                       (uint32_t)sqlite3_column_int64(s, 5) == st->mode;
-        /* --atimes: a changed access time (NULL: not tracked before) */
-        if ((m->wanted & MF_AP_ATIMES) &&
-            sqlite3_column_type(s, 12) != SQLITE_NULL &&
-            !ferry_time_eq(mf_column_time(s, 12), st->atime))
+        f->meta_same = f->data_same && ferry_time_eq(r->ctime, st->ctime) &&
+                       r->mode == st->mode;
+        /* --atimes: a changed access time */
+        if ((m->wanted & MF_AP_ATIMES) && r->has_atime &&
+            !ferry_time_eq(r->atime, st->atime))
                 f->meta_same = false;
 }
 

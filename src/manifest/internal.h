@@ -125,7 +125,7 @@ int mf_exec_sql(struct ferry_manifest *m, const char *sql, const char *what);
 int mf_select_ints(struct ferry_manifest *m, sqlite3_stmt *s, int64_t arg,
                    int64_t *v, int n);
 void mf_finalize_all(struct ferry_manifest *m);
-/* Forgets the directories being listed (scan.c): at a new scan, a
+/* Forgets the directories being listed (scan_dirs.c): at a new scan, a
  * rollback, and close. */
 void mf_dcache_clear(struct ferry_manifest *m);
 
@@ -202,12 +202,20 @@ int mf_dir_upsert(struct ferry_manifest *m, const char *path, size_t len,
                   bool *is_new, bool *marking);
 int mf_dir_find(struct ferry_manifest *m, const char *path, size_t len,
                 int64_t *id, bool *marking);
+/* The directory of a listing chunk: recorded by its first chunk (with
+ * mf_dir_upsert), remembered for the later ones (m->dcache). */
+int mf_listing_dir(struct ferry_manifest *m, const struct ferry_listing *l,
+                   int64_t gen, int64_t *id, bool *is_new, bool *marking);
 /* The whole listing of a directory was recorded: seen entries in all. Rows
  * a marking scan did not write become ST_REMOVED; an unmarked directory's
  * rows are counted, and if they are more than the entries seen, all are
  * kept this time and the next scan marks them. */
 int mf_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
                   bool marking, uint64_t seen);
+/* mf_dir_listed where the caller knows how many of the directory's rows
+ * are not removed (rows; -1: not known, counted here). */
+int mf_dir_listed_rows(struct ferry_manifest *m, int64_t id, int64_t gen,
+                       bool marking, uint64_t seen, int64_t rows);
 /* A file at path replaced a directory: the rows below it are ST_REMOVED. */
 int mf_subtree_removed(struct ferry_manifest *m, const char *path, size_t len,
                        int64_t gen);
@@ -232,10 +240,21 @@ int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
  * scans stay removed. */
 int mf_keep_removed(struct ferry_manifest *m, int64_t gen);
 
-/* classify.c: a row as the scan found it (scan.c's S_FILE_FIND: id,
- * type, size, mtime_ns, ctime_ns, mode, ino, state, gen, applied, hl,
- * rdev, and with --atimes atime_ns) against SRC's st; need as a done row's
- * (MF_NEED_DATA) until mf_found_need reads it. */
+/* classify.c: a file row as the scan reads it (scan.c: by name, or a
+ * directory's rows at once), from columns col.. of s: id, type, size,
+ * mtime_ns, ctime_ns, mode, ino, state, gen, applied, hl, rdev, and with
+ * atime (--atimes) atime_ns. */
+struct mf_row {
+        int64_t id, gen, hl; /* hl 0: NULL */
+        uint64_t size, ino, rdev;
+        struct ferry_time mtime, ctime, atime;
+        uint32_t mode, applied;
+        int type, state;
+        bool has_atime; /* atime read, and not NULL */
+};
+void mf_read_row(sqlite3_stmt *s, int col, bool atime, struct mf_row *r);
+/* classify.c: a row as the scan found it against SRC's st; need as a done
+ * row's (MF_NEED_DATA) until mf_found_need reads it. */
 struct mf_found {
         int64_t id, hl;
         int state, need;
@@ -244,7 +263,7 @@ struct mf_found {
         bool meta_same; /* and mode, ctime (atime with --atimes) */
 };
 int mf_found_need(struct ferry_manifest *m, struct mf_found *f);
-void mf_read_found(const struct ferry_manifest *m, sqlite3_stmt *s,
+void mf_read_found(const struct ferry_manifest *m, const struct mf_row *r,
                    const struct ferry_stat *st, struct mf_found *f);
 /* A done row (or one pending for its metadata) with its data as copied:
  * *meta and pending again when its metadata is to be applied (or it is to

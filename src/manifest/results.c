@@ -62,13 +62,15 @@ static const char *const results_sql[S_NSTMTS] = {
         [S_FILE_SET_DST] =
                 "UPDATE files SET dst_type = ?2, dst_size = ?3,"
                 " dst_mtime_ns = ?4 WHERE id = ?1",
+        /* one pass over the table (no index serves it; each re-run pays
+         * it): failed rows pending again, and a done row whose metadata
+         * fell short has its metadata alone tried again, no data moves
+         * (SET reads the row as it was) */
         [S_RETRY_FAILED] =
-                "UPDATE files SET state = " SQL_PENDING
-                " WHERE state = " SQL_FAILED ";"
-                /* a done row whose metadata fell short: its metadata
-                 * alone is tried again, no data moves */
-                "UPDATE files SET state = " SQL_PENDING ", need = " SQL_NEED_META
-                " WHERE state = " SQL_DONE " AND meta_step != 0",
+                "UPDATE files SET need = CASE WHEN state = " SQL_DONE
+                " THEN " SQL_NEED_META " ELSE need END, state = " SQL_PENDING
+                " WHERE state = " SQL_FAILED " OR (state = " SQL_DONE
+                " AND meta_step != 0)",
         /* the hash goes too: mf_keep_removed reads a hash with
          * no error as "copied" */
         [S_RESET_DONE] =

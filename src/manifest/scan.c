@@ -1,11 +1,12 @@
 /*
  * manifest/scan.c - what a scan of SRC writes for its files: the file
  * rows (the upsert and what it found; classify.c judges a row found again
- * whose data is as copied) and, when --delete is refused, undoing this
- * scan's removals; and the operation-level calls set_wanted, scan_start,
- * record_listing (which keeps the few directories being listed in a small
- * cache, m->dcache) and scan_complete. The directory rows and the marks
- * that go by directory are scan_dirs.c's.
+ * whose data is as copied), a whole directory's rows read at once for a
+ * listing that is the directory whole, and, when --delete is refused,
+ * undoing this scan's removals; and the operation-level calls set_wanted,
+ * scan_start, record_listing and scan_complete. The directory rows (and
+ * the small cache of the directories being listed, m->dcache) and the
+ * marks that go by directory are scan_dirs.c's.
  *
  * A file row is part of scan gen when its gen is gen (the scan wrote it)
  * or when its directory's listed is gen (sql/002_listed.sql).
@@ -26,6 +27,8 @@ enum scan_stmt {
         S_FILE_UPDATE,
         S_KEEP_REMOVED_HL,
         S_KEEP_REMOVED_STATE,
+        S_DIR_ROWS,
+        S_DIR_ROWS_ATIME,
         S_NSTMTS
 };
 
@@ -76,6 +79,15 @@ static const char *const scan_sql[S_NSTMTS] = {
                 " THEN " SQL_DONE " ELSE " SQL_PENDING " END"
                 " WHERE state IN " SQL_GONE " AND state = " SQL_REMOVED
                 " AND gen = ?1",
+        /* a directory's rows at once: the name, then S_FILE_FIND's row */
+        [S_DIR_ROWS] =
+                "SELECT name, id, type, size, mtime_ns, ctime_ns, mode, ino,"
+                " state, gen, applied, hl, rdev"
+                " FROM files WHERE dir = ?1 LIMIT ?2",
+        [S_DIR_ROWS_ATIME] =
+                "SELECT name, id, type, size, mtime_ns, ctime_ns, mode, ino,"
+                " state, gen, applied, hl, rdev, atime_ns"
+                " FROM files WHERE dir = ?1 LIMIT ?2",
 };
 // clang-format on
 _Static_assert(S_NSTMTS <= MF_TABLE_MAX, "scan.c: statement table too big");
@@ -140,44 +152,38 @@ static int file_update(struct ferry_manifest *m, int64_t id,
         return mf_exec_stmt(m, s, "file update");
 }
 
-static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
-                  bool marking, const char *name, size_t len,
-                  const struct ferry_stat *st, int64_t gen,
-                  const struct ferry_listing_rec *how,
-                  struct ferry_entry_rec *o)
+/* The row named name in dir (S_FILE_FIND): *found false when none. */
+static int find_row(struct ferry_manifest *m, int64_t dir, const char *name,
+                    size_t len, struct mf_row *r, bool *found)
 {
-        bool out = left_out(how, st);
-        *o = (struct ferry_entry_rec){.res = UP_NEW, .skipped = out};
-        int rc;
-        if (dir_is_new) {
-                rc = file_insert(m, dir, name, len, st, gen, how);
-                o->id = rc ? 0 : sqlite3_last_insert_rowid(m->db);
-                return rc;
-        }
-        sqlite3_stmt *s = m->wanted & MF_AP_ATIMES ? STMT(S_FILE_FIND_ATIME)
-                                                   : STMT(S_FILE_FIND);
+        bool atime = m->wanted & MF_AP_ATIMES;
+        sqlite3_stmt *s = atime ? STMT(S_FILE_FIND_ATIME) : STMT(S_FILE_FIND);
         if (!s)
                 return mf_db_fail(m, "read");
         sqlite3_bind_int64(s, 1, dir);
         mf_bind_bytes(s, 2, name, len);
-        rc = sqlite3_step(s);
-        if (rc == SQLITE_DONE) {
-                sqlite3_reset(s);
-                rc = file_insert(m, dir, name, len, st, gen, how);
-                o->id = rc ? 0 : sqlite3_last_insert_rowid(m->db);
-                return rc;
-        }
-        if (rc != SQLITE_ROW) {
-                sqlite3_reset(s);
-                return mf_db_fail(m, "read");
-        }
+        int rc = sqlite3_step(s);
+        *found = rc == SQLITE_ROW;
+        if (*found)
+                mf_read_row(s, 0, atime, r);
+        sqlite3_reset(s);
+        return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0
+                                                     : mf_db_fail(m, "read");
+}
+
+/* An entry whose row r exists: what it became (*o), written as needed. */
+static int upsert_found(struct ferry_manifest *m, bool marking,
+                        const struct mf_row *r, const struct ferry_stat *st,
+                        int64_t gen, const struct ferry_listing_rec *how,
+                        struct ferry_entry_rec *o)
+{
+        bool out = left_out(how, st);
         struct mf_found f;
-        mf_read_found(m, s, st, &f);
+        mf_read_found(m, r, st, &f);
         /* a name listed twice (a directory changing while it is read)
          * must not be handed out twice */
         o->id = f.id;
-        o->again = sqlite3_column_int64(s, 8) != gen;
-        sqlite3_reset(s);
+        o->again = r->gen != gen;
         /* a special file the options now copy, or now leave out (one
          * ferry made stays done) */
         bool regate = f.state == ST_SKIPPED ? !out
@@ -189,6 +195,7 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         }
         /* a pending row whose metadata moved: was it pending for its
          * metadata alone? (an interrupted run's; rare, so read apart) */
+        int rc;
         if (f.data_same && !f.meta_same && f.state == ST_PENDING &&
             (rc = mf_found_need(m, &f)))
                 return rc;
@@ -210,7 +217,7 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         o->res = unchanged ? UP_UNCHANGED : UP_RESUMED;
         if (unchanged && !marking)
                 return 0; /* part of this scan through dirs.listed */
-        s = STMT(S_FILE_SEEN);
+        sqlite3_stmt *s = STMT(S_FILE_SEEN);
         if (!s)
                 return mf_db_fail(m, "write");
         sqlite3_bind_int64(s, 1, f.id);
@@ -218,14 +225,51 @@ static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
         return mf_exec_stmt(m, s, "file update");
 }
 
+/* What the caller knows of an entry's row: nothing (looked up by name),
+ * or, read with its directory's rows, the row or that there is none. */
+struct known_row {
+        bool known;
+        const struct mf_row *row; /* NULL: no such row */
+};
+
+static int upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
+                  bool marking, const char *name, size_t len,
+                  const struct ferry_stat *st, int64_t gen,
+                  const struct ferry_listing_rec *how,
+                  const struct known_row *k, struct ferry_entry_rec *o)
+{
+        *o = (struct ferry_entry_rec){.res = UP_NEW,
+                                      .skipped = left_out(how, st)};
+        struct mf_row r;
+        bool found = !dir_is_new && k->known && k->row;
+        int rc = 0;
+        if (found)
+                r = *k->row;
+        else if (!dir_is_new && !k->known)
+                rc = find_row(m, dir, name, len, &r, &found);
+        if (rc)
+                return rc;
+        if (found)
+                return upsert_found(m, marking, &r, st, gen, how, o);
+        rc = file_insert(m, dir, name, len, st, gen, how);
+        /* a new directory's rows are inserted unread: a name it lists
+         * twice (a directory changing while it is read) is there already */
+        if (rc && dir_is_new &&
+            sqlite3_extended_errcode(m->db) == SQLITE_CONSTRAINT_UNIQUE &&
+            !(rc = find_row(m, dir, name, len, &r, &found)) && found)
+                return upsert_found(m, marking, &r, st, gen, how, o);
+        o->id = rc ? 0 : sqlite3_last_insert_rowid(m->db);
+        return rc;
+}
+
 static int upsert_rec(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
                       bool marking, const char *name, size_t len,
                       const struct ferry_stat *st,
                       const struct ferry_listing_rec *how,
-                      struct ferry_entry_rec *o)
+                      const struct known_row *k, struct ferry_entry_rec *o)
 {
         int rc = upsert(m, dir, dir_is_new, marking, name, len, st, how->gen,
-                        how, o);
+                        how, k, o);
         /* only an existing row may be one the pass went past */
         if (o->res != UP_CHANGED && o->res != UP_RESUMED && o->res != UP_META)
                 o->again = false;
@@ -241,7 +285,9 @@ int mf_file_upsert(struct ferry_manifest *m, int64_t dir, bool dir_is_new,
 {
         /* special files left out, as a listing that says nothing */
         struct ferry_listing_rec how = {.gen = gen, .hard_links = hard_links};
-        return upsert_rec(m, dir, dir_is_new, marking, name, len, st, &how, o);
+        const struct known_row k = {.known = false};
+        return upsert_rec(m, dir, dir_is_new, marking, name, len, st, &how, &k,
+                          o);
 }
 
 int mf_keep_removed(struct ferry_manifest *m, int64_t gen)
@@ -279,66 +325,6 @@ int ferry_manifest_scan_complete(struct ferry_manifest *m, int64_t gen)
         return rc ? rc : mf_elect_leaders(m);
 }
 
-static struct mf_dir_slot *dcache_find(struct ferry_manifest *m,
-                                       const char *path, size_t len)
-{
-        for (unsigned i = 0; i < MF_DIR_CACHE; i++) {
-                struct mf_dir_slot *s = &m->dcache[i];
-                if (s->path && s->len == len && !memcmp(s->path, path, len))
-                        return s;
-        }
-        return NULL;
-}
-
-void mf_dcache_clear(struct ferry_manifest *m)
-{
-        for (unsigned i = 0; i < MF_DIR_CACHE; i++) {
-                free(m->dcache[i].path);
-                m->dcache[i] = (struct mf_dir_slot){.path = NULL};
-        }
-        m->dcache_next = 0;
-}
-
-static void dcache_put(struct ferry_manifest *m, const char *path, size_t len,
-                       int64_t id, bool is_new, bool marking)
-{
-        struct mf_dir_slot *s = &m->dcache[m->dcache_next++ % MF_DIR_CACHE];
-        free(s->path);
-        s->path = malloc(len + 1);
-        if (!s->path)
-                return;
-        memcpy(s->path, path, len);
-        s->path[len] = '\0';
-        s->len = len;
-        s->id = id;
-        s->is_new = is_new;
-        s->marking = marking;
-}
-
-/* The directory of a chunk: recorded by its first chunk, remembered for
- * the later ones (a few directories are listed at a time). */
-static int listing_dir(struct ferry_manifest *m, const struct ferry_listing *l,
-                       int64_t gen, int64_t *id, bool *is_new, bool *marking)
-{
-        if (l->first) {
-                int rc = mf_dir_upsert(m, l->path, l->path_len, &l->dir_st, gen,
-                                       id, is_new, marking);
-                if (!rc)
-                        dcache_put(m, l->path, l->path_len, *id, *is_new,
-                                   *marking);
-                return rc;
-        }
-        struct mf_dir_slot *s = dcache_find(m, l->path, l->path_len);
-        if (s) {
-                *id = s->id;
-                *is_new = s->is_new;
-                *marking = s->marking;
-                return 0;
-        }
-        *is_new = false;
-        return mf_dir_find(m, l->path, l->path_len, id, marking);
-}
-
 /* A new or changed file in a known directory may have replaced a
  * directory: the rows below that one are gone from SRC. */
 static int replaced_dir(struct ferry_manifest *m, const struct ferry_listing *l,
@@ -357,7 +343,7 @@ static int replaced_dir(struct ferry_manifest *m, const struct ferry_listing *l,
  * unreadable one kept, a whole listing marked listed. */
 static int listing_end(struct ferry_manifest *m, const struct ferry_listing *l,
                        const struct ferry_listing_rec *how, int64_t dir,
-                       bool marking)
+                       bool marking, int64_t rows)
 {
         int rc = 0;
         if (l->open_err) {
@@ -369,8 +355,160 @@ static int listing_end(struct ferry_manifest *m, const struct ferry_listing *l,
                 rc = mf_dir_set_error(m, dir, NULL, NULL);
         }
         if (!rc && l->last && !l->open_err && !how->stopping)
-                rc = mf_dir_listed(m, dir, how->gen, marking, l->seen);
+                rc = mf_dir_listed_rows(m, dir, how->gen, marking, l->seen,
+                                        rows);
         return rc;
+}
+
+/*
+ * A listing that is its directory whole (one chunk, the common case) gets
+ * the directory's rows read at once, one range of the files_by_name index,
+ * where a lookup per entry walks the index from its root each time (bench
+ * d, the no-op re-run, is mostly these lookups), and matched to its
+ * entries by name in memory. The rows read stay true while each upsert
+ * writes its own row only: every row is one entry's (a listing that names
+ * one twice is looked up by name), and an upsert that changed more rows
+ * than its own (a hardlink group regrouped) ends their use: the entries
+ * after it are looked up by name. While they stay true they also count
+ * the directory's rows for mf_dir_listed.
+ */
+#define DIR_ROWS_MAX 1024 /* a directory with more rows: looked up by name */
+#define NO_ROW       SIZE_MAX
+
+struct named_row {
+        const char *name; /* in dir_rows.names, or the listing's arena */
+        size_t off, len;  /* off: into dir_rows.names, while reading */
+        size_t i; /* the row's index in rows, or the entry's in the listing */
+};
+
+struct dir_rows {
+        struct mf_row *rows;
+        struct named_row *by_name; /* rows' names, then sorted */
+        struct ferry_buf names;
+        size_t n;
+        size_t *match; /* entry i's row in rows, or NO_ROW */
+        int64_t alive; /* rows matched by no entry and not removed */
+        bool valid;
+};
+
+static int name_cmp(const void *a, const void *b)
+{
+        const struct named_row *x = a, *y = b;
+        size_t n = x->len < y->len ? x->len : y->len;
+        int c = n ? memcmp(x->name, y->name, n) : 0;
+        return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+#define DIR_ROWS_INIT                                                          \
+        {                                                                      \
+                .names = FERRY_BUF_INIT, .valid = false                        \
+        }
+
+static void dir_rows_release(struct dir_rows *dr)
+{
+        free(dr->rows);
+        free(dr->by_name);
+        free(dr->match);
+        ferry_buf_release(&dr->names);
+        *dr = (struct dir_rows)DIR_ROWS_INIT;
+}
+
+/* Reads the rows of dir (at most DIR_ROWS_MAX, or none: dr->n past it). */
+static int read_rows(struct ferry_manifest *m, int64_t dir, struct dir_rows *dr)
+{
+        bool atime = m->wanted & MF_AP_ATIMES;
+        sqlite3_stmt *s = atime ? STMT(S_DIR_ROWS_ATIME) : STMT(S_DIR_ROWS);
+        if (!s)
+                return mf_db_fail(m, "read");
+        sqlite3_bind_int64(s, 1, dir);
+        sqlite3_bind_int64(s, 2, DIR_ROWS_MAX + 1);
+        size_t cap = 0;
+        int rc;
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+                if (dr->n == cap) {
+                        cap = cap ? 2 * cap : 64;
+                        void *r = realloc(dr->rows, cap * sizeof(*dr->rows));
+                        if (r)
+                                dr->rows = r;
+                        void *b = realloc(dr->by_name,
+                                          cap * sizeof(*dr->by_name));
+                        if (b)
+                                dr->by_name = b;
+                        if (!r || !b)
+                                break;
+                }
+                size_t len = (size_t)sqlite3_column_bytes(s, 0);
+                dr->by_name[dr->n] = (struct named_row){
+                        .off = dr->names.len, .len = len, .i = dr->n};
+                if (len &&
+                    ferry_buf_add(&dr->names, sqlite3_column_blob(s, 0), len))
+                        break;
+                mf_read_row(s, 1, atime, &dr->rows[dr->n++]);
+        }
+        /* every row read (LIMIT: one more than the most) */
+        dr->valid = rc == SQLITE_DONE && dr->n <= DIR_ROWS_MAX;
+        sqlite3_reset(s);
+        for (size_t i = 0; i < dr->n; i++) /* names.buf moves no more */
+                dr->by_name[i].name = dr->names.buf + dr->by_name[i].off;
+        return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0
+                                                     : mf_db_fail(m, "read");
+}
+
+/* Matches l's entries to the rows by name: not valid when l names one
+ * twice (or memory ran out). */
+static void match_rows(const struct ferry_listing *l, struct dir_rows *dr)
+{
+        struct named_row *e = malloc(l->n * sizeof(*e));
+        dr->match = malloc(l->n * sizeof(*dr->match));
+        dr->valid = e && dr->match;
+        for (size_t i = 0; dr->valid && i < l->n; i++)
+                e[i] = (struct named_row){.name = l->arena +
+                                                  l->entries[i].name_off,
+                                          .len = l->entries[i].name_len,
+                                          .i = i};
+        if (dr->valid) {
+                qsort(e, l->n, sizeof(*e), name_cmp);
+                if (dr->n)
+                        qsort(dr->by_name, dr->n, sizeof(*dr->by_name),
+                              name_cmp);
+        }
+        size_t j = 0;
+        dr->alive = 0;
+        for (size_t i = 0; dr->valid && i < l->n; i++) {
+                if (i + 1 < l->n && !name_cmp(&e[i], &e[i + 1]))
+                        dr->valid = false; /* named twice */
+                int c = 1;
+                for (; j < dr->n && (c = name_cmp(&e[i], &dr->by_name[j])) > 0;
+                     j++)
+                        dr->alive +=
+                                dr->rows[dr->by_name[j].i].state != ST_REMOVED;
+                dr->match[e[i].i] = c ? NO_ROW : dr->by_name[j++].i;
+        }
+        for (; dr->valid && j < dr->n; j++)
+                dr->alive += dr->rows[dr->by_name[j].i].state != ST_REMOVED;
+        free(e);
+}
+
+/* The rows of a listing's directory, when it is the directory whole. */
+static int dir_rows_read(struct ferry_manifest *m,
+                         const struct ferry_listing *l, int64_t dir,
+                         bool is_new, struct dir_rows *dr)
+{
+        if (is_new || !l->first || !l->last || !l->n)
+                return 0;
+        int rc = read_rows(m, dir, dr);
+        if (!rc && dr->valid)
+                match_rows(l, dr);
+        return rc;
+}
+
+/* Entry i's row as read with its directory (known false: look it up). */
+static struct known_row known_row(const struct dir_rows *dr, size_t i)
+{
+        if (!dr->valid)
+                return (struct known_row){.known = false};
+        size_t r = dr->match[i];
+        return (struct known_row){true, r == NO_ROW ? NULL : &dr->rows[r]};
 }
 
 int ferry_manifest_record_listing(struct ferry_manifest *m,
@@ -384,22 +522,35 @@ int ferry_manifest_record_listing(struct ferry_manifest *m,
          * the caller counts what out says */
         for (size_t i = 0; i < l->n; i++)
                 out[i] = (struct ferry_entry_rec){.res = 0};
-        int rc = listing_dir(m, l, how->gen, &dir, &is_new, &marking);
+        int rc = mf_listing_dir(m, l, how->gen, &dir, &is_new, &marking);
         if (!rc && !dir)
                 return mf_fail(m,
                                "manifest: a listing of '%.*s' came before "
                                "its directory",
                                (int)l->path_len, l->path);
+        struct dir_rows dr = DIR_ROWS_INIT;
+        if (!rc)
+                rc = dir_rows_read(m, l, dir, is_new, &dr);
         for (size_t i = 0; i < l->n && !rc; i++) {
                 const struct ferry_entry *e = &l->entries[i];
                 struct ferry_entry_rec *o = &out[i];
+                struct known_row k = known_row(&dr, i);
+                int before = sqlite3_total_changes(m->db);
                 rc = upsert_rec(m, dir, is_new, marking, l->arena + e->name_off,
-                                e->name_len, &e->st, how, o);
+                                e->name_len, &e->st, how, &k, o);
+                /* more than its own row: the rows read may be stale */
+                if ((unsigned)sqlite3_total_changes(m->db) - (unsigned)before >
+                    1)
+                        dr.valid = false;
                 if (!rc && (o->res == UP_NEW || o->res == UP_CHANGED) &&
                     !is_new)
                         rc = replaced_dir(m, l, e, how->gen);
                 if (rc)
                         o->res = 0; /* not recorded */
         }
-        return rc ? rc : listing_end(m, l, how, dir, marking);
+        /* each entry's row is not removed now: the rows read count the
+         * directory's (mf_dir_listed) */
+        int64_t rows = dr.valid ? (int64_t)l->n + dr.alive : -1;
+        dir_rows_release(&dr);
+        return rc ? rc : listing_end(m, l, how, dir, marking, rows);
 }

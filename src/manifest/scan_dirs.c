@@ -4,14 +4,19 @@
  * directory: a file row named like a new directory, the rows a marking
  * listing did not see, those below a directory that became a file, those
  * of directories a complete scan did not see (all ST_REMOVED), and the
- * rows below a directory the scan could not read, kept part of the scan.
- * scan.c's record_listing and scan_complete call these.
+ * rows below a directory the scan could not read, kept part of the scan;
+ * and the directories being listed, kept in a small cache (m->dcache) for
+ * the later chunks of their listings (mf_listing_dir). scan.c's
+ * record_listing and scan_complete call these.
  *
  * A file row is part of scan gen when its gen is gen (the scan wrote it)
  * or when its directory's listed is gen (sql/002_listed.sql).
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 enum scan_dirs_stmt {
         S_DIR_FIND,
@@ -191,6 +196,25 @@ int mf_dir_upsert(struct ferry_manifest *m, const char *path, size_t len,
 int mf_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
                   bool marking, uint64_t seen)
 {
+        return mf_dir_listed_rows(m, id, gen, marking, seen, -1);
+}
+
+/* The directory's rows that are not removed (S_DIR_COUNT) into *rows. */
+static int count_rows(struct ferry_manifest *m, int64_t id, int64_t *rows)
+{
+        sqlite3_stmt *s = STMT(S_DIR_COUNT);
+        if (!s)
+                return mf_db_fail(m, "read");
+        sqlite3_bind_int64(s, 1, id);
+        int rc = sqlite3_step(s);
+        *rows = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+        sqlite3_reset(s);
+        return rc == SQLITE_ROW ? 0 : mf_db_fail(m, "read");
+}
+
+int mf_dir_listed_rows(struct ferry_manifest *m, int64_t id, int64_t gen,
+                       bool marking, uint64_t seen, int64_t rows)
+{
         bool again = false;
         sqlite3_stmt *s;
         if (marking) {
@@ -206,15 +230,9 @@ int mf_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
                 /* Only read: every row was seen iff there are as many rows
                  * as entries (each entry has its own row). If the mtime
                  * lied, keep them all this time and mark the next time. */
-                if (!(s = STMT(S_DIR_COUNT)))
-                        return mf_db_fail(m, "read");
-                sqlite3_bind_int64(s, 1, id);
-                int rc = sqlite3_step(s);
-                int64_t rows =
-                        rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
-                sqlite3_reset(s);
-                if (rc != SQLITE_ROW)
-                        return mf_db_fail(m, "read");
+                int rc = rows < 0 ? count_rows(m, id, &rows) : 0;
+                if (rc)
+                        return rc;
                 again = (uint64_t)rows != seen;
         }
         if (!(s = STMT(S_DIR_LISTED)))
@@ -223,6 +241,64 @@ int mf_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
         sqlite3_bind_int64(s, 2, gen);
         sqlite3_bind_int(s, 3, again);
         return mf_exec_stmt(m, s, "directory update");
+}
+
+static struct mf_dir_slot *dcache_find(struct ferry_manifest *m,
+                                       const char *path, size_t len)
+{
+        for (unsigned i = 0; i < MF_DIR_CACHE; i++) {
+                struct mf_dir_slot *s = &m->dcache[i];
+                if (s->path && s->len == len && !memcmp(s->path, path, len))
+                        return s;
+        }
+        return NULL;
+}
+
+void mf_dcache_clear(struct ferry_manifest *m)
+{
+        for (unsigned i = 0; i < MF_DIR_CACHE; i++) {
+                free(m->dcache[i].path);
+                m->dcache[i] = (struct mf_dir_slot){.path = NULL};
+        }
+        m->dcache_next = 0;
+}
+
+static void dcache_put(struct ferry_manifest *m, const char *path, size_t len,
+                       int64_t id, bool is_new, bool marking)
+{
+        struct mf_dir_slot *s = &m->dcache[m->dcache_next++ % MF_DIR_CACHE];
+        free(s->path);
+        s->path = malloc(len + 1);
+        if (!s->path)
+                return;
+        memcpy(s->path, path, len);
+        s->path[len] = '\0';
+        s->len = len;
+        s->id = id;
+        s->is_new = is_new;
+        s->marking = marking;
+}
+
+int mf_listing_dir(struct ferry_manifest *m, const struct ferry_listing *l,
+                   int64_t gen, int64_t *id, bool *is_new, bool *marking)
+{
+        if (l->first) {
+                int rc = mf_dir_upsert(m, l->path, l->path_len, &l->dir_st, gen,
+                                       id, is_new, marking);
+                if (!rc)
+                        dcache_put(m, l->path, l->path_len, *id, *is_new,
+                                   *marking);
+                return rc;
+        }
+        struct mf_dir_slot *s = dcache_find(m, l->path, l->path_len);
+        if (s) {
+                *id = s->id;
+                *is_new = s->is_new;
+                *marking = s->marking;
+                return 0;
+        }
+        *is_new = false;
+        return mf_dir_find(m, l->path, l->path_len, id, marking);
 }
 
 int mf_subtree_removed(struct ferry_manifest *m, const char *path, size_t len,
