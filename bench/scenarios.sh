@@ -321,6 +321,12 @@ x_setup() {
 	done
 	X_IMG_FILE=$WORK/exfat.img X_MNT=$WORK/mnt-exfat
 	mkdir -p "$X_MNT"
+	# what a killed earlier run in the same --workdir left: its mount and
+	# the loop devices on its image (only those)
+	x_umount || { X_WHY="cannot unmount '$X_MNT'"; return 1; }
+	[ -e "$X_IMG_FILE" ] && for c in $(losetup -n -O NAME -j "$X_IMG_FILE" 2>/dev/null); do
+		losetup -d "$c" || log "cannot detach '$c'"
+	done
 	rm -f "$X_IMG_FILE"
 	truncate -s "$X_IMG" "$X_IMG_FILE" || { X_WHY="cannot create the image"; return 1; }
 	X_LOOP=$(losetup --find --show "$X_IMG_FILE" 2>"$WORK/logs/losetup.log") || {
