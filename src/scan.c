@@ -256,6 +256,7 @@ int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out,
                                  : FERRY_SCAN_STAT_CHUNK;
         /* enough queued to keep every thread busy, not more */
         sc->chunk_cap = 2 * (size_t)sc->cfg.threads;
+        atomic_init(&sc->stat_ns, 0); /* the first stats tell */
         struct ferry_stat root;
         unsigned attempt = 0;
         int rc;

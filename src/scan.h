@@ -48,6 +48,7 @@ struct ferry_scan_cfg {
         unsigned retries; /* of a transient error, as the copy's --retries */
         size_t chunk;     /* entries per listing, at most */
         bool one_file_system; /* -x: mount points listed empty (scan.c) */
+        bool spread_always;   /* spread the stats however fast (tests) */
 };
 
 struct ferry_scan;

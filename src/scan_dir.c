@@ -5,10 +5,15 @@
  * shared by every thread that stats a chunk of it and closed by whoever
  * drops the last reference (the reader holds one until it has read every
  * name, each chunk handed out holds one), and the order of its listings.
- * The thread that pops a directory opens it and reads its names; every
- * FERRY_SCAN_STAT_CHUNK names become a stat chunk offered to the pool (a
- * full queue: the reader stats it itself); the names left at the end the
- * reader stats itself. Each chunk is sent as its own listing.
+ * The thread that pops a directory opens it and reads all its names, in
+ * chunks of cfg.chunk: the subdirectories' (by d_type) apart, stat'ed
+ * first, so the walk goes deeper while the files are stat'ed. While a
+ * stat is a slow round trip (the pool's moving average of a stat's time
+ * above FERRY_SCAN_SLOW_NS) each chunk is cut into stat chunks of
+ * FERRY_SCAN_STAT_CHUNK names offered to idle threads (a full queue: the
+ * reader stats it itself), and the reader takes back and stats what no
+ * other thread took; while stats are cheap the reader stats them all, as
+ * few listings as can be. Each chunk is sent as its own listing.
  *
  * What the coordinator reads in the listings (coord/ingest.c) holds as for
  * one serial read, because a directory's listings are queued under its
@@ -33,6 +38,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct scan_dir {
@@ -109,6 +115,31 @@ static bool excluded(struct scan_reader *r, const struct pending_dir *pd,
         return ferry_patterns_match(p, rel, name, is_dir);
 }
 
+static int64_t now_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Into the pool's moving average of a stat's time (weight 1/8; threads
+ * racing may lose a sample, which a heuristic can afford). */
+static void note_stat_time(struct ferry_scan *sc, int64_t ns)
+{
+        uint64_t avg = atomic_load_explicit(&sc->stat_ns, memory_order_relaxed);
+        uint64_t x = ns > 0 ? (uint64_t)ns : 0;
+        avg = avg - avg / 8 + x / 8;
+        atomic_store_explicit(&sc->stat_ns, avg, memory_order_relaxed);
+}
+
+/* Whether stats are round trips worth spreading over the pool. */
+static bool stats_slow(struct ferry_scan *sc)
+{
+        return sc->cfg.spread_always ||
+               atomic_load_explicit(&sc->stat_ns, memory_order_relaxed) >=
+                       FERRY_SCAN_SLOW_NS;
+}
+
 static int read_entry(struct scan_reader *r, struct scan_dir *dir,
                       const char *name, struct ferry_listing *l,
                       struct chunk_out *o)
@@ -118,9 +149,11 @@ static int read_entry(struct scan_reader *r, struct scan_dir *dir,
         struct ferry_stat st;
         unsigned attempt = 0;
         int rc;
+        int64_t t0 = now_ns();
         do
                 rc = ferry_fsio_statat(dirfd(dir->d), name, &st);
         while (rc && scan_retry(cfg, rc, &attempt));
+        note_stat_time(r->sc, now_ns() - t0);
         if (rc == ENOENT)
                 return 0; /* vanished while we read: not there */
         if (rc)
@@ -250,25 +283,67 @@ void scan_drop_chunk(struct stat_chunk *c)
         free(c);
 }
 
-static struct stat_chunk *chunk_new(struct scan_dir *dir)
+static struct stat_chunk *chunk_new(struct scan_dir *dir, size_t cap)
 {
-        size_t cap = dir->sc->stat_chunk * (NAME_MAX + 1);
-        struct stat_chunk *c = malloc(sizeof(*c) + cap);
+        struct stat_chunk *c = malloc(sizeof(*c) + cap * (NAME_MAX + 1));
         if (c)
-                *c = (struct stat_chunk){.dir = dir};
+                *c = (struct stat_chunk){.dir = dir, .cap = cap};
         return c;
 }
 
-/* A full chunk to the pool (or, when its queue is full, stat'ed here);
- * it holds a reference of its own. */
-static void hand_out(struct scan_reader *r, struct stat_chunk *c)
+/* Gives c a reference of its own and its place in the directory. */
+static void take_ref(struct stat_chunk *c)
 {
         struct scan_dir *dir = c->dir;
         pthread_mutex_lock(&dir->lock);
         dir->refs++;
         c->seq = dir->next_seq++;
         pthread_mutex_unlock(&dir->lock);
-        if (!scan_offer_chunk(r->sc, c))
+}
+
+static void offer(struct scan_reader *r, struct stat_chunk *c);
+
+/* While stats are slow, cuts c down to one stat chunk and offers the rest
+ * in stat chunks (short of memory, c keeps them). */
+static void spread(struct scan_reader *r, struct stat_chunk *c)
+{
+        size_t per = r->sc->stat_chunk;
+        if (c->n <= per || !stats_slow(r->sc))
+                return;
+        size_t pos = 0, kept = per;
+        for (size_t i = 0; i < per; i++)
+                pos += strlen(c->names + pos) + 1;
+        size_t keep_end = pos;
+        while (pos < c->len) {
+                struct stat_chunk *p = chunk_new(c->dir, per);
+                if (!p) { /* the rest stays with c */
+                        memmove(c->names + keep_end, c->names + pos,
+                                c->len - pos);
+                        kept = c->n;
+                        keep_end += c->len - pos;
+                        break;
+                }
+                while (p->n < per && pos < c->len) {
+                        size_t len = strlen(c->names + pos) + 1;
+                        memcpy(p->names + p->len, c->names + pos, len);
+                        p->len += len;
+                        p->n++;
+                        pos += len;
+                }
+                c->n -= p->n;
+                offer(r, p);
+        }
+        c->n = kept < c->n ? kept : c->n;
+        c->len = keep_end;
+}
+
+/* A chunk of its own to the pool while stats are slow (spread first);
+ * else, or when the queue is full, stat'ed here. */
+static void offer(struct scan_reader *r, struct stat_chunk *c)
+{
+        spread(r, c);
+        take_ref(c);
+        if (!stats_slow(r->sc) || !scan_offer_chunk(r->sc, c))
                 scan_run_chunk(r, c);
 }
 
@@ -330,14 +405,12 @@ struct names {
         size_t n_held;
 };
 
-/* A chunk the reader stats itself, with a reference of its own. */
+/* A chunk the reader stats itself (what spread cuts off aside), with a
+ * reference of its own. */
 static void run_own(struct scan_reader *r, struct stat_chunk *c)
 {
-        struct scan_dir *dir = c->dir;
-        pthread_mutex_lock(&dir->lock);
-        dir->refs++;
-        c->seq = dir->next_seq++;
-        pthread_mutex_unlock(&dir->lock);
+        spread(r, c);
+        take_ref(c);
         scan_run_chunk(r, c);
 }
 
@@ -347,13 +420,13 @@ static int add_name(struct scan_reader *r, struct scan_dir *dir,
 {
         bool maybe_dir = de->d_type == DT_DIR || de->d_type == DT_UNKNOWN;
         struct stat_chunk **slot = maybe_dir ? &nm->dirs : &nm->files;
-        if (!*slot && !(*slot = chunk_new(dir)))
+        if (!*slot && !(*slot = chunk_new(dir, r->sc->cfg.chunk)))
                 return ENOMEM;
         struct stat_chunk *c = *slot;
         size_t len = strlen(de->d_name) + 1;
         memcpy(c->names + c->len, de->d_name, len);
         c->len += len;
-        if (++c->n < r->sc->stat_chunk)
+        if (++c->n < c->cap)
                 return 0;
         *slot = NULL;
         if (!maybe_dir && nm->n_held < HOLD_CHUNKS) {
@@ -361,7 +434,7 @@ static int add_name(struct scan_reader *r, struct scan_dir *dir,
                 nm->held = c;
                 nm->n_held++;
         } else {
-                hand_out(r, c);
+                offer(r, c);
         }
         return 0;
 }
@@ -403,9 +476,9 @@ static void read_names(struct scan_reader *r, struct scan_dir *dir)
         while (nm.held) {
                 struct stat_chunk *c = nm.held;
                 nm.held = c->next;
-                hand_out(r, c);
+                offer(r, c);
         }
-        struct stat_chunk *c = nm.files ? nm.files : chunk_new(dir);
+        struct stat_chunk *c = nm.files ? nm.files : chunk_new(dir, 1);
         if (!c) {
                 set_err(&o, ENOMEM, FERRY_STEP_READDIR, true);
                 finish_chunk(dir, NULL, &o, SIZE_MAX);
@@ -415,6 +488,7 @@ static void read_names(struct scan_reader *r, struct scan_dir *dir)
         c->seq = dir->next_seq++;
         merge_err(dir, &o, c->seq); /* the directory's: before any entry's */
         pthread_mutex_unlock(&dir->lock);
+        spread(r, c);
         struct stat_chunk *mine;
         while ((mine = scan_reclaim_chunk(r->sc, dir)))
                 scan_run_chunk(r, mine);

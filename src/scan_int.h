@@ -18,7 +18,9 @@
 #include "scan.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Names per stat chunk (at most cfg.chunk): a directory of n entries is
  * stat'ed by up to n / FERRY_SCAN_STAT_CHUNK threads at once, each chunk
@@ -26,6 +28,12 @@
 #ifndef FERRY_SCAN_STAT_CHUNK
 #define FERRY_SCAN_STAT_CHUNK 8
 #endif
+
+/* A stat slower than this on average (ferry_scan.stat_ns) is a round trip
+ * worth spreading; below it (a local disk, a warm cache) each chunk costs
+ * the coordinator more than it saves, and directories are read whole by
+ * their reader, cfg.chunk entries per listing. */
+#define FERRY_SCAN_SLOW_NS 50000
 
 struct pending_dir {
         struct pending_dir *next;
@@ -38,12 +46,12 @@ struct pending_dir {
 struct scan_dir; /* a directory being read (scan_dir.c) */
 
 /* Names of one open directory still to stat; allocated by scan_dir.c with
- * room for ferry_scan.stat_chunk names of NAME_MAX bytes. */
+ * room for cap names of NAME_MAX bytes. */
 struct stat_chunk {
         struct stat_chunk *next; /* the pool's queue */
         struct scan_dir *dir;    /* holds one of its references */
         size_t seq;              /* its place in the directory */
-        size_t n, len;           /* names, bytes used in names */
+        size_t n, cap, len;      /* names, room for names, bytes used */
         char names[];            /* n NUL-terminated names */
 };
 
@@ -56,6 +64,7 @@ struct ferry_scan {
         struct stat_chunk *chunks, *chunks_tail;
         size_t n_chunks, chunk_cap; /* queued, at most queued */
         size_t stat_chunk;          /* names per stat chunk */
+        _Atomic uint64_t stat_ns;   /* a stat's time, moving average */
         unsigned busy;              /* threads holding a directory or a chunk */
         unsigned waiting;           /* threads waiting for work */
         unsigned limit;     /* ferry_scan_set_limit: busy at most this */

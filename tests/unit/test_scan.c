@@ -121,9 +121,10 @@ static void *turn_limit(void *arg)
         return NULL;
 }
 
-/* Scans root with threads threads and chunk entries per listing. */
+/* Scans root with threads threads and chunk entries per listing; spread:
+ * as if each stat were a slow round trip (chunks go to idle threads). */
 static void scan(const char *root, unsigned threads, size_t chunk, bool turn,
-                 struct result *r)
+                 bool spread, struct result *r)
 {
         *r = (struct result){0};
         int fd = open(root, O_RDONLY | O_DIRECTORY);
@@ -134,7 +135,8 @@ static void scan(const char *root, unsigned threads, size_t chunk, bool turn,
                                      .inbox = &inbox,
                                      .stop = &stop,
                                      .threads = threads,
-                                     .chunk = chunk};
+                                     .chunk = chunk,
+                                     .spread_always = spread};
         struct ferry_scan *sc = NULL;
         int src_err = -1;
         CHECK_EQ(ferry_scan_start(&cfg, &sc, &src_err), 0);
@@ -298,11 +300,16 @@ static void test_flat_dir(void)
         struct tree t = {0};
         make_flat(root, &t, false);
         struct result r;
-        scan(root, 16, 128, false, &r);
+        scan(root, 16, 128, false, true, &r);
         check_result(&r, &t, false);
         CHECK(r.started >= 1 && r.started <= 16);
+        CHECK(r.dirs[0].n_listings >= 5000 / 8); /* chunks of 8 */
         result_free(&r);
-        scan(root, 1, 128, false, &r); /* one thread: the same */
+        scan(root, 16, 128, false, false, &r); /* fast stats: read whole */
+        check_result(&r, &t, false);
+        CHECK(r.dirs[0].n_listings <= 5000 / 128 + 2);
+        result_free(&r);
+        scan(root, 1, 128, false, true, &r); /* one thread: the same */
         check_result(&r, &t, false);
         CHECK_EQ(r.started, 1);
         result_free(&r);
@@ -344,12 +351,12 @@ static void test_deep_tree(void)
         struct tree t = {0};
         make_deep(root, &t);
         struct result r;
-        scan(root, 64, 3, false, &r);
+        scan(root, 64, 3, false, true, &r);
         check_result(&r, &t, false);
         CHECK(r.started >= 1 && r.started <= 64);
         result_free(&r);
         /* the -j auto tuner's knob turned all the while: the same */
-        scan(root, 8, 2, true, &r);
+        scan(root, 8, 2, true, true, &r);
         check_result(&r, &t, false);
         CHECK(r.started <= 8);
         result_free(&r);
@@ -364,7 +371,7 @@ static void test_threads_on_demand(void)
         unit_tmpdir(root, "scan-empty");
         struct tree t = {0};
         struct result r;
-        scan(root, 64, 128, false, &r);
+        scan(root, 64, 128, false, true, &r);
         check_result(&r, &t, false);
         CHECK_EQ(r.started, 1);
         result_free(&r);
@@ -378,7 +385,7 @@ static int child_fault(int err, enum ferry_step step, bool some_missing)
 {
         const char *root = getenv("UNIT_DIR");
         struct result r;
-        scan(root, 16, 128, false, &r);
+        scan(root, 16, 128, false, true, &r);
         struct tree t = {0};
         char rel[64];
         for (int i = 0; i < 5000; i++) {
