@@ -42,6 +42,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 bool scan_retry(const struct ferry_scan_cfg *cfg, int err, unsigned *attempt)
 {
@@ -69,13 +70,31 @@ struct pending_dir *scan_pending_new(const char *path, size_t len,
 
 static void *scan_thread(void *arg);
 
+bool scan_stats_slow(struct ferry_scan *sc)
+{
+        return sc->cfg.spread_always ||
+               atomic_load_explicit(&sc->stat_ns, memory_order_relaxed) >=
+                       FERRY_SCAN_SLOW_NS;
+}
+
+/* Whether the coordinator keeps up: its inbox at most half full. A scan
+ * that waits for it gains nothing from another thread. */
+static bool inbox_has_room(const struct ferry_scan *sc)
+{
+        return ferry_queue_len(sc->cfg.inbox) <= sc->cfg.inbox->cap / 2;
+}
+
 /* Work was queued: wakes a waiting thread, or starts one when there is
- * more work than waiting threads and the limit allows. Under sc->lock. */
+ * more work than waiting threads, the limit allows, the coordinator keeps
+ * up, and stats are slow round trips or threads fewer than cpu_threads
+ * (cheap stats are work for the CPUs, no more threads than they run).
+ * Under sc->lock. */
 static void wake_one(struct ferry_scan *sc)
 {
         if (sc->n_chunks + sc->n_stack > sc->waiting && !sc->finished &&
             sc->n_threads < sc->limit && sc->n_threads < sc->cfg.threads &&
-            !atomic_load(sc->cfg.stop) &&
+            !atomic_load(sc->cfg.stop) && inbox_has_room(sc) &&
+            (sc->n_threads < sc->cpu_threads || scan_stats_slow(sc)) &&
             !pthread_create(&sc->threads[sc->n_threads], NULL, scan_thread, sc))
                 sc->n_threads++;
         else if (sc->waiting)
@@ -256,6 +275,8 @@ int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out,
                                  : FERRY_SCAN_STAT_CHUNK;
         /* enough queued to keep every thread busy, not more */
         sc->chunk_cap = 2 * (size_t)sc->cfg.threads;
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        sc->cpu_threads = cpus > 0 && cpus < 1024 ? 2 * (unsigned)cpus : 2;
         atomic_init(&sc->stat_ns, 0); /* the first stats tell */
         struct ferry_stat root;
         unsigned attempt = 0;

@@ -122,22 +122,18 @@ static int64_t now_ns(void)
         return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Into the pool's moving average of a stat's time (weight 1/8; threads
- * racing may lose a sample, which a heuristic can afford). */
+/* Into the pool's moving average of a stat's time (weight 1/8, a sample
+ * at most 4 x FERRY_SCAN_SLOW_NS; threads racing may lose a sample, which
+ * a heuristic can afford). */
 static void note_stat_time(struct ferry_scan *sc, int64_t ns)
 {
         uint64_t avg = atomic_load_explicit(&sc->stat_ns, memory_order_relaxed);
-        uint64_t x = ns > 0 ? (uint64_t)ns : 0;
+        /* one stat descheduled on a busy machine must not tip it alone */
+        uint64_t x = ns <= 0                       ? 0
+                     : ns > 4 * FERRY_SCAN_SLOW_NS ? 4 * FERRY_SCAN_SLOW_NS
+                                                   : (uint64_t)ns;
         avg = avg - avg / 8 + x / 8;
         atomic_store_explicit(&sc->stat_ns, avg, memory_order_relaxed);
-}
-
-/* Whether stats are round trips worth spreading over the pool. */
-static bool stats_slow(struct ferry_scan *sc)
-{
-        return sc->cfg.spread_always ||
-               atomic_load_explicit(&sc->stat_ns, memory_order_relaxed) >=
-                       FERRY_SCAN_SLOW_NS;
 }
 
 static int read_entry(struct scan_reader *r, struct scan_dir *dir,
@@ -308,7 +304,7 @@ static void offer(struct scan_reader *r, struct stat_chunk *c);
 static void spread(struct scan_reader *r, struct stat_chunk *c)
 {
         size_t per = r->sc->stat_chunk;
-        if (c->n <= per || !stats_slow(r->sc))
+        if (c->n <= per || !scan_stats_slow(r->sc))
                 return;
         size_t pos = 0, kept = per;
         for (size_t i = 0; i < per; i++)
@@ -343,7 +339,7 @@ static void offer(struct scan_reader *r, struct stat_chunk *c)
 {
         spread(r, c);
         take_ref(c);
-        if (!stats_slow(r->sc) || !scan_offer_chunk(r->sc, c))
+        if (!scan_stats_slow(r->sc) || !scan_offer_chunk(r->sc, c))
                 scan_run_chunk(r, c);
 }
 

@@ -70,9 +70,10 @@ struct ferry_scan {
         unsigned limit;     /* ferry_scan_set_limit: busy at most this */
         unsigned open_dirs; /* directories open: at most cfg.threads */
         bool finished;
-        unsigned n_threads; /* started so far, on demand */
-        pthread_t *threads; /* cfg.threads slots */
-        uint64_t root_dev;  /* SRC's file system (-x) */
+        unsigned n_threads;   /* started so far, on demand */
+        unsigned cpu_threads; /* while stats are cheap: 2 per CPU */
+        pthread_t *threads;   /* cfg.threads slots */
+        uint64_t root_dev;    /* SRC's file system (-x) */
 };
 
 /* One thread's scratch space. */
@@ -91,6 +92,9 @@ bool scan_offer_chunk(struct ferry_scan *sc, struct stat_chunk *c);
 struct stat_chunk *scan_reclaim_chunk(struct ferry_scan *sc,
                                       const struct scan_dir *dir);
 void scan_dir_closed(struct ferry_scan *sc);
+/* Whether stats are round trips worth spreading over the pool (or more
+ * threads): their moving average above FERRY_SCAN_SLOW_NS. */
+bool scan_stats_slow(struct ferry_scan *sc);
 /* Whether to try again after err; sleeps the copy's backoff first. */
 bool scan_retry(const struct ferry_scan_cfg *cfg, int err, unsigned *attempt);
 struct pending_dir *scan_pending_new(const char *path, size_t len,
