@@ -34,7 +34,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,6 +243,39 @@ static void finish_chunk(struct scan_dir *dir, struct ferry_listing *l,
                 dir_free(dir);
 }
 
+static struct stat_chunk *chunk_new(struct scan_dir *dir, size_t cap)
+{
+        struct stat_chunk *c = malloc(sizeof(*c));
+        if (c)
+                *c = (struct stat_chunk){.dir = dir, .cap = cap};
+        return c;
+}
+
+static void chunk_free(struct stat_chunk *c)
+{
+        free(c->names);
+        free(c);
+}
+
+/* Appends a name of len bytes, its NUL included. 0 or ENOMEM. */
+static int chunk_put(struct stat_chunk *c, const char *name, size_t len)
+{
+        if (c->len + len > c->names_cap) {
+                size_t cap = c->names_cap ? 2 * c->names_cap : 512;
+                while (cap < c->len + len)
+                        cap *= 2;
+                char *p = realloc(c->names, cap);
+                if (!p)
+                        return ENOMEM;
+                c->names = p;
+                c->names_cap = cap;
+        }
+        memcpy(c->names + c->len, name, len);
+        c->len += len;
+        c->n++;
+        return 0;
+}
+
 void scan_run_chunk(struct scan_reader *r, struct stat_chunk *c)
 {
         struct scan_dir *dir = c->dir;
@@ -265,7 +297,7 @@ void scan_run_chunk(struct scan_reader *r, struct stat_chunk *c)
                         set_err(&o, rc, FERRY_STEP_STAT, false);
         }
         finish_chunk(dir, l, &o, c->seq);
-        free(c);
+        chunk_free(c);
 }
 
 void scan_drop_chunk(struct stat_chunk *c)
@@ -276,15 +308,7 @@ void scan_drop_chunk(struct stat_chunk *c)
         pthread_mutex_unlock(&dir->lock);
         if (last)
                 dir_free(dir);
-        free(c);
-}
-
-static struct stat_chunk *chunk_new(struct scan_dir *dir, size_t cap)
-{
-        struct stat_chunk *c = malloc(sizeof(*c) + cap * (NAME_MAX + 1));
-        if (c)
-                *c = (struct stat_chunk){.dir = dir, .cap = cap};
-        return c;
+        chunk_free(c);
 }
 
 /* Gives c a reference of its own and its place in the directory. */
@@ -306,30 +330,32 @@ static void spread(struct scan_reader *r, struct stat_chunk *c)
         size_t per = r->sc->stat_chunk;
         if (c->n <= per || !scan_stats_slow(r->sc))
                 return;
-        size_t pos = 0, kept = per;
+        size_t pos = 0;
         for (size_t i = 0; i < per; i++)
                 pos += strlen(c->names + pos) + 1;
         size_t keep_end = pos;
         while (pos < c->len) {
                 struct stat_chunk *p = chunk_new(c->dir, per);
-                if (!p) { /* the rest stays with c */
+                while (p && p->n < per && pos < c->len) {
+                        size_t len = strlen(c->names + pos) + 1;
+                        if (chunk_put(p, c->names + pos, len))
+                                break;
+                        pos += len;
+                }
+                bool short_of_memory = !p || (p->n < per && pos < c->len);
+                if (p && p->n) {
+                        c->n -= p->n;
+                        offer(r, p);
+                } else if (p) {
+                        chunk_free(p);
+                }
+                if (short_of_memory) { /* the rest stays with c */
                         memmove(c->names + keep_end, c->names + pos,
                                 c->len - pos);
-                        kept = c->n;
                         keep_end += c->len - pos;
                         break;
                 }
-                while (p->n < per && pos < c->len) {
-                        size_t len = strlen(c->names + pos) + 1;
-                        memcpy(p->names + p->len, c->names + pos, len);
-                        p->len += len;
-                        p->n++;
-                        pos += len;
-                }
-                c->n -= p->n;
-                offer(r, p);
         }
-        c->n = kept < c->n ? kept : c->n;
         c->len = keep_end;
 }
 
@@ -419,10 +445,9 @@ static int add_name(struct scan_reader *r, struct scan_dir *dir,
         if (!*slot && !(*slot = chunk_new(dir, r->sc->cfg.chunk)))
                 return ENOMEM;
         struct stat_chunk *c = *slot;
-        size_t len = strlen(de->d_name) + 1;
-        memcpy(c->names + c->len, de->d_name, len);
-        c->len += len;
-        if (++c->n < c->cap)
+        if (chunk_put(c, de->d_name, strlen(de->d_name) + 1))
+                return ENOMEM;
+        if (c->n < c->cap)
                 return 0;
         *slot = NULL;
         if (!maybe_dir && nm->n_held < HOLD_CHUNKS) {

@@ -45,14 +45,15 @@ struct pending_dir {
 
 struct scan_dir; /* a directory being read (scan_dir.c) */
 
-/* Names of one open directory still to stat; allocated by scan_dir.c with
- * room for cap names of NAME_MAX bytes. */
+/* Names of one open directory still to stat (scan_dir.c makes and frees
+ * them); names grows as they are added, up to cap of them. */
 struct stat_chunk {
         struct stat_chunk *next; /* the pool's queue */
         struct scan_dir *dir;    /* holds one of its references */
         size_t seq;              /* its place in the directory */
-        size_t n, cap, len;      /* names, room for names, bytes used */
-        char names[];            /* n NUL-terminated names */
+        size_t n, cap;           /* names, room for names */
+        char *names;             /* n NUL-terminated names, owned */
+        size_t len, names_cap;   /* bytes used, bytes allocated */
 };
 
 struct ferry_scan {
