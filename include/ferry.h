@@ -303,7 +303,7 @@ struct ferry_status_req {
 struct ferry_job;
 
 /* Fills opt with the defaults (batch durability, hard links, perms, owner,
- * times on, 32 jobs, 16 scanners, 3 retries, no --max-delete limit). */
+ * times on, 32 jobs, 64 scanners, 3 retries, no --max-delete limit). */
 void ferry_options_init(struct ferry_options *opt);
 
 /*

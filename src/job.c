@@ -57,7 +57,7 @@ void ferry_options_init(struct ferry_options *opt)
 {
         memset(opt, 0, sizeof(*opt));
         opt->jobs = 32;
-        opt->scanners = 16;
+        opt->scanners = 64;
         opt->retries = 3;
         opt->durability = FERRY_DURABLE_BATCH;
         opt->hard_links = true;

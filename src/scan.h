@@ -1,15 +1,20 @@
 /*
- * scan.h - the scanner pool: walks SRC in parallel and sends one listing per
- * directory (in chunks for big ones) to the coordinator's inbox.
+ * scan.h - the scanner pool: walks SRC in parallel and sends each
+ * directory's entries to the coordinator's inbox as listings, a directory
+ * in several (its stats spread over the pool, scan_dir.c).
  *
  * Calling sequence:
- *   ferry_scan_start(&cfg, &sc, &e); threads start at SRC's root
+ *   ferry_scan_start(&cfg, &sc, &e); one thread starts at SRC's root,
+ *                                    more on demand, up to cfg.threads
  *   ... the coordinator pops MSG_LISTING messages, then one MSG_SCAN_DONE ...
  *   ferry_scan_join(sc);             after MSG_SCAN_DONE or a stop request
  *
- * A directory's listing is always queued before any listing of its
- * subdirectories, so the coordinator knows a parent before its children.
- * Directories are walked depth-first, which keeps the pending stack small.
+ * A directory's listings: the first to be queued has first (and dir_st);
+ * the last to be queued has last (only when the directory was read whole
+ * and no stop cut it short), seen (its entries in all its listings) and
+ * open_err / open_step (what could not be read). The first is always
+ * queued before any listing of a subdirectory, so the coordinator knows
+ * a parent before its children.
  *
  * ferry's own files (cfg.own: the manifest and its companions) are left
  * out of the listings. A directory that is DST's root (a bind mount of DST
@@ -27,8 +32,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-/* Descriptors one scan thread holds at most at once: the directory it
- * reads, and while it opens one deeper than PATH_MAX, two of the walk. */
+/* Descriptors the scan holds at most per thread of cfg.threads: an open
+ * directory (at most cfg.threads are open, each shared by the threads
+ * that stat its chunks), and while one deeper than PATH_MAX is opened,
+ * two of the walk. */
 #define FERRY_SCAN_FDS 2
 
 struct ferry_scan_cfg {
@@ -39,8 +46,9 @@ struct ferry_scan_cfg {
         atomic_bool *stop;           /* borrowed */
         unsigned threads;
         unsigned retries; /* of a transient error, as the copy's --retries */
-        size_t chunk;     /* entries per listing */
+        size_t chunk;     /* entries per listing, at most */
         bool one_file_system; /* -x: mount points listed empty (scan.c) */
+        bool spread_always;   /* spread the stats however fast (tests) */
 };
 
 struct ferry_scan;
@@ -49,9 +57,12 @@ struct ferry_scan;
  * that errno too), or memory or threads ran short (*src_err is 0). */
 int ferry_scan_start(const struct ferry_scan_cfg *cfg, struct ferry_scan **out,
                      int *src_err);
-/* At most n directories (1 to cfg.threads) are read at once from now on:
- * the -j auto tuner's knob. Safe from any thread while the scan runs. */
+/* At most n threads (1 to cfg.threads) read a directory or stat a chunk
+ * at once from now on, each with one request in flight: the -j auto
+ * tuner's knob. Safe from any thread while the scan runs. */
 void ferry_scan_set_limit(struct ferry_scan *sc, unsigned n);
+/* Threads started so far (they start on demand, at most cfg.threads). */
+unsigned ferry_scan_threads_started(struct ferry_scan *sc);
 /* Waits for the threads and frees the pool. */
 void ferry_scan_join(struct ferry_scan *sc);
 

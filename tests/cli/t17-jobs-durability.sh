@@ -4,10 +4,12 @@
 #
 # Proves, with strace as the oracle:
 #  - -j N starts N workers: runs with -j 1, --jobs=3 and -j 8 create threads
-#    (clone/clone3 with CLONE_THREAD) in counts that differ by exactly 2 and
-#    7 from the -j 1 run, the threads that create temp files in DST are
-#    among those created, and there is one of them with -j 1 and from 2 to N
-#    with N > 1 (so the workers are what -j counts, and they share the work);
+#    (clone/clone3 with CLONE_THREAD), besides the scan's (on demand: the
+#    thread that reads SRC's root and those scan threads create, 1 to 64),
+#    in counts that differ by exactly 2 and 7 from the -j 1 run, the threads
+#    that create temp files in DST are among those created, and there is one
+#    of them with -j 1 and from 2 to N with N > 1 (so the workers are what
+#    -j counts, and they share the work);
 #  - --durability=none: no fsync, fdatasync or syncfs of anything in DST
 #    (while the manifest, outside DST, is synced: the trace sees syncs);
 #  - --durability=file: every regular file is fsynced before it is renamed
@@ -54,6 +56,31 @@ thread_count() {
 	grep -cE '^[0-9]+ +clone3?\(.*CLONE_THREAD' "$1"
 }
 
+# scan_count LOG: the scan's threads, which start on demand: the created
+# thread that first reads SRC's root (getdents64), and every thread that a
+# scan thread created.
+scan_count() {
+	awk -v root="$(readlink -f src)" '
+		/^[0-9]+ +(clone3?\(.*CLONE_THREAD|<\.\.\. clone3? resumed>).* = [0-9]+$/ {
+			parent[$NF] = $1
+		}
+		!first && index($0, " getdents64(") && index($0, "<" root ">,") {
+			if ($1 in parent) first = $1
+		}
+		END {
+			if (!first) { print 0; exit }
+			scan[first] = 1
+			for (grew = 1; grew;) {
+				grew = 0
+				for (t in parent)
+					if (!(t in scan) && (parent[t] in scan)) { scan[t] = 1; grew = 1 }
+			}
+			n = 0
+			for (t in scan) n++
+			print n
+		}' "$1"
+}
+
 # created_tids LOG: the ids of the threads created, one a line.
 created_tids() {
 	grep -E '^[0-9]+ +clone3?\(.*CLONE_THREAD' "$1" | sed -nE 's/.* = ([0-9]+)$/\1/p'
@@ -74,16 +101,19 @@ check_jobs() {
 	for n in 1 3 8; do
 		dst=dst-j$n
 		if ((n == 3)); then
-			traced "$dst" clone,clone3,openat,openat2 --jobs=$n
+			traced "$dst" clone,clone3,openat,openat2,getdents64 --jobs=$n
 		else
-			traced "$dst" clone,clone3,openat,openat2 -j $n
+			traced "$dst" clone,clone3,openat,openat2,getdents64 -j $n
 		fi
-		threads[$n]=$(thread_count "$LOG/strace.$dst")
+		local scan
+		scan=$(scan_count "$LOG/strace.$dst")
+		check "-j $n: 1 to 64 scan threads (got $scan)" test "$scan" -ge 1 -a "$scan" -le 64
+		threads[$n]=$(($(thread_count "$LOG/strace.$dst") - scan))
 		writer_tids "$LOG/strace.$dst" >"$LOG/writers.$n"
 		created_tids "$LOG/strace.$dst" | sort -u >"$LOG/created.$n"
 		local w
 		w=$(wc -l <"$LOG/writers.$n")
-		say "-j $n: ${threads[$n]} threads created, $w of them created files in DST"
+		say "-j $n: ${threads[$n]} threads created besides $scan of the scan, $w of them created files in DST"
 		if ((n == 1)); then
 			check "-j 1: one thread creates the files in DST (got $w)" test "$w" = 1
 		else

@@ -91,7 +91,7 @@ static void test_defaults(void)
         CHECK_EQ(p.cli.opt.n_excludes, 0);
         /* the documented defaults of ferry_options_init (ferry.h) */
         CHECK_EQ(p.cli.opt.jobs, 32);
-        CHECK_EQ(p.cli.opt.scanners, 16);
+        CHECK_EQ(p.cli.opt.scanners, 64);
         CHECK_EQ(p.cli.opt.retries, 3);
         CHECK_EQ(p.cli.opt.durability, FERRY_DURABLE_BATCH);
         CHECK(p.cli.opt.hard_links && p.cli.opt.perms && p.cli.opt.owner &&
