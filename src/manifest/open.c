@@ -37,6 +37,7 @@ enum open_stmt {
         O_SCHEMA_COUNT,
         O_INTEGRITY,
         O_QUICK,
+        O_CHECK_CACHE,
         O_SET_APP_ID,  /* a prefix: PRAGMA takes no parameters */
         O_SET_VERSION, /* a prefix */
         O_WAL,
@@ -55,6 +56,10 @@ static const char *const open_sql[O_NSTMTS] = {
         [O_SCHEMA_COUNT] = "SELECT count(*) FROM sqlite_schema",
         [O_INTEGRITY] = "PRAGMA integrity_check(1)",
         [O_QUICK] = "PRAGMA quick_check(1)",
+        /* the check reads the whole file: with the default 2 MiB page
+         * cache it re-reads a 4 MiB manifest's pages many times over
+         * (a quarter of a no-op re-run's CPU on 20,000 files) */
+        [O_CHECK_CACHE] = "PRAGMA cache_size = -6144",
         [O_SET_APP_ID] = "PRAGMA application_id = ",
         [O_SET_VERSION] = "PRAGMA user_version = ",
         [O_WAL] = "PRAGMA journal_mode = WAL",
@@ -318,6 +323,9 @@ static int check_content(struct ferry_manifest *m, int64_t size, bool thorough)
         int id = size <= full ? O_INTEGRITY : size <= quick ? O_QUICK : -1;
         if (id < 0)
                 return 0;
+        if (id == O_INTEGRITY && size > (2 << 20)) /* configure() shrinks it */
+                (void)sqlite3_exec(m->db, open_sql[O_CHECK_CACHE], NULL, NULL,
+                                   NULL);
         sqlite3_stmt *s = mf_stmt(m, T_OPEN, id, open_sql[id]);
         if (!s)
                 return refuse_unreadable(m);
