@@ -105,6 +105,20 @@ static bool probe_symlink_times(int dirfd)
         return ok;
 }
 
+/* Whether name (the probe file) takes a second name: exFAT says EPERM. */
+static bool probe_hard_link(int dirfd, const char *name)
+{
+        char second[NAME_MAX + 1];
+        probe_name(second, sizeof(second), "h");
+        unlinkat(dirfd, second, 0);
+        struct stat st;
+        bool ok = !linkat(dirfd, name, dirfd, second, 0) &&
+                  !fstatat(dirfd, second, &st, AT_SYMLINK_NOFOLLOW) &&
+                  st.st_nlink == 2;
+        unlinkat(dirfd, second, 0);
+        return ok;
+}
+
 static bool probe_fifo(int dirfd)
 {
         char name[NAME_MAX + 1];
@@ -211,6 +225,7 @@ static int probe_all(int dirfd, struct ferry_dst_caps *c)
         struct timespec ts[2] = {{PROBE_TIME, 0}, {PROBE_TIME, 0}};
         bool set = !futimens(fd, ts);
         close(fd);
+        c->hard_links = probe_hard_link(dirfd, name);
         c->times_survive_rename = probe_rename_times(dirfd, name, set);
         c->symlink_times = probe_symlink_times(dirfd);
         c->specials = probe_fifo(dirfd);
@@ -246,7 +261,7 @@ bool ferry_dst_caps_missing(const struct ferry_dst_caps *c,
                             const struct ferry_dst_wants *w, char *buf,
                             size_t size)
 {
-        const char *words[6];
+        const char *words[7];
         size_t total = 0;
         if (w->owner && !c->owner)
                 words[total++] = "owners";
@@ -262,6 +277,8 @@ bool ferry_dst_caps_missing(const struct ferry_dst_caps *c,
                 words[total++] = "symlink times";
         if (w->specials && !c->specials)
                 words[total++] = "special files";
+        if (w->hard_links && !c->hard_links)
+                words[total++] = "hard links";
         buf[0] = '\0';
         if (!total)
                 return false;

@@ -25,19 +25,20 @@ struct ferry_dst_caps {
         /* a file's times stay as set when it is renamed (fusefat gives it
          * a new mtime): else the copier sets them again after the rename */
         bool times_survive_rename;
+        bool hard_links;   /* a second name of a file (exFAT: none) */
         uint64_t max_size; /* largest file DST holds; UINT64_MAX: no limit */
 };
 
 /* Everything: what the copier assumes before (or without) a probe. */
 static inline void ferry_dst_caps_all(struct ferry_dst_caps *c)
 {
-        *c = (struct ferry_dst_caps){true, true, true, true,      true,
-                                     true, true, true, UINT64_MAX};
+        *c = (struct ferry_dst_caps){true, true, true, true, true,
+                                     true, true, true, true, UINT64_MAX};
 }
 
 /* The options a run was given, of those the probe can tell about. */
 struct ferry_dst_wants {
-        bool owner, perms, xattrs, acls, times, specials;
+        bool owner, perms, xattrs, acls, times, specials, hard_links;
 };
 
 /* Probes DST's root (dirfd) with files of its own, removed again, and

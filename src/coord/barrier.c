@@ -207,7 +207,7 @@ static bool clear_way(struct coord *c, const struct ferry_batch *b,
 static uint32_t applied_also(const struct coord *c, const struct ferry_item *it)
 {
         uint32_t also = 0;
-        if (c->opt->hard_links && it->type == FT_REG)
+        if (coord_hard_links(c) && it->type == FT_REG)
                 also |= MF_AP_LINKS;
         if (c->opt->atimes && (it->applied & MF_AP_TIMES))
                 also |= MF_AP_ATIMES;

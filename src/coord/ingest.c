@@ -217,7 +217,7 @@ void on_listing(struct coord *c, struct ferry_listing *l)
         }
         struct ferry_listing_rec how = {
                 .gen = c->gen,
-                .hard_links = c->opt->hard_links,
+                .hard_links = coord_hard_links(c),
                 .error = l->open_err && !fds ? why : NULL,
                 .fail = l->open_err && !fds ? &f : NULL,
                 .stopping = c->stop_code || atomic_load(c->cfg->stop),

@@ -232,6 +232,12 @@ int start_threads(struct coord *c, bool scan, bool work);
 /* What metadata workers and tree work apply: the options, less what DST
  * cannot hold (c->dst_caps). */
 struct ferry_meta_cfg coord_meta_cfg(const struct coord *c);
+/* --hard-links as this DST can take it: exFAT holds no second name, so
+ * each name is copied apart there (start.c's warning says so). */
+static inline bool coord_hard_links(const struct coord *c)
+{
+        return c->opt->hard_links && c->dst_caps.hard_links;
+}
 void stop_threads(struct coord *c);
 void start_loop(struct coord *c, enum run_phase first);
 int result_code(struct coord *c);

@@ -158,11 +158,12 @@ static int check_destination(struct coord *c)
 }
 
 #define CAPS_KEY    "dst_caps"
-#define CAPS_FORMAT "f2" /* a note without it (or another) is probed again */
+#define CAPS_FORMAT "f3" /* a note without it (or another) is probed again */
 
-/* "f2 ID ROOT BITS MAX": the caps learned for DST's root of that dev:ino,
+/* "f3 ID ROOT BITS MAX": the caps learned for DST's root of that dev:ino,
  * by a process that was root or not. f2 added times_survive_rename (bit
- * 7): a note of before it would read false there, so it is not used. */
+ * 7), f3 hard_links (bit 8): a note of before would read false there, so
+ * it is not used. */
 static void caps_text(const struct ferry_dst_caps *k, const char *id, char *out,
                       size_t size)
 {
@@ -171,7 +172,8 @@ static void caps_text(const struct ferry_dst_caps *k, const char *id, char *out,
                 (unsigned)k->xattrs_user << 2 | (unsigned)k->xattrs_other << 3 |
                 (unsigned)k->acls << 4 | (unsigned)k->symlink_times << 5 |
                 (unsigned)k->specials << 6 |
-                (unsigned)k->times_survive_rename << 7;
+                (unsigned)k->times_survive_rename << 7 |
+                (unsigned)k->hard_links << 8;
         snprintf(out, size, CAPS_FORMAT " %s %d %u %" PRIu64, id,
                  geteuid() == 0, bits, k->max_size);
 }
@@ -188,10 +190,11 @@ static bool caps_parse(const char *text, const char *id,
             strcmp(fmt, CAPS_FORMAT) || strcmp(got, id) ||
             root != (geteuid() == 0))
                 return false;
-        *k = (struct ferry_dst_caps){
-                bits & 1,      bits >> 1 & 1, bits >> 2 & 1,
-                bits >> 3 & 1, bits >> 4 & 1, bits >> 5 & 1,
-                bits >> 6 & 1, bits >> 7 & 1, max};
+        *k = (struct ferry_dst_caps){bits & 1,      bits >> 1 & 1,
+                                     bits >> 2 & 1, bits >> 3 & 1,
+                                     bits >> 4 & 1, bits >> 5 & 1,
+                                     bits >> 6 & 1, bits >> 7 & 1,
+                                     bits >> 8 & 1, max};
         return true;
 }
 
@@ -226,6 +229,7 @@ static int probe_dst(struct coord *c)
                 .acls = o->acls,
                 .times = o->times,
                 .specials = o->specials,
+                .hard_links = o->hard_links,
         };
         char why[200];
         if (ferry_dst_caps_missing(&c->dst_caps, &w, why, sizeof(why)))

@@ -42,6 +42,8 @@
 #  - (issue 10) as root with the defaults, 1,000 files owned by another
 #    uid all arrive with exit 0 and one warning that exFAT keeps no owners,
 #    modes or xattrs; a 255-byte name of multibyte characters copies.
+#  - a hard-linked file copied with the defaults arrives as one file per
+#    name (exFAT has no hard links), with a warning and exit 0.
 # Needs root, a loop device, FUSE, exfat-fuse and exfatprogs; skipped with
 # the reason otherwise.
 . "$(dirname "$0")/lib.sh" || exit 1
@@ -374,4 +376,26 @@ fi
 run "$FERRY" -v own mnt/own
 check "run 7 again: exit 0, nothing copied again (got $RC)" \
 	eval '[[ $RC == 0 && ! -s $LOG/out ]]'
+
+# run 8: exFAT holds no second name (link() is EPERM): with the defaults
+# each name of a hard-linked file is copied apart, the warning says hard
+# links are not kept, and nothing fails.
+mkdir -p hl/a hl/b
+printf 'one inode, three names\n' >hl/a/f
+ln hl/a/f hl/a/g
+ln hl/a/f hl/b/h
+printf 'alone\n' >hl/b/i
+run "$FERRY" hl mnt/hl
+check "run 8: hard links onto exFAT, defaults: exit 0 (got $RC)" test "$RC" = 0
+show "$LOG/err" 5
+check "run 8: every name arrived with its content (diff -r)" diff -r hl mnt/hl
+check "run 8: the warning names hard links, once" \
+	test "$(grep -c '^ferry: warning: the destination keeps no .*hard links: copying data' "$LOG/err")" = 1
+check "run 8: no name failed" eval '! grep -q "failed:" "$LOG/err"'
+run "$FERRY" -v hl mnt/hl
+check "run 8 again: exit 0, nothing copied again (got $RC)" \
+	eval '[[ $RC == 0 && ! -s $LOG/out ]]'
+run "$FERRY" --verify hl mnt/hl
+check "run 8: --verify is clean (got $RC)" test "$RC" = 0
+show "$LOG/err" 5
 finish

@@ -143,7 +143,7 @@ show "$LOG/err" 4
 # copied again keeps SRC's mtime
 m=$(manifest_path src mnt/dst4)
 note=$(sqlite3 -readonly "$m" "SELECT CAST(value AS TEXT) FROM meta WHERE key = 'dst_caps'")
-check "run 5: the probe result is cached ($note)" eval '[[ $note == "f2 "* ]]'
+check "run 5: the probe result is cached ($note)" eval '[[ $note == "f3 "* ]]'
 read -r _ _ root bits max <<<"$note"
 id=$(stat -c %d:%i mnt/dst4) # fusefat numbers the root anew at each mount
 sqlite3 "$m" "UPDATE meta SET value = '$id $root $((bits & 127)) $max' WHERE key = 'dst_caps'" ||

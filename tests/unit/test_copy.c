@@ -237,7 +237,7 @@ static void test_dst_caps_words(void)
         CHECK_EQ(ferry_dst_caps_max_size(0xef53, NULL), UINT64_MAX);
         struct ferry_dst_caps k;
         ferry_dst_caps_all(&k);
-        struct ferry_dst_wants w = {true, true, true, true, true, true};
+        struct ferry_dst_wants w = {true, true, true, true, true, true, true};
         char buf[200];
         CHECK(!ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
         CHECK_STR(buf, "");
@@ -255,6 +255,12 @@ static void test_dst_caps_words(void)
         CHECK(ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
         CHECK_STR(buf, "the destination keeps no ACLs: copying data");
         w.acls = false;
+        CHECK(!ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
+        ferry_dst_caps_all(&k);
+        k.hard_links = false; /* exFAT */
+        CHECK(ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
+        CHECK_STR(buf, "the destination keeps no hard links: copying data");
+        w.hard_links = false; /* --no-hard-links: not said */
         CHECK(!ferry_dst_caps_missing(&k, &w, buf, sizeof(buf)));
 }
 
