@@ -152,6 +152,11 @@ unsigned ferry_tune_step(struct ferry_tune *t, double rate, double busy)
 {
         if (busy > 0 && busy < STARVED * t->cur)
                 return t->cur; /* the workers lacked work: not judged */
+        /* the rate had every copy the limit allows kept busy (Little's
+         * law: at the items' measured time): what lacked work a little
+         * is not taken for what the limit gives */
+        if (busy > 0 && busy < t->cur)
+                rate *= t->cur / busy;
         t->intervals++;
         switch (t->state) {
         case TUNE_CLIMB: on_climb(t, rate); break;
