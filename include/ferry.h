@@ -195,7 +195,7 @@ struct ferry_options {
         const char *manifest;        /* borrowed; NULL = default location */
         const char *const *excludes; /* borrowed array of n_excludes */
         size_t n_excludes;
-        unsigned jobs;     /* copy workers */
+        unsigned jobs;     /* copies in flight; 0: auto (tuned as it goes) */
         unsigned scanners; /* scan threads */
         unsigned retries;  /* per file, transient errors/changes */
         enum ferry_durability durability;
@@ -303,7 +303,7 @@ struct ferry_status_req {
 struct ferry_job;
 
 /* Fills opt with the defaults (batch durability, hard links, perms, owner,
- * times on, 32 jobs, 16 scanners, 3 retries, no --max-delete limit). */
+ * times on, -j auto (jobs 0), 16 scanners, 3 retries, no --max-delete limit). */
 void ferry_options_init(struct ferry_options *opt);
 
 /*
