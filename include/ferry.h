@@ -241,6 +241,9 @@ struct ferry_summary {
         uint64_t mismatched;    /* verify: differing or missing */
         uint64_t scan_errors;
         double seconds;
+        unsigned jobs_peak; /* the most copies allowed in flight at once
+                               (-j N, or the highest -j auto reached) */
+        unsigned workers;   /* worker threads started */
 };
 
 /* Job state for `ferry status`; read-only, safe while a run goes on. */
@@ -303,7 +306,8 @@ struct ferry_status_req {
 struct ferry_job;
 
 /* Fills opt with the defaults (batch durability, hard links, perms, owner,
- * times on, -j auto (jobs 0), 16 scanners, 3 retries, no --max-delete limit). */
+ * times on, -j auto (jobs 0), 16 scanners, 3 retries, no --max-delete limit).
+ */
 void ferry_options_init(struct ferry_options *opt);
 
 /*

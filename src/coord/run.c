@@ -604,6 +604,9 @@ void coord_release(struct coord *c)
 {
         ferry_treework_free(c->fin.tree); /* NULL but on a bug's path */
         c->fin.tree = NULL;
+        c->sum->jobs_peak =
+                c->jobs.autotune ? c->jobs.tune.peak : c->jobs.limit;
+        c->sum->workers = ferry_workers_count(c->workers);
         ferry_workers_join(c->workers);
         c->workers = NULL;
         ferry_queue_release(&c->inbox);
