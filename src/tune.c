@@ -10,7 +10,9 @@
 #define TUNE_MOVES  2    /* ... for this many intervals in a row */
 #define PROBE_EVERY 6    /* held intervals between probes */
 #define PROBE_STEP  1.5  /* a probe's factor; a climb's is 2 */
-#define STARVED     0.5  /* busy below this share of the limit: not judged */
+/* busy below this share of the limit: the copies lacked work (the scan
+ * had not found enough), and the interval says nothing about the limit */
+#define STARVED 0.8
 
 /* n moved by factor f in direction dir, at least by one, within range. */
 static unsigned step(const struct ferry_tune *t, unsigned n, int dir, double f)
@@ -152,11 +154,6 @@ unsigned ferry_tune_step(struct ferry_tune *t, double rate, double busy)
 {
         if (busy > 0 && busy < STARVED * t->cur)
                 return t->cur; /* the workers lacked work: not judged */
-        /* the rate had every copy the limit allows kept busy (Little's
-         * law: at the items' measured time): what lacked work a little
-         * is not taken for what the limit gives */
-        if (busy > 0 && busy < t->cur)
-                rate *= t->cur / busy;
         t->intervals++;
         switch (t->state) {
         case TUNE_CLIMB: on_climb(t, rate); break;

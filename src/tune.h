@@ -10,9 +10,8 @@
  * that moves far from what the limit gave before (the source slowed down
  * or sped up) starts a climb again from where it is. Intervals in which
  * the workers lacked work (busy well below the limit) teach nothing about
- * the limit and are not judged; in the others the rate is scaled to the
- * limit (rate * limit / busy: the throughput had every copy allowed been
- * busy at the items' measured time).
+ * the limit and are not judged: while the scan is what holds a run back,
+ * more copies would only compete with it for the source.
  *
  * Calling sequence:
  *   ferry_tune_init(&t, 1, cap, 16);

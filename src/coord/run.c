@@ -38,9 +38,9 @@
 /* The workers' counts are judged (-j auto) and batches sized at most this
  * often, and at least this often while they finish items, once this many
  * finished since the last time. */
-#define TUNE_SHORTEST 0.05
+#define TUNE_SHORTEST 0.1
 #define TUNE_LONGEST  1.0
-#define TUNE_ITEMS    16
+#define TUNE_ITEMS    32
 #define BATCH_TARGET                                                           \
         0.05 /* seconds a batch should take: short enough that                 \
                 the end of a run is not one worker's batch */
