@@ -44,7 +44,8 @@
 #define BATCH_TARGET                                                           \
         0.05 /* seconds a batch should take: short enough that                 \
                 the end of a run is not one worker's batch */
-#define BYTES_PER_ITEM (1u << 20) /* the rate counts a MiB as one item */
+#define BYTES_PER_ITEM   (1u << 20) /* the rate counts a MiB as one item */
+#define BATCHES_PER_COPY 4
 
 /* ---- the run's phase --------------------------------------------------- */
 
@@ -364,10 +365,13 @@ static void jobs_init(struct coord *c)
         j->since = now();
 }
 
-/* Two batches per copy in flight: one running, one waiting. */
+/* BATCHES_PER_COPY batches in flight per copy allowed: one running, the
+ * rest waiting, so that a worker has work past the next hand-out (while
+ * the scan runs, new rows are handed out at most every 50 ms, after
+ * their commit) even with batches of BATCH_TARGET. */
 static void follow_limit(struct coord *c)
 {
-        unsigned want = c->jobs.limit * 2;
+        unsigned want = c->jobs.limit * BATCHES_PER_COPY;
         c->ho.max_in_flight = want > c->ho.in_flight ? want : c->ho.in_flight;
 }
 
@@ -377,9 +381,14 @@ static void set_limit(struct coord *c, unsigned n)
                 return;
         c->jobs.limit = n;
         ferry_workers_set_limit(c->workers, n);
+        /* a source that wants fewer copies than auto starts with (it
+         * seeks, or thrashes) gets as few directory reads; at or above
+         * that, the scan reads as wide as it may */
         if (c->scan) {
                 unsigned scanners = c->opt->scanners ? c->opt->scanners : 1;
-                ferry_scan_set_limit(c->scan, n < scanners ? n : scanners);
+                ferry_scan_set_limit(
+                        c->scan,
+                        n < FERRY_TUNE_START && n < scanners ? n : scanners);
         }
         follow_limit(c);
 }
@@ -433,7 +442,9 @@ static void tune_tick(struct coord *c, double t)
                                     : per_batch < 1          ? 1
                                                     : (unsigned)per_batch;
         }
-        if (items && tuning(c)) {
+        /* judged only while every copy allowed has a batch: at the end
+         * of a hand-out the rate falls for want of work, not of copies */
+        if (items && tuning(c) && c->ho.in_flight >= j->limit) {
                 double work = (double)items +
                               (double)(s.bytes - j->at.bytes) / BYTES_PER_ITEM;
                 set_limit(c, ferry_tune_step(&j->tune, work / dt, busy / dt));
@@ -585,14 +596,14 @@ int coord_init(struct coord *c, const struct ferry_coord_cfg *cfg,
         c->work_kind = work_kind;
         c->phase = PH_STARTING;
         jobs_init(c);
-        handout_init(&c->ho, work_kind, c->jobs.limit * 2);
+        handout_init(&c->ho, work_kind, c->jobs.limit * BATCHES_PER_COPY);
         c->t0 = c->last_prog = c->last_commit = now();
         c->umask = umask(022); /* read it: no thread runs yet */
         ferry_dst_caps_all(&c->dst_caps);
         umask(c->umask);
         if (ferry_queue_init(&c->inbox, INBOX_CAP) ||
             /* room for every batch a limit up to the cap puts in flight */
-            ferry_queue_init(&c->work, c->jobs.cap * 2 + 1) ||
+            ferry_queue_init(&c->work, c->jobs.cap * BATCHES_PER_COPY + 1) ||
             ferry_queue_init(&c->bar.q, 2)) {
                 snprintf(err->msg, sizeof(err->msg), "out of memory");
                 return FERRY_EINTERNAL;
