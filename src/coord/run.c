@@ -35,16 +35,16 @@
 #define INBOX_CAP      128
 #define COMMIT_SECONDS 1.0
 #define LISTING_CHUNK  128
-/* The workers' counts are judged (-j auto) and batches sized at most this
- * often, and at least this often while they finish items, once this many
- * finished since the last time. */
-#define TUNE_SHORTEST 0.1
-#define TUNE_LONGEST  1.0
-#define TUNE_ITEMS    32
-#define BATCH_TARGET                                                           \
-        0.05 /* seconds a batch should take: short enough that                 \
-                the end of a run is not one worker's batch */
-#define BYTES_PER_ITEM   (1u << 20) /* the rate counts a MiB as one item */
+/* The workers' counts are judged (-j auto) and batches sized at most every
+ * TUNE_SHORTEST seconds, once TUNE_ITEMS items finished since the last
+ * time (or TUNE_LONGEST passed). A batch should take BATCH_TARGET
+ * seconds: short enough that the end of a run is not one worker's batch.
+ * The rate counts BYTES_PER_ITEM bytes as one item. */
+#define TUNE_SHORTEST    0.1
+#define TUNE_LONGEST     1.0
+#define TUNE_ITEMS       32
+#define BATCH_TARGET     0.05
+#define BYTES_PER_ITEM   (1u << 20)
 #define BATCHES_PER_COPY 4
 
 /* ---- the run's phase --------------------------------------------------- */
