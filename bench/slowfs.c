@@ -3,8 +3,9 @@
  * latency to every round trip, standing in for a CIFS/NFS share in
  * ferry's benchmarks.
  *
- *   slowfs [--latency-us N] [--threads N] [--max-background N]
- *          SOURCE_DIR MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]
+ *   slowfs [--latency-us N] [--latency-file FILE] [--threads N]
+ *          [--max-background N] SOURCE_DIR MOUNTPOINT [-f] [-d] [-s]
+ *          [-o OPTIONS]
  *
  * Every lookup/getattr, readlink, opendir, readdir, open, read and release
  * sleeps N microseconds (default 1000) in the FUSE worker thread before it
@@ -19,6 +20,13 @@
  * mkdir, rmdir, unlink, create, write, rename, link, symlink, chmod,
  * chown, truncate, utimens, fsync and fsyncdir sleep N microseconds too.
  *
+ * With --latency-file FILE, slowfs reads FILE (a decimal number of
+ * microseconds) at the start and again about every 100 ms, and uses what
+ * it holds from then on: a bench changes the latency of a mounted share
+ * mid-run by writing the file (write a temp and rename it over, or accept
+ * that a half-written number is skipped). A missing or unreadable FILE
+ * keeps the latency there was.
+ *
  * Inode numbers are passed through (use_ino), so tools still see hardlinks.
  * Attributes and entries are cached for 1 s, as CIFS does by default; pass
  * -o attr_timeout=0,entry_timeout=0 for a share without attribute caching.
@@ -30,6 +38,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <fuse.h>
 #include <fuse_lowlevel.h>
@@ -44,11 +54,12 @@
 #include <unistd.h>
 
 struct slowfs {
-        int src;                 /* directory fd of SOURCE_DIR */
-        struct timespec latency; /* added to every round trip */
-        unsigned threads;        /* max worker threads of the FUSE loop */
-        unsigned max_background; /* kernel's async request limit */
-        bool writable;           /* --writable: a read-write passthrough */
+        int src;                  /* directory fd of SOURCE_DIR */
+        atomic_llong latency_ns;  /* added to every round trip */
+        const char *latency_file; /* --latency-file, or NULL */
+        unsigned threads;         /* max worker threads of the FUSE loop */
+        unsigned max_background;  /* kernel's async request limit */
+        bool writable;            /* --writable: a read-write passthrough */
 };
 
 static struct slowfs *get_fs(void)
@@ -58,7 +69,9 @@ static struct slowfs *get_fs(void)
 
 static void delay(void)
 {
-        struct timespec left = get_fs()->latency;
+        long long ns = atomic_load(&get_fs()->latency_ns);
+        struct timespec left = {.tv_sec = ns / 1000000000,
+                                .tv_nsec = ns % 1000000000};
         while ((left.tv_sec || left.tv_nsec) && nanosleep(&left, &left) < 0 &&
                errno == EINTR)
                 ;
@@ -70,9 +83,48 @@ static const char *rel(const char *path)
         return path[1] ? path + 1 : ".";
 }
 
+/* FILE's number of microseconds into fs; a missing file, or one that
+ * does not hold just a number (being written), changes nothing. */
+static void read_latency_file(struct slowfs *fs)
+{
+        char buf[64];
+        int fd = open(fs->latency_file, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return;
+        buf[n] = '\0';
+        char *end;
+        errno = 0;
+        unsigned long long us = strtoull(buf, &end, 10);
+        while (*end == '\n' || *end == ' ' || *end == '\t')
+                end++;
+        if (errno || end == buf || *end || buf[0] == '-' || us > 60000000)
+                return;
+        atomic_store(&fs->latency_ns, (long long)us * 1000);
+}
+
+static void *latency_reader(void *arg)
+{
+        struct slowfs *fs = arg;
+        for (;;) {
+                struct timespec ts = {0, 100 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+                read_latency_file(fs);
+        }
+        return NULL;
+}
+
 static void *sf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
         struct slowfs *fs = get_fs();
+        /* here, after the daemon's fork: the thread is the daemon's */
+        pthread_t t;
+        if (fs->latency_file &&
+            pthread_create(&t, NULL, latency_reader, fs) == 0)
+                pthread_detach(t);
         cfg->use_ino = 1;
         conn->max_background = fs->max_background;
         conn->congestion_threshold = fs->max_background * 3 / 4;
@@ -355,8 +407,9 @@ static const struct fuse_operations slowfs_rw_ops = {
 
 static void usage(FILE *f)
 {
-        fputs("usage: slowfs [--latency-us N] [--threads N] [--max-background "
-              "N] [--writable]\n"
+        fputs("usage: slowfs [--latency-us N] [--latency-file FILE] "
+              "[--threads N]\n"
+              "              [--max-background N] [--writable]\n"
               "              SOURCE_DIR MOUNTPOINT [-f] [-d] [-s] [-o "
               "OPTIONS]\n"
               "defaults: --latency-us 1000 --threads 256 --max-background "
@@ -391,6 +444,9 @@ static int parse_args(int argc, char **argv, struct slowfs *fs,
                 else if (strcmp(a, "--latency-us") == 0)
                         rc = parse_uint(argv[++i < argc ? i : 0], 60000000,
                                         &us);
+                else if (strcmp(a, "--latency-file") == 0)
+                        rc = (fs->latency_file = argv[++i < argc ? i : 0]) ? 0
+                                                                           : -1;
                 else if (strcmp(a, "--threads") == 0)
                         rc = parse_uint(argv[++i < argc ? i : 0], 100000,
                                         &fs->threads);
@@ -405,8 +461,9 @@ static int parse_args(int argc, char **argv, struct slowfs *fs,
                 else
                         rc = fuse_opt_add_arg(args, a);
         }
-        fs->latency.tv_sec = us / 1000000;
-        fs->latency.tv_nsec = (long)(us % 1000000) * 1000;
+        atomic_store(&fs->latency_ns, (long long)us * 1000);
+        if (fs->latency_file)
+                read_latency_file(fs); /* it wins over --latency-us */
         if (rc == 0 && !*source)
                 rc = -1;
         return rc == 0 ? 0 : -1;

@@ -195,7 +195,7 @@ struct ferry_options {
         const char *manifest;        /* borrowed; NULL = default location */
         const char *const *excludes; /* borrowed array of n_excludes */
         size_t n_excludes;
-        unsigned jobs;     /* copy workers */
+        unsigned jobs;     /* copies in flight; 0: auto (tuned as it goes) */
         unsigned scanners; /* scan threads */
         unsigned retries;  /* per file, transient errors/changes */
         enum ferry_durability durability;
@@ -241,6 +241,9 @@ struct ferry_summary {
         uint64_t mismatched;    /* verify: differing or missing */
         uint64_t scan_errors;
         double seconds;
+        unsigned jobs_peak; /* the most copies allowed in flight at once
+                               (-j N, or the highest -j auto reached) */
+        unsigned workers;   /* worker threads started */
 };
 
 /* Job state for `ferry status`; read-only, safe while a run goes on. */
@@ -303,7 +306,8 @@ struct ferry_status_req {
 struct ferry_job;
 
 /* Fills opt with the defaults (batch durability, hard links, perms, owner,
- * times on, 32 jobs, 64 scanners, 3 retries, no --max-delete limit). */
+ * times on, -j auto (jobs 0), 64 scanners, 3 retries, no --max-delete
+ * limit). */
 void ferry_options_init(struct ferry_options *opt);
 
 /*

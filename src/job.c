@@ -17,6 +17,7 @@
 #include "job.h"
 
 #include "fdlimit.h"
+#include "tune.h"
 #include "fsio.h"
 #include "coord.h"
 #include "manifest.h"
@@ -44,6 +45,7 @@ struct ferry_job {
         struct ferry_names *names; /* what DST can hold; NULL: anything */
         struct ferry_own *own;     /* DST's root and the manifest's files */
         unsigned long fd_limit;    /* the soft RLIMIT_NOFILE, raised */
+        unsigned jobs_cap;         /* -j auto: the most that fit */
 };
 
 static atomic_bool stop_requested;
@@ -56,7 +58,7 @@ void ferry_request_stop(void)
 void ferry_options_init(struct ferry_options *opt)
 {
         memset(opt, 0, sizeof(*opt));
-        opt->jobs = 32;
+        opt->jobs = 0; /* -j auto */
         opt->scanners = 64;
         opt->retries = 3;
         opt->durability = FERRY_DURABLE_BATCH;
@@ -108,9 +110,9 @@ static int check_options(const struct ferry_options *opt,
         if (!opt->src || !opt->dst)
                 return ferry_job_errf(err, FERRY_EUSAGE,
                                       "SRC and DST are required");
-        if (opt->jobs < 1 || opt->jobs > 1024)
+        if (opt->jobs > 1024) /* 0: -j auto */
                 return ferry_job_errf(err, FERRY_EUSAGE,
-                                      "jobs must be 1 to 1024");
+                                      "jobs must be 1 to 1024, or 0 (auto)");
         return 0;
 }
 
@@ -330,23 +332,36 @@ static int note_own(struct ferry_job *job, struct ferry_error *err)
 }
 
 /* Fewer workers and scan threads when the descriptors cannot hold what
- * was asked; one warning says so. */
+ * was asked; one warning says so. -j auto asks for its cap and warns only
+ * when what fits is below AUTO_WARN_BELOW (it rarely needs the cap). */
+#define AUTO_WARN_BELOW 32
 static void fit_threads(struct ferry_job *job)
 {
         struct ferry_fd_fit fit;
-        ferry_fdlimit_fit(job->fd_limit, ferry_fdlimit_in_use(), job->opt.jobs,
+        bool autoj = job->opt.jobs == 0;
+        unsigned asked = autoj ? FERRY_TUNE_MAX : job->opt.jobs;
+        ferry_fdlimit_fit(job->fd_limit, ferry_fdlimit_in_use(), asked,
                           job->opt.scanners, &fit);
-        if (!fit.reduced)
+        if (autoj)
+                job->jobs_cap = fit.jobs;
+        if (!fit.reduced || (autoj && fit.jobs >= AUTO_WARN_BELOW &&
+                             fit.scanners == job->opt.scanners)) {
+                job->opt.scanners = fit.scanners;
                 return;
-        char why[256], scan[64] = "";
+        }
+        char why[256], scan[64] = "", req[32] = "auto";
         if (fit.scanners != job->opt.scanners)
                 snprintf(scan, sizeof(scan), " and %u scan thread%s",
                          fit.scanners, fit.scanners == 1 ? "" : "s");
+        if (!autoj)
+                snprintf(req, sizeof(req), "%u", job->opt.jobs);
         snprintf(why, sizeof(why),
-                 "-j %u needs about %lu open files but the limit is %lu: "
-                 "using -j %u%s",
-                 job->opt.jobs, fit.need, job->fd_limit, fit.jobs, scan);
-        job->opt.jobs = fit.jobs;
+                 "-j %s needs about %lu open files but the limit is %lu: "
+                 "using -j %u%s%s",
+                 req, fit.need, job->fd_limit, fit.jobs,
+                 autoj ? " at most" : "", scan);
+        if (!autoj)
+                job->opt.jobs = fit.jobs;
         job->opt.scanners = fit.scanners;
         if (job->opt.event)
                 job->opt.event(FERRY_EV_WARNING, "", 0, why, NULL,
@@ -404,6 +419,7 @@ static void coord_cfg(struct ferry_job *job, struct ferry_coord_cfg *cfg,
         cfg->command = command;
         cfg->names = job->names;
         cfg->own = job->own;
+        cfg->jobs_cap = job->jobs_cap;
 }
 
 int ferry_job_run(struct ferry_job *job, struct ferry_summary *sum,

@@ -239,6 +239,7 @@ static bool run_here(struct ferry_treework *tw, struct ferry_tree_job *t)
 static bool start_pool(struct ferry_treework *tw)
 {
         tw->started = true;
+        ferry_workers_want(tw->pool, UINT_MAX); /* threads start on demand */
         if (ferry_workers_count(tw->pool) > 1) {
                 ferry_workers_serve_tree(tw->pool, &tw->work, &tw->inbox);
                 return true;

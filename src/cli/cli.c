@@ -53,9 +53,11 @@ struct opt_def {
 };
 
 static const struct opt_def opts[] = {
-        {"jobs", required_argument, O_JOBS, "N",
-         "parallel copy workers, 1-1024 (default 32); fewer when "
-         "open files are limited"},
+        {"jobs", required_argument, O_JOBS, "N|auto",
+         "copies in flight, 1-1024 (default auto: from 16, doubling while "
+         "throughput rises, backing off when it falls, probing again as "
+         "the source changes, at most 256); fewer when open files are "
+         "limited"},
         {"manifest", required_argument, O_MANIFEST, "FILE",
          "manifest file (default: $XDG_STATE_HOME/ferry/<hash>.db)"},
         {"exclude", required_argument, O_EXCLUDE, "PATTERN",
@@ -280,10 +282,14 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
 {
         switch (id) {
         case O_JOBS:
+                if (!strcmp(arg, "auto")) {
+                        cli->opt.jobs = 0; /* the tuner (tune.h) */
+                        return 0;
+                }
                 if (parse_uint(arg, 1, 1024, &cli->opt.jobs))
                         return usage(err,
                                      "--jobs must be a number from 1 to "
-                                     "1024, not '%s'",
+                                     "1024 or auto, not '%s'",
                                      arg);
                 return 0;
         case O_RETRIES:

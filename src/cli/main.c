@@ -296,14 +296,17 @@ static void print_json_summary(const struct ferry_cli *cli,
                        (unsigned long long)s->files_failed, s->seconds, code);
                 return;
         }
+        char jobs[16] = "auto"; /* -j N: a number */
+        if (cli->opt.jobs)
+                snprintf(jobs, sizeof(jobs), "%u", cli->opt.jobs);
         printf("{\"files_seen\": %llu, \"files_copied\": %llu, "
                "\"bytes_copied\": %llu, \"files_unchanged\": %llu, "
                "\"files_failed\": %llu, \"files_vanished\": %llu, "
                "\"files_skipped\": %llu, \"files_deleted\": %llu, "
                "\"scan_errors\": %llu, \"files_linked\": %llu, "
                "\"meta_applied\": %llu, \"meta_failed\": %llu, "
-               "\"dry_run\": %s, \"seconds\": %.3f, "
-               "\"exit_code\": %d}\n",
+               "\"dry_run\": %s, \"jobs\": %s%s%s, \"jobs_peak\": %u, "
+               "\"workers\": %u, \"seconds\": %.3f, \"exit_code\": %d}\n",
                (unsigned long long)s->files_seen,
                (unsigned long long)s->files_copied,
                (unsigned long long)s->bytes_copied,
@@ -316,7 +319,9 @@ static void print_json_summary(const struct ferry_cli *cli,
                (unsigned long long)s->files_linked,
                (unsigned long long)s->meta_applied,
                (unsigned long long)s->meta_failed,
-               cli->opt.dry_run ? "true" : "false", s->seconds, code);
+               cli->opt.dry_run ? "true" : "false", jobs[0] == 'a' ? "\"" : "",
+               jobs, jobs[0] == 'a' ? "\"" : "", s->jobs_peak, s->workers,
+               s->seconds, code);
 }
 
 static void print_summary(const struct ferry_cli *cli,

@@ -34,6 +34,7 @@ void handout_init(struct handout *h, int work_kind, unsigned max_in_flight)
         h->hand_out = true;
         h->pass = 1;
         h->max_in_flight = max_in_flight;
+        h->batch_items = BATCH_ITEMS;
 }
 
 /* Rows below the cursor are never handed out by the first pass, so each
@@ -59,7 +60,7 @@ static int fill(struct handout *h, struct ferry_manifest *m,
         struct ferry_batch *b = ferry_batch_new(h->work_kind, BATCH_ITEMS);
         if (!b)
                 return FERRY_EINTERNAL;
-        if (ferry_manifest_handout(m, &h->at, b, BATCH_ITEMS, BATCH_BYTES)) {
+        if (ferry_manifest_handout(m, &h->at, b, h->batch_items, BATCH_BYTES)) {
                 ferry_batch_free(b);
                 return FERRY_EMANIFEST;
         }
@@ -81,7 +82,7 @@ static int fill_low(struct handout *h, struct ferry_manifest *m,
                 return FERRY_EINTERNAL;
         uint64_t bytes = 0; /* as fill's limit: big files spread out */
         int rc = 0;
-        while (h->n_low && b->n < BATCH_ITEMS && bytes < BATCH_BYTES) {
+        while (h->n_low && b->n < h->batch_items && bytes < BATCH_BYTES) {
                 int64_t id = h->low[--h->n_low];
                 size_t before = b->n;
                 if (ferry_manifest_handout_again(m, &h->at, id, b)) {

@@ -52,6 +52,8 @@
 #include "meta.h"
 #include "names_fold.h"
 #include "queue.h"
+#include "tune.h"
+#include "workers.h"
 
 #include <pthread.h>
 #include <sys/types.h>
@@ -97,7 +99,8 @@ struct handout {
         int64_t low[LOW_ROWS];
         size_t n_low;
         unsigned in_flight, max_in_flight; /* batches at the workers */
-        size_t outstanding; /* items handed out but not yet committed */
+        unsigned batch_items; /* items per batch, 1 to BATCH_ITEMS */
+        size_t outstanding;   /* items handed out but not yet committed */
 };
 
 struct barrier_job {
@@ -131,6 +134,18 @@ struct ingest {
         bool asked_mknod, can_mknod; /* ferry_copy_can_make_devices */
         bool wanted_set; /* set_wanted ran (once: the options and DST's
                             caps do not change during a run) */
+};
+
+/* How many copies are in flight (run.c): -j N fixes it, -j auto tunes it
+ * (tune.h) from the workers' counts; either way each interval sizes the
+ * batches so that one takes about BATCH_TARGET seconds. */
+struct jobs_ctl {
+        bool autotune;  /* -j auto */
+        unsigned limit; /* copies in flight now */
+        unsigned cap;   /* the most (-j N, or auto's cap within fds) */
+        struct ferry_tune tune;
+        double since;                  /* this interval began */
+        struct ferry_workers_stats at; /* the counts when it began */
 };
 
 /* End-of-run tree work (finish.c), --delete's guard and --max-delete
@@ -185,6 +200,7 @@ struct coord {
         int64_t written_since;          /* see written_since() */
         int64_t run_started;            /* time(NULL) when this run began */
         struct handout ho;
+        struct jobs_ctl jobs;
         struct barrier bar;
         struct ingest in;
         struct finish fin;

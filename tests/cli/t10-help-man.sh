@@ -52,7 +52,7 @@ check_options_documented() {
 # --retries are the ones the man page states.
 check_defaults_documented() {
 	local jobs retries
-	jobs=$(sed -n 's/.*--jobs.*(default \([0-9]*\)).*/\1/p' "$LOG/help")
+	jobs=$(sed -n 's/.*--jobs.*(default \([0-9a-z]*\)[):].*/\1/p' "$LOG/help")
 	retries=$(sed -n 's/.*--retries.*(default \([0-9]*\)).*/\1/p' "$LOG/help")
 	check "--help states the default of --jobs ($jobs)" test -n "$jobs"
 	check "man page: --jobs default is $jobs" \

@@ -90,7 +90,7 @@ static void test_defaults(void)
         CHECK(p.cli.opt.manifest == NULL);
         CHECK_EQ(p.cli.opt.n_excludes, 0);
         /* the documented defaults of ferry_options_init (ferry.h) */
-        CHECK_EQ(p.cli.opt.jobs, 32);
+        CHECK_EQ(p.cli.opt.jobs, 0); /* -j auto */
         CHECK_EQ(p.cli.opt.scanners, 64);
         CHECK_EQ(p.cli.opt.retries, 3);
         CHECK_EQ(p.cli.opt.durability, FERRY_DURABLE_BATCH);
@@ -189,6 +189,13 @@ static void test_jobs_and_retries(void)
         PARSE(&p, "-j5", "a", "b");
         CHECK_EQ(p.cli.opt.jobs, 5);
         done(&p);
+        PARSE(&p, "-j", "4", "--jobs=auto", "a", "b"); /* the last one wins */
+        CHECK_EQ(p.rc, 0);
+        CHECK_EQ(p.cli.opt.jobs, 0);
+        done(&p);
+        PARSE(&p, "-j", "auto", "-j", "9", "a", "b");
+        CHECK_EQ(p.cli.opt.jobs, 9);
+        done(&p);
 
         const char *bad[] = {"0",
                              "1025",
@@ -198,7 +205,10 @@ static void test_jobs_and_retries(void)
                              "4x",
                              "99999999999999999999999",
                              "0x10",
-                             "1.5"};
+                             "1.5",
+                             "Auto",
+                             "auto4",
+                             "au"};
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
                 USAGE("--jobs", "-j", bad[i], "a", "b");
         USAGE("--jobs", "--jobs=0", "a", "b");
@@ -423,11 +433,11 @@ static void test_help_lists_every_option(void)
                 else
                         atomic_fetch_add(&unit_passed, 1);
         }
-        CHECK(strstr(text, "-j, --jobs N") != NULL);
+        CHECK(strstr(text, "-j, --jobs N|auto") != NULL);
         CHECK(strstr(text, "--verify[=WHAT]") != NULL);
         CHECK(strstr(text, "usage: ferry") != NULL);
         CHECK(strstr(text, "exit codes") != NULL);
-        CHECK(strstr(text, "(default 32)") != NULL); /* as ferry.h says */
+        CHECK(strstr(text, "(default auto") != NULL); /* as ferry.h says */
         free(text);
 }
 

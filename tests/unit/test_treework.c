@@ -107,7 +107,9 @@ static void pool_start(struct pool *p, const struct fixture *fx, unsigned n)
                 return;
         struct ferry_copy_cfg cc = {
                 .srcfd = fx->src, .dstfd = fx->dst, .stop = &p->stop};
-        CHECK_EQ(ferry_workers_start(&cc, n, &p->work, &p->inbox, &p->w), 0);
+        CHECK_EQ(ferry_workers_start(&cc, n, n, &p->work, &p->inbox, &p->w), 0);
+        CHECK_EQ(ferry_workers_count(p->w), 0); /* threads start on demand */
+        CHECK_EQ(ferry_workers_want(p->w, n), 0);
         CHECK_EQ(ferry_workers_count(p->w), n);
         ferry_queue_close(&p->work);
         ferry_workers_idle(p->w);

@@ -1,0 +1,164 @@
+/*
+ * tune.c - the -j auto controller (tune.h): a hill climb on the number of
+ * copies in flight, fed one throughput figure per interval. It keeps no
+ * clock and starts no thread; the coordinator (coord/run.c) measures.
+ */
+#include "tune.h"
+
+#define TUNE_GAIN   0.08 /* a step must raise the rate this much to count */
+#define TUNE_MOVED  0.35 /* a held rate this far off: the source changed */
+#define TUNE_MOVES  2    /* ... for this many intervals in a row */
+#define PROBE_EVERY 6    /* held intervals between probes */
+#define PROBE_STEP  1.5  /* a probe's factor; a climb's is 2 */
+/* busy below this share of the limit: the copies lacked work (the scan
+ * had not found enough), and the interval says nothing about the limit */
+#define STARVED 0.8
+
+/* n moved by factor f in direction dir, at least by one, within range. */
+static unsigned step(const struct ferry_tune *t, unsigned n, int dir, double f)
+{
+        /* rounded up going up, down going down; no libm in the library */
+        unsigned m = dir > 0 ? (unsigned)(n * f + 0.999) : (unsigned)(n / f);
+        if (dir > 0 && m <= n)
+                m = n + 1;
+        if (dir < 0 && m >= n)
+                m = n > 0 ? n - 1 : 0;
+        if (m < t->lo)
+                m = t->lo;
+        if (m > t->hi)
+                m = t->hi;
+        return m;
+}
+
+static void set_cur(struct ferry_tune *t, unsigned n)
+{
+        t->cur = n;
+        if (n > t->peak)
+                t->peak = n;
+}
+
+static void hold(struct ferry_tune *t, unsigned n, double rate)
+{
+        t->state = TUNE_HOLD;
+        t->held = n;
+        t->ref = rate;
+        t->quiet = t->moved = 0;
+        set_cur(t, n);
+}
+
+/* A climb from n (whose rate is rate) in direction dir; flipped: the
+ * other direction was tried already. */
+static void climb(struct ferry_tune *t, unsigned n, double rate, int dir,
+                  bool flipped)
+{
+        unsigned next = step(t, n, dir, 2.0);
+        if (next == n && !flipped) {
+                dir = -dir; /* at a bound: the other way */
+                flipped = true;
+                next = step(t, n, dir, 2.0);
+        }
+        if (next == n) {
+                hold(t, n, rate);
+                return;
+        }
+        t->state = TUNE_CLIMB;
+        t->dir = dir;
+        t->flipped = flipped;
+        t->steps = 0;
+        t->best_n = n;
+        t->best_rate = rate;
+        set_cur(t, next);
+}
+
+void ferry_tune_init(struct ferry_tune *t, unsigned lo, unsigned hi,
+                     unsigned start)
+{
+        *t = (struct ferry_tune){0};
+        t->lo = lo ? lo : 1;
+        t->hi = hi < t->lo ? t->lo : hi;
+        start = start < t->lo ? t->lo : start > t->hi ? t->hi : start;
+        t->probe_dir = -1;
+        /* the first interval at start is the climb's first step */
+        t->state = TUNE_CLIMB;
+        t->dir = 1;
+        t->best_n = start;
+        t->best_rate = 0;
+        t->steps = 0;
+        t->flipped = false;
+        set_cur(t, start);
+}
+
+static void on_climb(struct ferry_tune *t, double rate)
+{
+        t->steps++;
+        if (rate > t->best_rate * (1 + TUNE_GAIN)) {
+                unsigned n = t->cur;
+                t->best_n = n;
+                t->best_rate = rate;
+                unsigned next = step(t, n, t->dir, 2.0);
+                if (next == n)
+                        hold(t, n, rate);
+                else
+                        set_cur(t, next);
+                return;
+        }
+        /* no gain: the first step of a climb may try the other way */
+        if (t->steps == 1 && !t->flipped && t->best_rate > 0) {
+                climb(t, t->best_n, t->best_rate, -t->dir, true);
+                return;
+        }
+        hold(t, t->best_n, t->best_rate > 0 ? t->best_rate : rate);
+}
+
+static void on_hold(struct ferry_tune *t, double rate)
+{
+        double off = t->ref > 0 ? rate / t->ref - 1 : 0;
+        off = off < 0 ? -off : off;
+        if (off > TUNE_MOVED) {
+                if (++t->moved >= TUNE_MOVES) {
+                        climb(t, t->cur, rate, 1, false); /* re-adapt */
+                        return;
+                }
+        } else {
+                t->moved = 0;
+                t->ref = t->ref > 0 ? 0.7 * t->ref + 0.3 * rate : rate;
+        }
+        if (++t->quiet < PROBE_EVERY)
+                return;
+        unsigned n = step(t, t->held, t->probe_dir, PROBE_STEP);
+        if (n == t->held) {
+                t->probe_dir = -t->probe_dir;
+                n = step(t, t->held, t->probe_dir, PROBE_STEP);
+        }
+        t->quiet = 0;
+        if (n == t->held)
+                return; /* lo == hi: nothing to probe */
+        t->state = TUNE_PROBE;
+        set_cur(t, n);
+}
+
+static void on_probe(struct ferry_tune *t, double rate)
+{
+        int dir = t->cur > t->held ? 1 : -1;
+        if (rate > t->ref * (1 + TUNE_GAIN)) {
+                /* the step paid: climb on that way (the other was not
+                 * tried: flipped stays false only at the held limit) */
+                climb(t, t->cur, rate, dir, true);
+                return;
+        }
+        t->probe_dir = -dir;
+        hold(t, t->held, t->ref);
+}
+
+unsigned ferry_tune_step(struct ferry_tune *t, double rate, double busy)
+{
+        if (busy > 0 && busy < STARVED * t->cur)
+                return t->cur; /* the workers lacked work: not judged */
+        t->intervals++;
+        switch (t->state) {
+        case TUNE_CLIMB: on_climb(t, rate); break;
+        case TUNE_HOLD: on_hold(t, rate); break;
+        case TUNE_PROBE: on_probe(t, rate); break;
+        }
+        return t->cur;
+}

@@ -1,0 +1,165 @@
+/*
+ * test_tune.c - the -j auto controller (src/tune.h) as the pure function
+ * it is: fed synthetic throughput curves (with and without noise), it
+ * must settle near each curve's peak, stay in its range, back off from
+ * a limit that hurts, and re-adapt when the curve moves under it.
+ */
+#define _GNU_SOURCE
+#include "unit.h"
+
+#include "tune.h"
+
+/* rate(n) = n * e^(-n/peak): a maximum at n = peak, falling beyond. */
+static double hump(unsigned n, double peak)
+{
+        double x = -(double)n / peak, e = 1, term = 1;
+        for (int k = 1; k < 60; k++) { /* e^x without libm */
+                term *= x / k;
+                e += term;
+        }
+        return n * e;
+}
+
+/* Linear up to the knee, flat after it (a share's fixed thread count). */
+static double plateau(unsigned n, double knee)
+{
+        return n < knee ? n : knee;
+}
+
+static unsigned seed = 12345;
+
+/* A multiplicative noise in [1 - amp, 1 + amp], deterministic. */
+static double noise(double amp)
+{
+        seed = seed * 1103515245u + 12345u;
+        double u = (double)((seed >> 8) & 0xffff) / 65535.0;
+        return 1 + amp * (2 * u - 1);
+}
+
+enum curve { HUMP, PLATEAU };
+
+static unsigned drive(struct ferry_tune *t, enum curve c, double peak,
+                      double amp, int intervals, double *mean_rate)
+{
+        double sum = 0;
+        for (int i = 0; i < intervals; i++) {
+                unsigned n = t->cur;
+                CHECK(n >= t->lo && n <= t->hi);
+                double r = c == HUMP ? hump(n, peak) : plateau(n, peak);
+                r *= noise(amp);
+                sum += r;
+                ferry_tune_step(t, r, n);
+        }
+        if (mean_rate)
+                *mean_rate = sum / intervals;
+        return t->cur;
+}
+
+/* Where it holds most of the time, and that limit's share of the peak. */
+static void check_near_peak(enum curve c, double peak, double amp,
+                            unsigned start)
+{
+        struct ferry_tune t;
+        ferry_tune_init(&t, 1, 256, start);
+        double mean;
+        drive(&t, c, peak, amp, 30, NULL); /* the climb */
+        drive(&t, c, peak, amp, 120, &mean);
+        double best = 0; /* the curve's best within the range */
+        for (unsigned n = 1; n <= 256; n++) {
+                double r = c == HUMP ? hump(n, peak) : plateau(n, peak);
+                best = r > best ? r : best;
+        }
+        /* probes cost a little: the mean over time is near the best */
+        if (!(mean >= 0.88 * best))
+                fprintf(stderr,
+                        "curve %d peak %.0f start %u: mean %.2f of "
+                        "best %.2f, held %u\n",
+                        (int)c, peak, start, mean, best, t.held);
+        CHECK(mean >= 0.88 * best);
+        double held = c == HUMP ? hump(t.held, peak) : plateau(t.held, peak);
+        CHECK(held >= 0.9 * best);
+}
+
+static void test_converges_on_hump_64(void)
+{
+        check_near_peak(HUMP, 64, 0, 16);
+        check_near_peak(HUMP, 64, 0.05, 16);
+        check_near_peak(HUMP, 64, 0.05, 1);
+        check_near_peak(HUMP, 64, 0.05, 256);
+        struct ferry_tune t;
+        ferry_tune_init(&t, 1, 256, 16);
+        drive(&t, HUMP, 64, 0, 40, NULL);
+        CHECK(t.held >= 40 && t.held <= 100);
+}
+
+static void test_converges_low_and_high(void)
+{
+        check_near_peak(HUMP, 4, 0.05, 16); /* a local disk that seeks */
+        check_near_peak(HUMP, 200, 0.05, 16);
+        check_near_peak(PLATEAU, 24, 0.05, 16);
+        check_near_peak(PLATEAU, 1000, 0.05, 16); /* more always helps */
+        struct ferry_tune t;
+        ferry_tune_init(&t, 1, 256, 16);
+        drive(&t, PLATEAU, 1000, 0, 30, NULL);
+        CHECK_EQ(t.held, 256); /* the cap */
+        CHECK_EQ(t.peak, 256);
+}
+
+/* The source slows down (the peak moves from 8 to 96) and later speeds up
+ * again (back to 8): within some intervals the limit follows each. */
+static void test_readapts(void)
+{
+        struct ferry_tune t;
+        ferry_tune_init(&t, 1, 256, 16);
+        drive(&t, HUMP, 8, 0.05, 60, NULL);
+        CHECK(t.held >= 4 && t.held <= 16);
+        double mean;
+        drive(&t, HUMP, 96, 0.05, 40, NULL);
+        drive(&t, HUMP, 96, 0.05, 60, &mean);
+        CHECK(t.held >= 60 && t.held <= 160);
+        CHECK(mean >= 0.85 * hump(96, 96));
+        drive(&t, HUMP, 8, 0.05, 40, NULL);
+        drive(&t, HUMP, 8, 0.05, 60, &mean);
+        CHECK(t.held >= 4 && t.held <= 16);
+        CHECK(mean >= 0.85 * hump(8, 8));
+}
+
+/* Intervals in which the workers lacked work move nothing. */
+static void test_starved_not_judged(void)
+{
+        struct ferry_tune t;
+        ferry_tune_init(&t, 1, 256, 16);
+        for (int i = 0; i < 20; i++)
+                CHECK_EQ(ferry_tune_step(&t, 1.0 + i, 2.0), 16);
+        CHECK_EQ(t.intervals, 0);
+        ferry_tune_step(&t, 10, 16); /* judged: the climb goes on */
+        CHECK_EQ(t.cur, 32);
+}
+
+/* A range of one, and a start outside the range. */
+static void test_range(void)
+{
+        struct ferry_tune t;
+        ferry_tune_init(&t, 1, 1, 16);
+        CHECK_EQ(t.cur, 1);
+        for (int i = 0; i < 20; i++)
+                CHECK_EQ(ferry_tune_step(&t, 5, 1), 1);
+        ferry_tune_init(&t, 2, 8, 100);
+        CHECK_EQ(t.cur, 8);
+        drive(&t, PLATEAU, 1000, 0, 50, NULL);
+        CHECK_EQ(t.cur, 8);
+        ferry_tune_init(&t, 1, 256, 16);
+        drive(&t, HUMP, 1, 0, 50, NULL); /* one at a time is best */
+        CHECK(t.held <= 2);
+}
+
+int main(int argc, char **argv)
+{
+        unit_init(argc, argv);
+        RUN(test_converges_on_hump_64);
+        RUN(test_converges_low_and_high);
+        RUN(test_readapts);
+        RUN(test_starved_not_judged);
+        RUN(test_range);
+        return unit_done();
+}
