@@ -41,6 +41,11 @@ struct ferry_copier {
         enum ferry_step why_step; /* which kind of refusal why is */
         struct ferry_xattrs xa;   /* the current entry's SRC xattrs */
         bool dst_dacl; /* dst_dir has a default ACL: new files inherit */
+        /* the DST directory of the last leader linked to (copy.c,
+         * link_leader): its descriptor and path under DST, or -1 */
+        int lead_dir;
+        char *lead_path;
+        size_t lead_len;
 };
 
 /* A step of a copy or verify that can fail: its side and what it does
