@@ -46,13 +46,17 @@ void mf_read_found(const struct ferry_manifest *m, sqlite3_stmt *s,
         /* a chown or a new link count moves the ctime too: which of
          * them it was, the copier tells (copy_meta.c, the ctime rule), so
          * the scan reads no more columns than it needs (bench d) */
+        f->inode_same = f->data_same &&
+                        (uint32_t)sqlite3_column_int64(s, 5) == st->mode &&
+                        (uint32_t)sqlite3_column_int64(s, 12) == st->uid &&
+                        (uint32_t)sqlite3_column_int64(s, 13) == st->gid;
         f->meta_same = f->data_same &&
                        ferry_time_eq(mf_column_time(s, 4), st->ctime) &&
                        (uint32_t)sqlite3_column_int64(s, 5) == st->mode;
         /* --atimes: a changed access time (NULL: not tracked before) */
         if ((m->wanted & MF_AP_ATIMES) &&
-            sqlite3_column_type(s, 12) != SQLITE_NULL &&
-            !ferry_time_eq(mf_column_time(s, 12), st->atime))
+            sqlite3_column_type(s, 14) != SQLITE_NULL &&
+            !ferry_time_eq(mf_column_time(s, 14), st->atime))
                 f->meta_same = false;
 }
 
@@ -90,7 +94,15 @@ int mf_classify(struct ferry_manifest *m, const struct mf_found *f,
                                             : m->wanted_link;
         bool links = hard_links && t == FT_REG && st->nlink >= 2 &&
                      !(f->applied & MF_AP_LINKS);
-        *meta = !f->meta_same || (wanted & ~f->applied) || links;
+        /* a follower (a name linked to its first name's copy) whose
+         * inode moved its ctime alone (a new link: cp -al; a setfattr):
+         * the first name's row applies what moved to the inode, and
+         * should its data be copied anew, its followers are linked again
+         * (links.c, mf_relink_followers): no row per name is written */
+        bool follower_same = f->hl > 0 && f->inode_same && !links &&
+                             !(m->wanted & MF_AP_ATIMES);
+        *meta = !follower_same &&
+                (!f->meta_same || (wanted & ~f->applied) || links);
         if (!*meta)
                 return 0;
         int64_t hl = f->hl;

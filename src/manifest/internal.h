@@ -170,6 +170,12 @@ int mf_elect_leader(struct ferry_manifest *m, int64_t id);
 int mf_regroup(struct ferry_manifest *m, const struct ferry_stat *st,
                int64_t done, int64_t leader, int64_t gen, bool *swapped);
 int mf_elect_leaders(struct ferry_manifest *m);
+/* The first name it (done now, its data copied) of a hardlink group got a
+ * new copy in DST: its followers done before are pending again in its
+ * generation, to be linked to the new copy (their DST names still link
+ * the old one). *any when a row changed. */
+int mf_relink_followers(struct ferry_manifest *m, const struct ferry_item *it,
+                        bool *any);
 
 /* meta.c: starts a scan generation (stored in meta) and returns it */
 int mf_next_gen(struct ferry_manifest *m, int64_t *gen);
@@ -225,14 +231,15 @@ int mf_keep_removed(struct ferry_manifest *m, int64_t gen);
 
 /* classify.c: a row as the scan found it (scan.c's S_FILE_FIND: id,
  * type, size, mtime_ns, ctime_ns, mode, ino, state, gen, applied, hl,
- * rdev, and with --atimes atime_ns) against SRC's st; need as a done row's
- * (MF_NEED_DATA) until mf_found_need reads it. */
+ * rdev, uid, gid, and with --atimes atime_ns) against SRC's st; need as a done
+ * row's (MF_NEED_DATA) until mf_found_need reads it. */
 struct mf_found {
         int64_t id, hl;
         int state, need;
         uint32_t applied;
-        bool data_same; /* type, size, mtime, inode: the data as copied */
-        bool meta_same; /* and mode, ctime (atime with --atimes) */
+        bool data_same;  /* type, size, mtime, inode: the data as copied */
+        bool meta_same;  /* and mode, ctime (atime with --atimes) */
+        bool inode_same; /* data_same, and mode, owner: the ctime aside */
 };
 int mf_found_need(struct ferry_manifest *m, struct mf_found *f);
 void mf_read_found(const struct ferry_manifest *m, sqlite3_stmt *s,
