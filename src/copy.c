@@ -6,10 +6,10 @@
  * procedure of one row: enter its directories, make attempts (its
  * metadata alone through copy_meta.c, a file's data through copy_data.c, a
  * symlink, a special file through copy_special.c, a hard link to its
- * leader), retry what the policy of retry.h calls transient, and turn the
- * outcome into the item's result and struct ferry_failure. The data loop
- * and verify are in copy_data.c, what is put in DST and rule 9 in
- * copy_dst.c.
+ * leader through copy_link.c), retry what the policy of retry.h calls
+ * transient, and turn the outcome into the item's result and struct
+ * ferry_failure. The data loop and verify are in copy_data.c, what is put in
+ * DST and rule 9 in copy_dst.c.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* The steps (copier.h): side and step of each, for struct ferry_failure. */
@@ -96,21 +95,12 @@ void ferry_copier_leave_dir(struct ferry_copier *c)
         c->dir_id = -1;
 }
 
-/* Closes the cached directory of the leaders' copies (link_leader). */
-static void leave_leader_dir(struct ferry_copier *c)
-{
-        ferry_fsio_close(&c->lead_dir);
-        free(c->lead_path);
-        c->lead_path = NULL;
-        c->lead_len = 0;
-}
-
 void ferry_copier_free(struct ferry_copier *c)
 {
         if (!c)
                 return;
         ferry_copier_leave_dir(c);
-        leave_leader_dir(c);
+        ferry_copier_leave_leader(c);
         ferry_xattrs_release(&c->xa);
         if (c->xxh)
                 XXH3_freeState(c->xxh);
@@ -307,134 +297,6 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
         return rc;
 }
 
-/* The DST directory of the leader's copy ("dir/name" under DST; dir may
- * be "", DST's root): the cached descriptor when it is the last one
- * asked for (a batch of followers mostly links to one directory of
- * leaders), else opened on its own, so paths beyond PATH_MAX work too.
- * *base is the leader's name in it; *fresh whether it was just opened. */
-static int leader_dir(struct ferry_copier *c, const char *leader,
-                      const char **base, bool *fresh)
-{
-        const char *slash = strrchr(leader, '/');
-        size_t len = slash ? (size_t)(slash - leader) : 0;
-        *base = slash ? slash + 1 : leader;
-        *fresh = false;
-        if (c->lead_dir >= 0 && c->lead_len == len &&
-            !memcmp(c->lead_path, leader, len))
-                return 0;
-        leave_leader_dir(c);
-        *fresh = true;
-        char *dir = strndup(leader, len);
-        if (!dir)
-                return ENOMEM;
-        int rc = ferry_fsio_open_dir(c->cfg.dstfd, dir, &c->lead_dir);
-        if (rc) {
-                free(dir);
-                return rc;
-        }
-        c->lead_path = dir;
-        c->lead_len = len;
-        return 0;
-}
-
-/* Links the leader's copy to name in the item's DST directory (linkat
- * never replaces: EEXIST when something is there). A cached directory
- * that no longer holds the leader's copy (ENOENT: DST's directory made
- * again meanwhile) is opened again once. */
-static int link_leader(struct ferry_copier *c, const char *leader,
-                       const char *name)
-{
-        const char *base;
-        bool fresh;
-        int rc = leader_dir(c, leader, &base, &fresh);
-        if (!rc)
-                rc = ferry_fsio_linkat(c->lead_dir, base, c->dst_dir, name);
-        if (rc == ENOENT && !fresh) {
-                leave_leader_dir(c);
-                if (!(rc = leader_dir(c, leader, &base, &fresh)))
-                        rc = ferry_fsio_linkat(c->lead_dir, base, c->dst_dir,
-                                               name);
-        }
-        if (ferry_fsio_out_of_fds(rc))
-                leave_leader_dir(c);
-        return rc;
-}
-
-/* Rule 5 for a follower: SRC's name is still the file the scan saw
- * (type, dev, inode, size, mtime), so the leader's copy is its copy. */
-static bool same_file(const struct ferry_stat *was, const struct ferry_stat *st)
-{
-        return (was->mode & S_IFMT) == (st->mode & S_IFMT) &&
-               was->dev == st->dev && was->ino == st->ino &&
-               was->size == st->size && ferry_time_eq(was->mtime, st->mtime);
-}
-
-/* A follower whose row never was done (no DST entry recorded as ferry's)
- * is linked straight to its final name on a DST that compares names as
- * bytes: linkat is atomic and never replaces. EEXIST (something is
- * there: a link made before a crash, or an entry ferry did not write)
- * goes the careful way, through a temp name and rule 9 (place()). */
-static bool link_direct(const struct ferry_copier *c,
-                        const struct ferry_item *it)
-{
-        return !it->dst.type && !ferry_names_case_insensitive(c->cfg.names);
-}
-
-/* The careful way: link to a temp name, then put it in place under rule 9
- * (ferry_copier_install). rename() does nothing when name already is a
- * link to the same inode (a re-run after a crash): the temp name must
- * still go then. */
-static int link_via_temp(struct ferry_copier *c, const char *leader,
-                         const char *name, struct ferry_item *it,
-                         const struct ferry_stat *st, const struct step **step)
-{
-        char tmp[NAME_MAX + 1];
-        ferry_copy_temp_name(name, it->id, tmp);
-        *step = &S_LINK;
-        int rc = link_leader(c, leader, tmp);
-        if (rc == EEXIST) {
-                ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
-                rc = link_leader(c, leader, tmp);
-        }
-        if (rc)
-                return rc;
-        *step = &S_RENAME;
-        rc = ferry_copier_install(c, it, st, tmp, name);
-        ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
-        return rc;
-}
-
-/* A hardlink follower: link to the leader's copy. ENOENT: copy instead.
- * SRC's name is stat'ed once (rule 5: *changed when it is no longer the
- * file the scan saw); the scan's own stat is not enough for that. */
-static int link_once(struct ferry_copier *c, const struct ferry_batch *b,
-                     const char *name, struct ferry_item *it, bool *changed,
-                     const struct step **step)
-{
-        struct ferry_stat st;
-        *step = &S_STAT_SRC;
-        int rc = ferry_fsio_statat(c->src_dir, name, &st);
-        if (rc)
-                return rc;
-        if (!same_file(&it->st, &st)) {
-                *changed = true;
-                return 0;
-        }
-        const char *leader = ferry_batch_at(b, it->link_off);
-        rc = EEXIST;
-        if (link_direct(c, it)) {
-                *step = &S_LINK;
-                rc = link_leader(c, leader, name);
-                if (!rc)
-                        ferry_fsio_crashpoint("after_rename");
-        }
-        if (rc == EEXIST)
-                rc = link_via_temp(c, leader, name, it, &st, step);
-        if (!rc)
-                it->st = st;
-        return rc;
-}
-
 static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
                         const char *name, struct ferry_item *it, bool *changed,
                         const struct step **step)
@@ -443,7 +305,7 @@ static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
                 return copy_symlink_once(c, name, it, changed, step);
         *changed = false;
         if (it->link_off) {
-                int rc = link_once(c, b, name, it, changed, step);
+                int rc = ferry_copier_link_once(c, b, name, it, changed, step);
                 if (*changed || (rc != ENOENT && rc != EXDEV && rc != EMLINK &&
                                  rc != ENAMETOOLONG))
                         return rc;
@@ -644,7 +506,7 @@ bool ferry_copier_wait_fds(struct ferry_copier *c, struct ferry_item *it,
         if (it->result != R_NOFDS)
                 return false;
         ferry_copier_leave_dir(c);
-        leave_leader_dir(c);
+        ferry_copier_leave_leader(c);
         if (!atomic_load(c->cfg.stop) && ferry_fsio_fd_wait(since, it->err))
                 return true;
         if (atomic_load(c->cfg.stop))
@@ -664,5 +526,5 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
 void ferry_copier_rest(struct ferry_copier *c)
 {
         ferry_copier_leave_dir(c);
-        leave_leader_dir(c);
+        ferry_copier_leave_leader(c);
 }
