@@ -10,6 +10,7 @@
  *   copy_verify.c  verify's check of DST's metadata against the row;
  *   copy_dst.c   what is put in DST and how: temp files, directories, and
  *                rule 9 (replace only what is ferry's);
+ *   copy_link.c  a hardlink follower: a link to its first name's copy;
  *   copy_meta.c  a row whose metadata alone is to be applied, in place;
  *   copy_special.c  FIFOs, sockets and devices;
  *   retry.c      the retry policy (retry.h), shared with the scanner.
@@ -41,6 +42,11 @@ struct ferry_copier {
         enum ferry_step why_step; /* which kind of refusal why is */
         struct ferry_xattrs xa;   /* the current entry's SRC xattrs */
         bool dst_dacl; /* dst_dir has a default ACL: new files inherit */
+        /* the DST directory of the last leader linked to (copy.c,
+         * link_leader): its descriptor and path under DST, or -1 */
+        int lead_dir;
+        char *lead_path;
+        size_t lead_len;
 };
 
 /* A step of a copy or verify that can fail: its side and what it does
@@ -104,6 +110,16 @@ bool ferry_copier_dst_gone(struct ferry_copier *c, struct ferry_item *it,
 /* copy.c: it ran out of descriptors: wait, and true to start it over. */
 bool ferry_copier_wait_fds(struct ferry_copier *c, struct ferry_item *it,
                            int64_t *since);
+
+/* copy_link.c: one attempt at a hardlink follower (it->link_off: its
+ * first name's DST path): its name linked to that copy; *changed when
+ * SRC's name is no longer the file the scan saw (rule 5); ENOENT, EXDEV,
+ * EMLINK, ENAMETOOLONG: the copy cannot be linked (copy it instead). */
+int ferry_copier_link_once(struct ferry_copier *c, const struct ferry_batch *b,
+                           const char *name, struct ferry_item *it,
+                           bool *changed, const struct step **step);
+/* copy_link.c: closes the cached DST directory of first names. */
+void ferry_copier_leave_leader(struct ferry_copier *c);
 
 /* copy_data.c: opens SRC's file name for reading (no atime, no FIFO hang). */
 int ferry_copier_open_source(struct ferry_copier *c, const char *name, int *fd);

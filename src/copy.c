@@ -6,10 +6,10 @@
  * procedure of one row: enter its directories, make attempts (its
  * metadata alone through copy_meta.c, a file's data through copy_data.c, a
  * symlink, a special file through copy_special.c, a hard link to its
- * leader), retry what the policy of retry.h calls transient, and turn the
- * outcome into the item's result and struct ferry_failure. The data loop
- * and verify are in copy_data.c, what is put in DST and rule 9 in
- * copy_dst.c.
+ * leader through copy_link.c), retry what the policy of retry.h calls
+ * transient, and turn the outcome into the item's result and struct
+ * ferry_failure. The data loop and verify are in copy_data.c, what is put in
+ * DST and rule 9 in copy_dst.c.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -83,7 +83,7 @@ int ferry_copier_new(const struct ferry_copy_cfg *cfg,
         c->mknod = ferry_copy_can_make_devices();
         ferry_xattrs_init(&c->xa);
         c->dir_id = -1;
-        c->src_dir = c->dst_dir = -1;
+        c->src_dir = c->dst_dir = c->lead_dir = -1;
         *out = c;
         return 0;
 }
@@ -100,6 +100,7 @@ void ferry_copier_free(struct ferry_copier *c)
         if (!c)
                 return;
         ferry_copier_leave_dir(c);
+        ferry_copier_leave_leader(c);
         ferry_xattrs_release(&c->xa);
         if (c->xxh)
                 XXH3_freeState(c->xxh);
@@ -296,54 +297,6 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
         return rc;
 }
 
-/* Links the leader's copy ("dir/name" under DST) to tmp; the leader's
- * directory is opened on its own, so paths beyond PATH_MAX work too. */
-static int link_leader(struct ferry_copier *c, const char *leader,
-                       const char *tmp)
-{
-        const char *slash = strrchr(leader, '/');
-        if (!slash)
-                return ferry_fsio_linkat(c->cfg.dstfd, leader, c->dst_dir, tmp);
-        char *dir = strndup(leader, (size_t)(slash - leader));
-        if (!dir)
-                return ENOMEM;
-        int dfd = -1, rc = ferry_fsio_open_dir(c->cfg.dstfd, dir, &dfd);
-        free(dir);
-        if (!rc)
-                rc = ferry_fsio_linkat(dfd, slash + 1, c->dst_dir, tmp);
-        ferry_fsio_close(&dfd);
-        return rc;
-}
-
-/* A hardlink follower: link to the leader's copy. ENOENT: copy instead. */
-static int link_once(struct ferry_copier *c, const struct ferry_batch *b,
-                     const char *name, struct ferry_item *it,
-                     const struct step **step)
-{
-        char tmp[NAME_MAX + 1];
-        struct ferry_stat st;
-        *step = &S_STAT_SRC;
-        int rc = ferry_fsio_statat(c->src_dir, name, &st);
-        if (rc)
-                return rc;
-        ferry_copy_temp_name(name, it->id, tmp);
-        *step = &S_LINK;
-        rc = link_leader(c, ferry_batch_at(b, it->link_off), tmp);
-        if (rc == EEXIST) {
-                ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
-                rc = link_leader(c, ferry_batch_at(b, it->link_off), tmp);
-        }
-        if (rc)
-                return rc;
-        *step = &S_RENAME;
-        rc = ferry_copier_install(c, it, &st, tmp, name);
-        /* rename() does nothing when name already is a link to the same
-         * inode (a re-run after a crash): the temp name must still go */
-        ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
-        it->st = st;
-        return rc;
-}
-
 static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
                         const char *name, struct ferry_item *it, bool *changed,
                         const struct step **step)
@@ -352,9 +305,9 @@ static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
                 return copy_symlink_once(c, name, it, changed, step);
         *changed = false;
         if (it->link_off) {
-                int rc = link_once(c, b, name, it, step);
-                if (rc != ENOENT && rc != EXDEV && rc != EMLINK &&
-                    rc != ENAMETOOLONG)
+                int rc = ferry_copier_link_once(c, b, name, it, changed, step);
+                if (*changed || (rc != ENOENT && rc != EXDEV && rc != EMLINK &&
+                                 rc != ENAMETOOLONG))
                         return rc;
                 it->link_off = 0; /* leader's copy unusable: copy data */
         }
@@ -553,6 +506,7 @@ bool ferry_copier_wait_fds(struct ferry_copier *c, struct ferry_item *it,
         if (it->result != R_NOFDS)
                 return false;
         ferry_copier_leave_dir(c);
+        ferry_copier_leave_leader(c);
         if (!atomic_load(c->cfg.stop) && ferry_fsio_fd_wait(since, it->err))
                 return true;
         if (atomic_load(c->cfg.stop))
@@ -572,4 +526,5 @@ void ferry_copier_copy(struct ferry_copier *c, struct ferry_batch *b,
 void ferry_copier_rest(struct ferry_copier *c)
 {
         ferry_copier_leave_dir(c);
+        ferry_copier_leave_leader(c);
 }

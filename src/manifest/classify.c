@@ -44,9 +44,11 @@ void mf_read_row(sqlite3_stmt *s, int col, bool atime, struct mf_row *r)
                         ? 0
                         : sqlite3_column_int64(s, col + 10);
         r->rdev = (uint64_t)sqlite3_column_int64(s, col + 11);
+        r->uid = (uint32_t)sqlite3_column_int64(s, col + 12);
+        r->gid = (uint32_t)sqlite3_column_int64(s, col + 13);
         /* NULL: not tracked before */
-        r->has_atime = atime && sqlite3_column_type(s, col + 12) != SQLITE_NULL;
-        r->atime = r->has_atime ? mf_column_time(s, col + 12)
+        r->has_atime = atime && sqlite3_column_type(s, col + 14) != SQLITE_NULL;
+        r->atime = r->has_atime ? mf_column_time(s, col + 14)
                                 : (struct ferry_time){0, 0};
 }
 
@@ -65,6 +67,8 @@ void mf_read_found(const struct ferry_manifest *m, const struct mf_row *r,
         /* a chown or a new link count moves the ctime too: which of
          * them it was, the copier tells (copy_meta.c, the ctime rule), so
          * the scan reads no more columns than it needs (bench d) */
+        f->inode_same = f->data_same && r->mode == st->mode &&
+                        r->uid == st->uid && r->gid == st->gid;
         f->meta_same = f->data_same && ferry_time_eq(r->ctime, st->ctime) &&
                        r->mode == st->mode;
         /* --atimes: a changed access time */
@@ -107,7 +111,15 @@ int mf_classify(struct ferry_manifest *m, const struct mf_found *f,
                                             : m->wanted_link;
         bool links = hard_links && t == FT_REG && st->nlink >= 2 &&
                      !(f->applied & MF_AP_LINKS);
-        *meta = !f->meta_same || (wanted & ~f->applied) || links;
+        /* a follower (a name linked to its first name's copy) whose
+         * inode moved its ctime alone (a new link: cp -al; a setfattr):
+         * the first name's row applies what moved to the inode, and
+         * should its data be copied anew, its followers are linked again
+         * (links.c, mf_relink_followers): no row per name is written */
+        bool follower_same = f->hl > 0 && f->inode_same && !links &&
+                             !(m->wanted & MF_AP_ATIMES);
+        *meta = !follower_same &&
+                (!f->meta_same || (wanted & ~f->applied) || links);
         if (!*meta)
                 return 0;
         int64_t hl = f->hl;

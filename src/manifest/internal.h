@@ -179,6 +179,12 @@ int mf_elect_leader(struct ferry_manifest *m, int64_t id);
 int mf_regroup(struct ferry_manifest *m, const struct ferry_stat *st,
                int64_t done, int64_t leader, int64_t gen, bool *swapped);
 int mf_elect_leaders(struct ferry_manifest *m);
+/* The first name it (done now, its data copied) of a hardlink group got a
+ * new copy in DST: its followers done before are pending again in its
+ * generation, to be linked to the new copy (their DST names still link
+ * the old one). *any when a row changed. */
+int mf_relink_followers(struct ferry_manifest *m, const struct ferry_item *it,
+                        bool *any);
 
 /* meta.c: starts a scan generation (stored in meta) and returns it */
 int mf_next_gen(struct ferry_manifest *m, int64_t *gen);
@@ -242,13 +248,13 @@ int mf_keep_removed(struct ferry_manifest *m, int64_t gen);
 
 /* classify.c: a file row as the scan reads it (scan.c: by name, or a
  * directory's rows at once), from columns col.. of s: id, type, size,
- * mtime_ns, ctime_ns, mode, ino, state, gen, applied, hl, rdev, and with
- * atime (--atimes) atime_ns. */
+ * mtime_ns, ctime_ns, mode, ino, state, gen, applied, hl, rdev, uid, gid,
+ * and with atime (--atimes) atime_ns. */
 struct mf_row {
         int64_t id, gen, hl; /* hl 0: NULL */
         uint64_t size, ino, rdev;
         struct ferry_time mtime, ctime, atime;
-        uint32_t mode, applied;
+        uint32_t mode, applied, uid, gid;
         int type, state;
         bool has_atime; /* atime read, and not NULL */
 };
@@ -259,8 +265,9 @@ struct mf_found {
         int64_t id, hl;
         int state, need;
         uint32_t applied;
-        bool data_same; /* type, size, mtime, inode: the data as copied */
-        bool meta_same; /* and mode, ctime (atime with --atimes) */
+        bool data_same;  /* type, size, mtime, inode: the data as copied */
+        bool meta_same;  /* and mode, ctime (atime with --atimes) */
+        bool inode_same; /* data_same, and mode, owner: the ctime aside */
 };
 int mf_found_need(struct ferry_manifest *m, struct mf_found *f);
 void mf_read_found(const struct ferry_manifest *m, const struct mf_row *r,
@@ -322,6 +329,8 @@ enum mf_query {
         Q_REMOVED_FILES,  /* rows removed from SRC, or vanished */
         Q_STALE_TEMPS,    /* pending rows not seen: may have a temp file */
         Q_ONE_PENDING,    /* the row *cursor if pending, not a follower */
+        Q_FOLLOWERS,      /* pending followers whose leader is done or
+                           * pending (handout.c: the first pass's links) */
         Q_NQUERIES
 };
 /*

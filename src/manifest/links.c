@@ -2,8 +2,11 @@
  * manifest/links.c - hardlink groups: the first name of a group (hl = -1)
  * is copied with data, the other names (hl = its id) are linked to it in
  * DST. Owns the leader lookup of a new or changed row, the election of
- * a new first name when the old one failed, vanished or left SRC, and the
- * regrouping of a done file that got its first other name (mf_regroup).
+ * a new first name when the old one failed, vanished or left SRC, the
+ * regrouping of a done file that got its first other name (mf_regroup),
+ * and the new links a first name's new copy needs (mf_relink_followers:
+ * the scan writes no row for a follower whose inode moved its ctime
+ * alone, classify.c).
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
@@ -18,6 +21,7 @@ enum links_stmt {
         S_ELECT_SET,
         S_NEXT_GONE_LEADER,
         S_NEW_LEADER,
+        S_RELINK,
         S_NSTMTS
 };
 
@@ -58,6 +62,12 @@ static const char *const links_sql[S_NSTMTS] = {
                 "SELECT 1 FROM files WHERE id = ?1 AND hl = " SQL_LEADER
                 " AND state = " SQL_PENDING " AND need = " SQL_NEED_DATA
                 " AND gen = ?2",
+        /* through files_by_inode */
+        [S_RELINK] =
+                "UPDATE files SET state = " SQL_PENDING ", need = "
+                SQL_NEED_DATA ", gen = (SELECT gen FROM files WHERE id = ?1)"
+                " WHERE ino = ?2 AND dev = ?3 AND hl = ?1"
+                " AND state = " SQL_DONE,
 };
 // clang-format on
 _Static_assert(S_NSTMTS <= MF_TABLE_MAX, "links.c: statement table too big");
@@ -184,5 +194,22 @@ int mf_elect_leaders(struct ferry_manifest *m)
                 sqlite3_reset(s);
                 rc = elect(m, cursor);
         }
+        return rc;
+}
+
+int mf_relink_followers(struct ferry_manifest *m, const struct ferry_item *it,
+                        bool *any)
+{
+        if (it->type == FT_LINK || it->st.nlink < 2 || it->link_off)
+                return 0;
+        sqlite3_stmt *s = STMT(S_RELINK);
+        if (!s)
+                return mf_db_fail(m, "write");
+        sqlite3_bind_int64(s, 1, it->id);
+        sqlite3_bind_int64(s, 2, (int64_t)it->st.ino);
+        sqlite3_bind_int64(s, 3, (int64_t)it->st.dev);
+        int rc = mf_exec_stmt(m, s, "file update");
+        if (!rc && sqlite3_changes(m->db) > 0)
+                *any = true;
         return rc;
 }

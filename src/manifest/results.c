@@ -333,6 +333,9 @@ static int record_outcome(struct ferry_manifest *m,
                  * metadata of one applied in place did not */
                 if (o->item->need == MF_NEED_META)
                         break;
+                /* a first name's new copy: its followers link to it */
+                if (!rc)
+                        rc = mf_relink_followers(m, o->item, fresh);
                 if (!rc && *last_dir != o->item->dir_id)
                         rc = mf_dir_touch(m, o->item->dir_id);
                 *last_dir = o->item->dir_id;

@@ -37,11 +37,11 @@ static const char *const scan_sql[S_NSTMTS] = {
         /* the atime, the record's last column, only with --atimes */
         [S_FILE_FIND] =
                 "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
-                " state, gen, applied, hl, rdev"
+                " state, gen, applied, hl, rdev, uid, gid"
                 " FROM files WHERE dir = ?1 AND name = ?2",
         [S_FILE_FIND_ATIME] =
                 "SELECT id, type, size, mtime_ns, ctime_ns, mode, ino,"
-                " state, gen, applied, hl, rdev, atime_ns"
+                " state, gen, applied, hl, rdev, uid, gid, atime_ns"
                 " FROM files WHERE dir = ?1 AND name = ?2",
         [S_FILE_INSERT] =
                 "INSERT INTO files (dir, name, type, size, mtime_ns,"
@@ -82,11 +82,11 @@ static const char *const scan_sql[S_NSTMTS] = {
         /* a directory's rows at once: the name, then S_FILE_FIND's row */
         [S_DIR_ROWS] =
                 "SELECT name, id, type, size, mtime_ns, ctime_ns, mode, ino,"
-                " state, gen, applied, hl, rdev"
+                " state, gen, applied, hl, rdev, uid, gid"
                 " FROM files WHERE dir = ?1 LIMIT ?2",
         [S_DIR_ROWS_ATIME] =
                 "SELECT name, id, type, size, mtime_ns, ctime_ns, mode, ino,"
-                " state, gen, applied, hl, rdev, atime_ns"
+                " state, gen, applied, hl, rdev, uid, gid, atime_ns"
                 " FROM files WHERE dir = ?1 LIMIT ?2",
 };
 // clang-format on
