@@ -299,8 +299,6 @@ enum ferry_pass {
         PASS_DRY_RUN,        /* to copy, all */
         PASS_REMOVED,        /* gone from SRC, or vanished */
         PASS_STALE_TEMPS,    /* to copy but not seen: may have a temp */
-        PASS_FOLLOWERS,      /* hardlink followers whose first name is
-                              * done or pending (no link_off: pending) */
 };
 
 /* Where a pass is; its fields are the manifest's. */

@@ -10,9 +10,7 @@
  * passes (LATER_PASS), each started only when every result so far is
  * committed, pick up what pass 1 could not: rows that became pending
  * behind its cursor beyond LOW_ROWS, and followers whose first name is
- * done. Pass 1 hands out such followers too, by a cursor of its own,
- * whenever it has nothing else (fill_followers): links overlap the scan
- * and the copies. A verify (VERIFYING) hands out each done row once.
+ * done. A verify (VERIFYING) hands out each done row once.
  *
  * handout_init, handout_note_low and handout_next work on a manifest alone
  * (tests/unit/test_handout.c drives them against MF_MEMORY); refill is the
@@ -56,13 +54,13 @@ static void keep_pass(struct handout *h, enum ferry_pass p, int64_t gen)
                 ferry_manifest_handout_start(&h->at, p, gen);
 }
 
-static int fill_at(struct handout *h, struct ferry_manifest *m,
-                   struct ferry_handout *at, struct ferry_batch **out)
+static int fill(struct handout *h, struct ferry_manifest *m,
+                struct ferry_batch **out)
 {
         struct ferry_batch *b = ferry_batch_new(h->work_kind, BATCH_ITEMS);
         if (!b)
                 return FERRY_EINTERNAL;
-        if (ferry_manifest_handout(m, at, b, h->batch_items, BATCH_BYTES)) {
+        if (ferry_manifest_handout(m, &h->at, b, h->batch_items, BATCH_BYTES)) {
                 ferry_batch_free(b);
                 return FERRY_EMANIFEST;
         }
@@ -70,43 +68,6 @@ static int fill_at(struct handout *h, struct ferry_manifest *m,
                 ferry_batch_free(b);
         else
                 *out = b;
-        return 0;
-}
-
-static int fill(struct handout *h, struct ferry_manifest *m,
-                struct ferry_batch **out)
-{
-        return fill_at(h, m, &h->at, out);
-}
-
-/* Pass 1's links: the followers whose first name is done (its copy is
- * durable: a row is done only after its barrier), in id order, so that
- * linking overlaps the scan and the copies of first names instead of
- * waiting for pass 2. The batch ends before the first follower whose
- * first name is still pending (no link_off: it is not to be copied with
- * data), and the cursor stays there until that one is done; followers of
- * a failed or gone first name are left to the later passes. */
-static int fill_followers(struct handout *h, struct ferry_manifest *m,
-                          int64_t gen, struct ferry_batch **out)
-{
-        if (h->work_kind != WORK_COPY)
-                return 0;
-        if (h->fol.pass != PASS_FOLLOWERS || h->fol.gen != gen)
-                ferry_manifest_handout_start(&h->fol, PASS_FOLLOWERS, gen);
-        int64_t from = h->fol.pos;
-        int rc = fill_at(h, m, &h->fol, out);
-        struct ferry_batch *b = *out;
-        if (rc || !b)
-                return rc;
-        size_t n = 0;
-        while (n < b->n && b->items[n].link_off)
-                n++;
-        h->fol.pos = n ? b->items[n - 1].id : from;
-        b->n = n;
-        if (!n) {
-                ferry_batch_free(b);
-                *out = NULL;
-        }
         return 0;
 }
 
@@ -145,17 +106,9 @@ static int first_pass(struct handout *h, struct ferry_manifest *m, int64_t gen,
                       struct ferry_batch **out)
 {
         keep_pass(h, PASS_COPY_FIRST, gen);
-        /* links take turns with copies: a link costs no data, and the
-         * workers waiting on a copy's I/O leave the CPU to them */
-        bool links_first = h->fol_turn;
-        int rc = links_first ? fill_followers(h, m, gen, out) : 0;
-        if (!rc && !*out)
-                rc = fill_low(h, m, out);
+        int rc = fill_low(h, m, out);
         if (!rc && !*out)
                 rc = fill(h, m, out);
-        if (!rc && !*out && !links_first)
-                rc = fill_followers(h, m, gen, out);
-        h->fol_turn = !links_first;
         if (rc || *out || *phase == PH_SCANNING || !settled)
                 return rc;
         *phase = PH_LATER_PASS;

@@ -92,9 +92,7 @@ struct handout {
         bool hand_out;  /* false in a dry run: nothing is handed out */
         int pass;       /* 1 in SCANNING and FIRST_PASS, then 2..MAX_PASSES */
         bool pass_gave; /* this later pass handed something out */
-        struct ferry_handout at;  /* where the manifest's pass is */
-        struct ferry_handout fol; /* pass 1's followers (PASS_FOLLOWERS) */
-        bool fol_turn; /* pass 1: followers first in the next hand-out */
+        struct ferry_handout at; /* where the manifest's pass is */
         /* rows that became pending where the first pass went past
          * (changed or resumed rows keep their ids): handed out by id, so that a
          * re-run copies them while it scans, not after */

@@ -329,8 +329,6 @@ enum mf_query {
         Q_REMOVED_FILES,  /* rows removed from SRC, or vanished */
         Q_STALE_TEMPS,    /* pending rows not seen: may have a temp file */
         Q_ONE_PENDING,    /* the row *cursor if pending, not a follower */
-        Q_FOLLOWERS,      /* pending followers whose leader is done or
-                           * pending (handout.c: the first pass's links) */
         Q_NQUERIES
 };
 /*

@@ -94,17 +94,6 @@ static const char *const query_sql[S_NSTMTS] = {
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
                 " WHERE f.id = ?1 AND f.state = " SQL_PENDING " AND f.gen = ?3"
                 " AND (f.hl IS NULL OR f.hl = " SQL_LEADER ") LIMIT ?2",
-        /* a leader not pending nor done (failed, gone): the later
-         * passes copy its followers with data */
-        [Q_FOLLOWERS] =
-                "SELECT " FILE_COLS ", l.state, l.gen = ?3 OR ld.listed = ?3,"
-                " ld.path, l.name, l.hash"
-                " FROM files f JOIN dirs d ON d.id = f.dir"
-                " JOIN files l ON l.id = f.hl JOIN dirs ld ON ld.id = l.dir"
-                " WHERE f.state = " SQL_PENDING " AND f.id > ?1"
-                " AND f.gen = ?3 AND f.hl > 0"
-                " AND l.state IN (" SQL_PENDING ", " SQL_DONE ")"
-                " ORDER BY f.id LIMIT ?2",
         [S_PENDING_COUNT] =
                 "SELECT count(*), sum(CASE WHEN type = " SQL_REG
                 " AND need = " SQL_NEED_DATA
@@ -212,8 +201,8 @@ static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum mf_query q)
         it->rec_xdigest = (uint64_t)sqlite3_column_int64(s, 19);
         it->st.nlink = (uint64_t)sqlite3_column_int64(s, 20);
         it->st.rdev = (uint64_t)sqlite3_column_int64(s, 21);
-        if ((q == Q_NEXT_PASS || q == Q_VERIFY || q == Q_FOLLOWERS) &&
-            put_leader(b, s, it, q != Q_VERIFY))
+        if ((q == Q_NEXT_PASS || q == Q_VERIFY) &&
+            put_leader(b, s, it, q == Q_NEXT_PASS))
                 return ENOMEM;
         b->n++;
         return 0;
@@ -317,7 +306,6 @@ static const enum mf_query pass_query[] = {
         [PASS_COPY_FIRST] = Q_FIRST_PASS, [PASS_COPY_NEXT] = Q_NEXT_PASS,
         [PASS_VERIFY] = Q_VERIFY,         [PASS_DRY_RUN] = Q_PENDING,
         [PASS_REMOVED] = Q_REMOVED_FILES, [PASS_STALE_TEMPS] = Q_STALE_TEMPS,
-        [PASS_FOLLOWERS] = Q_FOLLOWERS,
 };
 
 void ferry_manifest_handout_start(struct ferry_handout *h, enum ferry_pass pass,
@@ -330,7 +318,7 @@ int ferry_manifest_handout(struct ferry_manifest *m, struct ferry_handout *h,
                            struct ferry_batch *b, size_t max,
                            uint64_t max_bytes)
 {
-        if (h->pass < PASS_COPY_FIRST || h->pass > PASS_FOLLOWERS)
+        if (h->pass < PASS_COPY_FIRST || h->pass > PASS_STALE_TEMPS)
                 return mf_fail(m, "manifest: no such pass %d", (int)h->pass);
         int rc = mf_fill(m, pass_query[h->pass], h->gen, &h->pos, b, max,
                          max_bytes);

@@ -1,8 +1,7 @@
 /*
  * test_handout.c - the coordinator's hand-out (src/coord/handout.c): pass 1
- * skips hardlink followers and hands out low rows first, then links the
- * followers whose leader is done (stopping before one whose leader is
- * pending), a later pass hands out what is left, passes stop at MAX_PASSES, and
+ * skips hardlink followers and hands out low rows first, a later pass
+ * hands out followers whose leader is done, passes stop at MAX_PASSES, and
  * the phase arrows handout_next takes. Driven against an in-memory
  * manifest (MF_MEMORY), without threads; the manifest's own rows (by id)
  * are the oracle.
@@ -101,35 +100,6 @@ static bool has(const int64_t *ids, size_t n, int64_t id)
         return false;
 }
 
-/* Pass 1's links stop before the first follower whose leader is still
- * pending (it must not go out without link_off: that would copy its data),
- * and go on from there once that leader is done. */
-static void test_followers_wait_for_leader(void)
-{
-        struct fixture fx;
-        fx_open(&fx, WORK_COPY);
-        int64_t a = add_file(&fx, "a", 100, 2);
-        int64_t b = add_file(&fx, "b", 200, 2);
-        int64_t fb = add_file(&fx, "fb", 200, 2); /* b's follower */
-        int64_t fa = add_file(&fx, "fa", 100, 2); /* a's, after fb */
-        int64_t g = add_file(&fx, "g", 200, 2);   /* b's again */
-        int64_t ids[64];
-        fx.phase = PH_FIRST_PASS;
-        size_t n = next(&fx, false, ids, 64);
-        CHECK(n == 2 && has(ids, n, a) && has(ids, n, b));
-        mark_done(&fx, b, 200);
-        /* fb goes; fa waits for a, and so does g behind it */
-        n = next(&fx, false, ids, 64);
-        CHECK(n == 1 && has(ids, n, fb));
-        CHECK_EQ(next(&fx, false, ids, 64), 0);
-        CHECK_EQ(next(&fx, false, ids, 64), 0);
-        mark_done(&fx, a, 100);
-        n = next(&fx, false, ids, 64);
-        CHECK(n == 2 && has(ids, n, fa) && has(ids, n, g));
-        CHECK_EQ(fx.phase, PH_FIRST_PASS);
-        fx_close(&fx);
-}
-
 static void test_first_pass_then_followers(void)
 {
         struct fixture fx;
@@ -147,24 +117,22 @@ static void test_first_pass_then_followers(void)
         /* nothing more, and results are out: pass 1 waits for them */
         CHECK_EQ(next(&fx, false, ids, 64), 0);
         CHECK_EQ(fx.phase, PH_FIRST_PASS);
-        /* its leader done: pass 1 hands the follower out, to be linked */
+        /* all committed: pass 2 starts, from row 1 */
         mark_done(&fx, a, 100);
         mark_done(&fx, c, 200);
-        struct ferry_batch *b = NULL;
-        CHECK_EQ(handout_next(&fx.h, fx.m, fx.gen, false, &fx.phase, &b), 0);
-        CHECK(b && b->n == 1 && b->items[0].id == f && b->items[0].link_off);
-        ferry_batch_free(b);
-        CHECK_EQ(fx.phase, PH_FIRST_PASS);
-        mark_done(&fx, f, 100);
-        /* all committed: pass 2 starts, from row 1 */
         CHECK_EQ(next(&fx, true, ids, 64), 0);
         CHECK_EQ(fx.phase, PH_LATER_PASS);
         CHECK_EQ(fx.h.pass, 2);
         CHECK_EQ(fx.h.at.pos, 0);
-        /* pass 2 gave nothing (done rows are not handed out): it ends */
+        /* the follower, its leader done; done rows are not handed out */
+        n = next(&fx, false, ids, 64);
+        CHECK_EQ(n, 1);
+        CHECK(has(ids, n, f));
+        mark_done(&fx, f, 100);
+        /* pass 2 gave something: pass 3, which gives nothing, ends it */
         CHECK_EQ(next(&fx, true, ids, 64), 0);
         CHECK_EQ(fx.phase, PH_DRAINING);
-        CHECK_EQ(fx.h.pass, 2);
+        CHECK_EQ(fx.h.pass, 3);
         /* nothing is handed out once draining */
         CHECK_EQ(next(&fx, true, ids, 64), 0);
         fx_close(&fx);
@@ -255,7 +223,6 @@ int main(int argc, char **argv)
 {
         unit_init(argc, argv);
         RUN(test_first_pass_then_followers);
-        RUN(test_followers_wait_for_leader);
         RUN(test_passes_stop_at_max);
         RUN(test_low_rows);
         RUN(test_verify_hands_out_once);
