@@ -306,11 +306,16 @@ static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
         *changed = false;
         if (it->link_off) {
                 int rc = ferry_copier_link_once(c, b, name, it, changed, step);
+                /* EPERM: a DST that holds no second name (exFAT), for
+                 * rows grouped by a run on a DST that did */
                 if (*changed || (rc != ENOENT && rc != EXDEV && rc != EMLINK &&
-                                 rc != ENAMETOOLONG))
+                                 rc != EPERM && rc != ENAMETOOLONG))
                         return rc;
                 it->link_off = 0; /* leader's copy unusable: copy data */
         }
+        /* the leader's directory cached by a link (copy_link.c) is let go
+         * before a file is opened: a copier holds FERRY_COPIER_FDS */
+        ferry_copier_leave_leader(c);
         return it->type == FT_SPECIAL
                        ? ferry_copier_special_once(c, name, it, changed, step)
                        : copy_once(c, name, it, changed, step);

@@ -317,6 +317,7 @@ static void note_uncertain(struct coord *c)
         if (buf[0])
                 return; /* an earlier run's start is earlier still */
         snprintf(buf, sizeof(buf), "%lld", (long long)c->run_started);
+        ferry_manifest_owe_sync(c->m); /* its COMMIT must survive a power cut */
         if (ferry_manifest_set_note(c->m, UNCERTAIN_KEY, buf))
                 manifest_error(c);
 }

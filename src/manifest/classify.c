@@ -117,7 +117,15 @@ int mf_classify(struct ferry_manifest *m, const struct mf_found *f,
          * should its data be copied anew, its followers are linked again
          * (links.c, mf_relink_followers): no row per name is written */
         bool follower_same = f->hl > 0 && f->inode_same && !links &&
+                             hard_links && st->nlink >= 2 &&
                              !(m->wanted & MF_AP_ATIMES);
+        if (follower_same) { /* and its first name is still this inode's */
+                int64_t lead;
+                int rc = mf_hardlink_of(m, st, hard_links, f->id, &lead);
+                if (rc)
+                        return rc;
+                follower_same = lead == f->hl;
+        }
         *meta = !follower_same &&
                 (!f->meta_same || (wanted & ~f->applied) || links);
         if (!*meta)

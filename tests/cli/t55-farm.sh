@@ -22,7 +22,7 @@
 #    no temp file left.
 . "$(dirname "$0")/lib.sh" || exit 1
 
-need_cmd rsync
+need_cmd rsync sqlite3
 need_strace
 
 # same_tree A B: rsync -aHAXn -i lists nothing, and the inode counts match.
@@ -137,5 +137,31 @@ say "killed $kills of 4 runs"
 expect_code 0 "$FERRY" -q big bigdst || finish
 same_tree big bigdst "after kill -9"
 no_temp_files bigdst
+
+# --- a first name replaced the way an editor saves (a new inode): its
+# follower is a file alone now; a later content change behind a restored
+# mtime, and an xattr, still reach the follower's copy (found by review: the
+# follower kept pointing at the replaced first name and wrote no row)
+mkdir ed
+echo one >ed/a
+ln ed/a ed/b
+expect_code 0 "$FERRY" -q ed eddst || finish
+first=$(sqlite3 -readonly "$(manifest_path ed eddst)" "SELECT name FROM files WHERE hl = -1")
+other=a
+[ "$first" = a ] && other=b
+sleep 1.1
+echo newer >"ed/$first.tmp" && mv "ed/$first.tmp" "ed/$first"
+expect_code 0 "$FERRY" -q ed eddst || finish
+sleep 1.1
+touch -r "ed/$other" "$T/ref" && printf 'ONE\n' >"ed/$other" && touch -r "$T/ref" "ed/$other"
+expect_code 0 "$FERRY" -q ed eddst || finish
+check "first name replaced: the follower's content change behind a restored mtime arrived" \
+	cmp -s "ed/$other" "eddst/$other"
+if setfattr -n user.t55 -v yes "ed/$other" 2>/dev/null; then
+	expect_code 0 "$FERRY" -q ed eddst || finish
+	check "first name replaced: the follower's new xattr arrived" \
+		test "$(getfattr --only-values -n user.t55 "eddst/$other" 2>/dev/null)" = yes
+fi
+same_tree ed eddst "first name replaced"
 
 finish
