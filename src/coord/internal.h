@@ -58,11 +58,13 @@
 #include <pthread.h>
 #include <sys/types.h>
 
-#define BATCH_ITEMS     32
-#define BATCH_BYTES     (32ull << 20)
-#define MAX_OUTSTANDING 4096 /* items handed out but not yet committed */
-#define LOW_ROWS        4096 /* changed rows the pass went past */
-#define MAX_PASSES      4
+#define BATCH_ITEMS 32
+#define BATCH_BYTES (32ull << 20)
+/* batches in flight per copy allowed (jobs.c, follow_limit) */
+#define BATCHES_PER_COPY 4
+#define MAX_OUTSTANDING  4096 /* items handed out but not yet committed */
+#define LOW_ROWS         4096 /* changed rows the pass went past */
+#define MAX_PASSES       4
 /* set_phase and assert_run_state check (a bug stops the run at once, as
  * assert would) in testing and debug builds */
 #if defined(FERRY_TESTING) || !defined(NDEBUG)
@@ -248,6 +250,11 @@ int start_threads(struct coord *c, bool scan, bool work);
 /* What metadata workers and tree work apply: the options, less what DST
  * cannot hold (c->dst_caps). */
 struct ferry_meta_cfg coord_meta_cfg(const struct coord *c);
+/* jobs.c: how many copies are in flight (-j N, -j auto) */
+void jobs_init(struct coord *c);
+void follow_limit(struct coord *c);
+void want_workers(struct coord *c);
+void tune_tick(struct coord *c, double t);
 /* --hard-links as this DST can take it: exFAT holds no second name, so
  * each name is copied apart there (start.c's warning says so). */
 static inline bool coord_hard_links(const struct coord *c)
