@@ -195,13 +195,7 @@ static bool ready_to_hand_out(struct coord *c)
 
 static bool handing_out(const struct coord *c)
 {
-        switch (c->phase) {
-        case PH_SCANNING:
-        case PH_FIRST_PASS:
-        case PH_LATER_PASS:
-        case PH_VERIFYING: return c->ho.hand_out;
-        default: return false;
-        }
+        return c->ho.hand_out && phase_hands_out(c->phase);
 }
 
 /* Hands batches to the workers while the phase hands out, up to

@@ -88,6 +88,13 @@ enum run_phase {
         PH_DONE,       /* the result is known */
 };
 
+/* The phases in which rows are handed out to the workers. */
+static inline bool phase_hands_out(enum run_phase p)
+{
+        return p == PH_SCANNING || p == PH_FIRST_PASS || p == PH_LATER_PASS ||
+               p == PH_VERIFYING;
+}
+
 /* The hand-out (handout.c): what goes to the workers next. */
 struct handout {
         int work_kind;  /* WORK_COPY, or WORK_VERIFY_* bits */

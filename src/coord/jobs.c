@@ -90,13 +90,7 @@ void want_workers(struct coord *c)
 
 static bool tuning(const struct coord *c)
 {
-        switch (c->phase) {
-        case PH_SCANNING:
-        case PH_FIRST_PASS:
-        case PH_LATER_PASS:
-        case PH_VERIFYING: return c->jobs.autotune;
-        default: return false;
-        }
+        return c->jobs.autotune && phase_hands_out(c->phase);
 }
 
 /* Each interval: batches sized to the items' time, and -j auto's step. */
