@@ -113,3 +113,22 @@ int ferry_batch_str(struct ferry_batch *b, const void *s, size_t len,
 {
         return arena_put(&b->arena, &b->arena_len, &b->arena_cap, s, len, off);
 }
+
+int ferry_batch_reserve(struct ferry_batch *b, size_t len, uint32_t *off)
+{
+        /* the block starts at a multiple of 8 (realloc's memory is aligned
+         * at least so); arena_put adds one byte, which ends it */
+        size_t start = (b->arena_len + 7) & ~(size_t)7;
+        size_t n = start - b->arena_len + len;
+        uint32_t at;
+        char *zero = calloc(1, n ? n : 1);
+        if (!zero)
+                return ENOMEM;
+        int rc = arena_put(&b->arena, &b->arena_len, &b->arena_cap, zero, n,
+                           &at);
+        free(zero);
+        if (rc)
+                return rc;
+        *off = (uint32_t)start;
+        return 0;
+}

@@ -22,6 +22,7 @@ enum ferry_msg_kind {
         MSG_SCAN_DONE,   /* struct ferry_msg, scanners finished */
         MSG_BATCH,       /* struct ferry_batch, back from a worker */
         MSG_BARRIER,     /* struct ferry_msg, the barrier thread finished */
+        MSG_CHUNK,       /* struct ferry_chunk_msg (chunks.h), from a worker */
 };
 
 struct ferry_msg {
@@ -95,6 +96,9 @@ struct ferry_item {
         int64_t dir_id;
         uint32_t dir_off, name_off; /* arena offsets, NUL-terminated */
         uint32_t link_off;          /* hardlink leader's dst path or 0 */
+        /* a file copied in chunks: its struct ferry_chunk_plan (chunks.h,
+         * ferry_item_plan), or 0 */
+        uint32_t plan_off;
         enum ferry_ftype type;
         struct ferry_stat st;     /* as scanned; after a copy, as read */
         uint8_t hash[16];         /* verify: expected; copy: result */
@@ -146,6 +150,10 @@ void ferry_batch_free(struct ferry_batch *b);
 /* Copies len bytes plus a NUL into the arena; *off gets the offset. */
 int ferry_batch_str(struct ferry_batch *b, const void *s, size_t len,
                     uint32_t *off);
+/* Reserves len zeroed bytes at an offset that is a multiple of 8 (for a
+ * struct: struct ferry_chunk_plan); *off gets it. The arena may move:
+ * address it by offset. */
+int ferry_batch_reserve(struct ferry_batch *b, size_t len, uint32_t *off);
 static inline const char *ferry_batch_at(const struct ferry_batch *b,
                                          uint32_t off)
 {

@@ -287,6 +287,14 @@ int ferry_manifest_record_listing(struct ferry_manifest *m,
                                   const struct ferry_listing_rec *how,
                                   struct ferry_entry_rec *out);
 
+/* A chunk durable in a temp file (chunks.h): its hash, with the temp
+ * file's identity and SRC's stat the chunk was read from. A first chunk
+ * of another temp file or source than the partial row's replaces the row
+ * and its chunks. Written in the open transaction. */
+struct ferry_chunk_msg;
+int ferry_manifest_record_chunk(struct ferry_manifest *m,
+                                const struct ferry_chunk_msg *c);
+
 /* After a complete scan: the rows of directories it did not see are
  * removed, and hardlink groups whose first name is gone get another. */
 int ferry_manifest_scan_complete(struct ferry_manifest *m, int64_t gen);

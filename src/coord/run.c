@@ -316,6 +316,7 @@ static void handle(struct coord *c, void *p)
         case MSG_SCAN_DONE: on_scan_done(c); break;
         case MSG_BATCH: on_batch(c, p); break;
         case MSG_BARRIER: on_barrier(c, p); break;
+        case MSG_CHUNK: free(p); break; /* issue 11: not sent yet */
         }
 }
 
