@@ -93,12 +93,20 @@ struct ferry_manifest {
          * commit since the last sync may not be durable yet (results.c,
          * the commit policy) */
         bool owe_sync, unsynced;
+        /* ferry_manifest_set_keep: rows the selection leaves out */
+        ferry_manifest_keep_fn keep;
+        void *keep_arg;
         char errmsg[1024];
 };
 
 /* results.c: after a COMMIT, the -wal synced if the transaction owed it
  * (owe_sync); an error leaves the commit not durable (exit 3). */
 int mf_sync_owed(struct ferry_manifest *m);
+
+/* scan_dirs.c: the selection keeps this unseen row (the path alone,
+ * no lookup in SRC): ferry_manifest_set_keep */
+bool mf_kept(struct ferry_manifest *m, const char *dir, size_t dlen,
+             const char *name, size_t nlen, int type, uint64_t size);
 
 /* core.c: errors */
 int mf_fail(struct ferry_manifest *m, const char *fmt, ...)

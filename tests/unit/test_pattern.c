@@ -1,8 +1,11 @@
 /*
- * test_pattern.c - --exclude semantics as src/pattern.h and
- * ferry(1) document them: a name at any depth without '/', the relative
- * path with '/', anchoring by a leading '/', directories only with a
- * trailing '/', '*' never crossing '/', empty patterns refused.
+ * test_pattern.c - --include/--exclude semantics as src/pattern.h and
+ * ferry(1) document them, which are rsync's (each case below was checked
+ * against rsync 3.2 with `rsync -an -i --exclude ...`): a name at any
+ * depth without '/', the end of the relative path with '/' inside,
+ * anchoring by a leading '/', directories only with a trailing '/', '*'
+ * never crossing '/' and "**" crossing it, classes and '\', the first
+ * matching rule deciding, and empty, "!" and "***" patterns refused.
  */
 #define _GNU_SOURCE
 #include "unit.h"
@@ -89,7 +92,9 @@ static void test_slash_matches_relative_path(void)
         CHECK(!match(p, "a/deep2/q.bin", false));
         CHECK(!match(p, "q.bin", false));
         CHECK(!match(p, "a/deep/sub/q.bin", false)); /* '*' stops at '/' */
-        CHECK(!match(p, "x/a/deep/q.bin", false));   /* relative to SRC */
+        /* rsync: an unanchored "a/deep/..." matches at any '/' */
+        CHECK(match(p, "x/a/deep/q.bin", false));
+        CHECK(!match(p, "xa/deep/q.bin", false)); /* but at a '/' only */
         ferry_patterns_free(p);
 
         p = one("a/*");
@@ -144,8 +149,74 @@ static void test_trailing_slash_dirs_only(void)
         CHECK(ferry_patterns_need_path(p));
         CHECK(match(p, "a/cache", true));
         CHECK(!match(p, "a/cache", false));
-        CHECK(!match(p, "b/a/cache", true));
+        CHECK(match(p, "b/a/cache", true)); /* rsync: at any '/' */
         ferry_patterns_free(p);
+}
+
+static void test_double_star_classes_escapes(void)
+{
+        struct ferry_patterns *p = one("/src/**/*.o");
+        CHECK(ferry_patterns_need_path(p));
+        CHECK(match(p, "src/a/x.o", false));
+        CHECK(match(p, "src/a/b/c/x.o", false));
+        CHECK(!match(p, "src/x.o", false)); /* "**" then '/': one level */
+        CHECK(!match(p, "b/src/a/x.o", false));
+        ferry_patterns_free(p);
+
+        p = one("logs**");
+        CHECK(ferry_patterns_need_path(p)); /* "**": the whole path */
+        CHECK(match(p, "logs/a/b", false));
+        CHECK(match(p, "x/logs2", false));
+        ferry_patterns_free(p);
+
+        CHECK(ferry_glob_match("a*b", "axxb"));
+        CHECK(!ferry_glob_match("a*b", "ax/xb"));
+        CHECK(ferry_glob_match("a**b", "ax/xb"));
+        CHECK(ferry_glob_match("[!a-c]x", "dx"));
+        CHECK(!ferry_glob_match("[!a-c]x", "bx"));
+        CHECK(ferry_glob_match("[^a-c]x", "dx"));
+        CHECK(!ferry_glob_match("[a-c]x", "/x")); /* a class never '/' */
+        CHECK(ferry_glob_match("[]]", "]"));
+        CHECK(ferry_glob_match("[x", "[x")); /* no ']': a literal '[' */
+        CHECK(ferry_glob_match("\\*", "*"));
+        CHECK(!ferry_glob_match("\\*", "a"));
+        CHECK(ferry_glob_match("a\\?", "a?"));
+        CHECK(!ferry_glob_match("a?", "a"));
+        CHECK(ferry_glob_match("*", ""));
+        CHECK(!ferry_glob_match("?", ""));
+}
+
+static void test_first_match_decides(void)
+{
+        const struct ferry_filter_rule r[] = {
+                {"*/", true}, {"*.c", true}, {"*", false}};
+        struct ferry_patterns *p = NULL;
+        CHECK_EQ(ferry_patterns_new_rules(r, 3, &p, NULL), 0);
+        CHECK_EQ(ferry_patterns_decide(p, "a", "a", true), FERRY_RULE_INCLUDE);
+        CHECK_EQ(ferry_patterns_decide(p, "a/x.c", "x.c", false),
+                 FERRY_RULE_INCLUDE);
+        CHECK_EQ(ferry_patterns_decide(p, "a/x.o", "x.o", false),
+                 FERRY_RULE_EXCLUDE);
+        ferry_patterns_free(p);
+
+        /* the other order: the exclude comes first and wins */
+        const struct ferry_filter_rule r2[] = {{"*.c", false},
+                                               {"keep.c", true}};
+        CHECK_EQ(ferry_patterns_new_rules(r2, 2, &p, NULL), 0);
+        CHECK(match(p, "keep.c", false));
+        CHECK_EQ(ferry_patterns_decide(p, "x.txt", "x.txt", false),
+                 FERRY_RULE_NONE);
+        ferry_patterns_free(p);
+
+        const char *bad[] = {"!", "dir/***", ""};
+        for (size_t i = 0; i < 3; i++) {
+                const struct ferry_filter_rule b = {bad[i], true};
+                const char *why = NULL;
+                p = (struct ferry_patterns *)&p;
+                CHECK_EQ(ferry_patterns_new_rules(&b, 1, &p, &why), EINVAL);
+                CHECK(p == NULL);
+                CHECK(why != NULL && *why);
+        }
 }
 
 static void test_several_patterns(void)
@@ -177,5 +248,7 @@ int main(int argc, char **argv)
         RUN(test_leading_slash_anchors);
         RUN(test_trailing_slash_dirs_only);
         RUN(test_several_patterns);
+        RUN(test_double_star_classes_escapes);
+        RUN(test_first_match_decides);
         return unit_done();
 }
