@@ -5,12 +5,19 @@
  * depth without '/', the end of the relative path with '/' inside,
  * anchoring by a leading '/', directories only with a trailing '/', '*'
  * never crossing '/' and "**" crossing it, classes and '\', the first
- * matching rule deciding, and empty, "!" and "***" patterns refused.
+ * matching rule deciding, and empty, "!" and "***" patterns refused;
+ * and the selection built on them (select.h): --files-from's paths
+ * normalized, the directories leading to them, what is protected from
+ * removal, the sizes, the listed paths never found.
  */
 #define _GNU_SOURCE
 #include "unit.h"
 
 #include "pattern.h"
+#include "select.h"
+
+#include <stdio.h>
+#include <unistd.h>
 
 /* Compiles one pattern (NULL when refused). */
 static struct ferry_patterns *one(const char *pat)
@@ -239,6 +246,109 @@ static void test_several_patterns(void)
         ferry_patterns_free(p);
 }
 
+/* A --files-from file holding text (len bytes); its name into path. */
+static bool list_file(char *path, const char *text, size_t len)
+{
+        strcpy(path, "/tmp/ferry-test-pattern.XXXXXX");
+        int fd = mkstemp(path);
+        if (fd < 0)
+                return false;
+        bool ok = write(fd, text, len) == (ssize_t)len;
+        close(fd);
+        return ok;
+}
+
+static void test_files_from(void)
+{
+        char path[64];
+        static const char text[] = "./a//b/\n/c\n\nd/e/f\n.\nc\n";
+        CHECK(list_file(path, text, sizeof(text) - 1));
+        struct ferry_options opt;
+        ferry_options_init(&opt);
+        opt.files_from = path;
+        struct ferry_select *s = NULL;
+        struct ferry_error err = {{0}};
+        CHECK_EQ(ferry_select_new(&opt, &s, &err), 0);
+        CHECK(s != NULL);
+        /* listed: a/b, c, d/e/f; leading to them: a, d, d/e */
+        CHECK(ferry_select_named(s, "a"));
+        CHECK(ferry_select_named(s, "a/b"));
+        CHECK(ferry_select_named(s, "d/e"));
+        CHECK(!ferry_select_named(s, "a/x"));
+        CHECK(!ferry_select_named(s, "a/b/inner")); /* not descended */
+        CHECK(ferry_select_entry(s, "d", "d", true, false, 0));
+        CHECK(!ferry_select_entry(s, "d", "d", false, true, 0)); /* a file */
+        CHECK(ferry_select_entry(s, "c", "c", false, true, 9));
+        CHECK(!ferry_select_protects(s, "d/e/f", false));
+        CHECK(!ferry_select_protects(s, "d/e", true));
+        CHECK(ferry_select_protects(s, "d/e", false));
+        CHECK(ferry_select_protects(s, "a/b/inner", false));
+        CHECK(ferry_select_protects(s, "zz", true));
+        /* c was met above, a/b now: only d/e/f is reported */
+        ferry_select_entry(s, "a/b", "b", true, false, 0);
+        CHECK_EQ(ferry_select_missing(s, &opt), 1);
+        ferry_select_free(s);
+
+        static const char nul[] = "x\n\0y\0";
+        CHECK(list_file(path, nul, sizeof(nul) - 1));
+        opt.from0 = true;
+        CHECK_EQ(ferry_select_new(&opt, &s, &err), 0);
+        CHECK(ferry_select_named(s, "x\n")); /* a newline in a name */
+        CHECK(ferry_select_named(s, "y"));
+        CHECK(!ferry_select_named(s, "x"));
+        ferry_select_free(s);
+
+        static const char dots[] = "a/../../etc\n";
+        CHECK(list_file(path, dots, sizeof(dots) - 1));
+        opt.from0 = false;
+        s = (struct ferry_select *)&s;
+        CHECK_EQ(ferry_select_new(&opt, &s, &err), FERRY_EUSAGE);
+        CHECK(s == NULL);
+        CHECK(strstr(err.msg, "..") != NULL);
+        unlink(path);
+        opt.files_from = path; /* gone now */
+        CHECK_EQ(ferry_select_new(&opt, &s, &err), FERRY_EUSAGE);
+        CHECK(strstr(err.msg, "cannot read") != NULL);
+}
+
+static void test_rules_and_sizes(void)
+{
+        struct ferry_options opt;
+        ferry_options_init(&opt);
+        struct ferry_select *s = (struct ferry_select *)&s;
+        struct ferry_error err = {{0}};
+        CHECK_EQ(ferry_select_new(&opt, &s, &err), 0);
+        CHECK(s == NULL); /* selects everything */
+        CHECK(ferry_select_entry(NULL, "a", "a", false, true, 1));
+        CHECK(!ferry_select_protects(NULL, "a", false));
+
+        const struct ferry_filter_rule r[] = {{"keep/", true},
+                                              {"/skip/", false}};
+        opt.filters = r;
+        opt.n_filters = 2;
+        opt.min_size = 10;
+        opt.max_size = 100;
+        CHECK_EQ(ferry_select_new(&opt, &s, &err), 0);
+        CHECK(!ferry_select_entry(s, "skip", "skip", true, false, 0));
+        CHECK(ferry_select_entry(s, "a/skip", "skip", true, false, 0));
+        CHECK(ferry_select_protects(s, "skip/x/y", false)); /* below it */
+        CHECK(!ferry_select_protects(s, "a/skip/y", false));
+        CHECK(ferry_select_entry(s, "f", "f", false, true, 10));
+        CHECK(ferry_select_entry(s, "f", "f", false, true, 100));
+        CHECK(!ferry_select_entry(s, "f", "f", false, true, 9));
+        CHECK(!ferry_select_entry(s, "f", "f", false, true, 101));
+        CHECK(ferry_select_entry(s, "l", "l", false, false, 5000)); /* link */
+        ferry_select_free(s);
+
+        opt.min_size = 101; /* above --max-size: nothing would be copied */
+        CHECK_EQ(ferry_select_new(&opt, &s, &err), FERRY_EUSAGE);
+        opt.min_size = -1;
+        const struct ferry_filter_rule bad[] = {{"ok", true}, {"x/***", false}};
+        opt.filters = bad;
+        CHECK_EQ(ferry_select_new(&opt, &s, &err), FERRY_EUSAGE);
+        CHECK(strstr(err.msg, "x/***") != NULL); /* names the bad one */
+}
+
 int main(int argc, char **argv)
 {
         unit_init(argc, argv);
@@ -250,5 +360,7 @@ int main(int argc, char **argv)
         RUN(test_several_patterns);
         RUN(test_double_star_classes_escapes);
         RUN(test_first_match_decides);
+        RUN(test_files_from);
+        RUN(test_rules_and_sizes);
         return unit_done();
 }
