@@ -54,50 +54,66 @@ static int class_match(const char *g, char c, bool *in)
         return (int)(p + 1 - g);
 }
 
-bool ferry_glob_match(const char *g, const char *s)
+/* What glob() found: as rsync's wildmatch, a failure can say that no
+ * later start of a '*' can match either (G_ABORT_ALL: the text ran out),
+ * or none short of an outer "**" (G_ABORT_STAR: a '*' met a '/'), which
+ * keeps patterns of many stars from taking exponential time. */
+enum glob_res { G_MATCH, G_NO, G_ABORT_ALL, G_ABORT_STAR };
+
+static enum glob_res glob(const char *g, const char *s)
 {
-        for (;;) {
+        for (; *g; g++, s++) {
+                if (!*s && *g != '*')
+                        return G_ABORT_ALL;
                 switch (*g) {
-                case '\0': return *s == '\0';
+                case '\\':
+                        if (g[1])
+                                g++;
+                        if (*s != *g)
+                                return G_NO;
+                        continue;
+                case '?':
+                        if (*s == '/')
+                                return G_NO;
+                        continue;
                 case '*': {
                         bool any = g[1] == '*';
                         while (*g == '*')
                                 g++;
-                        for (;; s++) {
-                                if (ferry_glob_match(g, s))
-                                        return true;
-                                if (!*s || (!any && *s == '/'))
-                                        return false;
+                        if (!*g) /* "**" takes the rest, '*' up to a '/' */
+                                return any || !strchr(s, '/') ? G_MATCH : G_NO;
+                        for (; *s; s++) {
+                                enum glob_res r = glob(g, s);
+                                if (r != G_NO) {
+                                        if (!any || r != G_ABORT_STAR)
+                                                return r;
+                                } else if (!any && *s == '/') {
+                                        return G_ABORT_STAR;
+                                }
                         }
+                        return G_ABORT_ALL;
                 }
-                case '?':
-                        if (!*s || *s == '/')
-                                return false;
-                        g++, s++;
-                        continue;
                 case '[': {
                         bool in = false;
-                        int len = *s ? class_match(g, *s, &in) : -1;
-                        if (len > 0) {
-                                if (!in)
-                                        return false;
-                                g += len, s++;
-                                continue;
-                        }
-                        if (!*s)
-                                return false;
-                        break; /* no class: a literal '[' */
+                        int len = class_match(g, *s, &in);
+                        if (len < 0)
+                                break; /* no class: a literal '[' */
+                        if (!in)
+                                return G_NO;
+                        g += len - 1;
+                        continue;
                 }
-                case '\\':
-                        if (g[1])
-                                g++;
-                        break;
                 default: break;
                 }
                 if (*g != *s)
-                        return false;
-                g++, s++;
+                        return G_NO;
         }
+        return *s ? G_NO : G_MATCH;
+}
+
+bool ferry_glob_match(const char *g, const char *s)
+{
+        return glob(g, s) == G_MATCH;
 }
 
 static int compile(const char *src, bool include, struct pattern *p,
