@@ -74,6 +74,50 @@ same_as_rsync sizes --min-size 20 --max-size 4K
 check "sizes: the 5000-byte file is left out" test ! -e f.sizes/big.bin
 check "sizes: the 3000-byte file is copied" cmp -s src/a/big.c f.sizes/a/big.c
 
+# ---- random rule sets against rsync (a fixed seed: the same every run) ----
+RANDOM=63
+PATS=('*.c' 'a/b' '/a/b' 'b/' '**/y.c' 'a/**' '/a/**/y.c' '*/' '[ab]' '[!a]*'
+	'b*/y*' '?' 'x.?' 'sp\ *' '**' 'a/*' '*/y.c' 'a/b/' '/*/' '**.c' 'cache'
+	'm' '/top/' 'deep*' 'sub/x?' '*.[!c]')
+odd=0
+for i in $(seq 1 40); do
+	args=()
+	for j in $(seq 1 $((RANDOM % 3 + 1))); do
+		p=${PATS[$((RANDOM % ${#PATS[@]}))]}
+		if ((RANDOM % 2)); then args+=(--include "$p"); else args+=(--exclude "$p"); fi
+	done
+	((RANDOM % 2)) && args+=(--exclude '*')
+	rm -f m.rnd.db
+	"$FERRY" -n -v --manifest m.rnd.db "${args[@]}" src rnd 2>/dev/null |
+		while IFS= read -r p; do [[ -d src/$p ]] || printf '%s\n' "$p"; done |
+		sort >"$LOG/rnd.f"
+	rsync -an --out-format='%n' "${args[@]}" src/ rnd/ | grep -v '/$' | sort >"$LOG/rnd.r"
+	cmp -s "$LOG/rnd.f" "$LOG/rnd.r" || { odd=$((odd + 1)); say "differs: $(quote_cmd "${args[@]}")"; }
+done
+check "40 random rule sets: ferry -n lists what rsync -n lists ($odd differ)" test "$odd" = 0
+
+# ---- an excluded directory is not read; --files-from stats only what it names
+if have_strace; then
+	rm -rf st
+	env "$(no_leak_check_env)" strace -f -o "$LOG/trace" -e trace=open,openat,stat,lstat,newfstatat,statx \
+		"$FERRY" --manifest m.st.db --exclude skip/ --exclude /top/ src st >/dev/null 2>&1
+	check "--exclude skip/: skip/ itself is never opened" \
+		test "$(grep -c '"skip"' "$LOG/trace" | head -1)" -le 1
+	check "--exclude skip/: nothing below it is looked at" \
+		bash -c "! grep -qE '\"(in|q\\.c|r\\.c)\"' '$LOG/trace'"
+	check "--exclude /top/: nothing below it is looked at" \
+		bash -c "! grep -qE '\"(m|deep1|deep3|n)\"' '$LOG/trace'"
+	printf '%s\n' top.o >one
+	rm -rf st
+	env "$(no_leak_check_env)" strace -f -o "$LOG/trace" -e trace=open,openat,stat,lstat,newfstatat,statx \
+		"$FERRY" --manifest m.st1.db --files-from one src st >/dev/null 2>&1
+	check "--files-from top.o: no other entry of SRC is even stat'ed" \
+		bash -c "! grep -qE '\"(top\\.c|big\\.bin|junk\\.tmp|a|c|skip)\"' '$LOG/trace'"
+	check "--files-from top.o: top.o is copied" cmp -s src/top.o st/top.o
+else
+	say "no strace: the not-read checks are skipped"
+fi
+
 # ---- dry run --------------------------------------------------------------
 expect_code 0 "$FERRY" -n -v --manifest m.dry.db "${RULES2[@]}" src dry
 check "-n writes no DST" test ! -e dry
