@@ -103,8 +103,10 @@ struct ferry_manifest {
  * (owe_sync); an error leaves the commit not durable (exit 3). */
 int mf_sync_owed(struct ferry_manifest *m);
 
-/* scan_dirs.c: the selection keeps this unseen row (the path alone,
- * no lookup in SRC): ferry_manifest_set_keep */
+/* scan_dirs.c: the selection keeps this row, which no entry of the
+ * listing matched (ferry_manifest_set_keep; a regular file within the size
+ * bounds as recorded is looked up in SRC: a real deletion or one that
+ * grew past them, both rare in a directory whose mtime did not move) */
 bool mf_kept(struct ferry_manifest *m, const char *dir, size_t dlen,
              const char *name, size_t nlen, int type, uint64_t size);
 

@@ -81,7 +81,11 @@ static const char *const scan_dirs_sql[S_NSTMTS] = {
                 " WHERE path = ?2 OR (path >= ?3 AND path < ?4)",
         [S_KEEP_ALL] = "UPDATE dirs SET gen = ?1, listed = ?1",
         /* the same three, but for the rows the selection leaves out: a
-         * row not seen because of it is no source deletion */
+         * row not seen because of it is no source deletion. The count
+         * reads seen rows too, so it looks nothing up in SRC (a seen row
+         * would be kept): a file that grew past --max-size is counted, and
+         * its directory is marked row by row the next time (S_DIR_UNSEEN,
+         * which looks it up and keeps it) */
         [S_DIR_COUNT_KEEP] =
                 "SELECT count(*) FROM files WHERE dir = ?1"
                 " AND state != " SQL_REMOVED " AND NOT ferry_keep((SELECT"
@@ -143,7 +147,7 @@ bool mf_kept(struct ferry_manifest *m, const char *dir, size_t dlen,
              const char *name, size_t nlen, int type, uint64_t size)
 {
         return m->keep &&
-               m->keep(m->keep_arg, dir, dlen, name, nlen, type, size, false);
+               m->keep(m->keep_arg, dir, dlen, name, nlen, type, size, true);
 }
 
 int mf_dir_find(struct ferry_manifest *m, const char *path, size_t len,

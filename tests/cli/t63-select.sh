@@ -161,9 +161,15 @@ check "row of skip/q.c below an excluded dir is done" test "$(state_of skip q.c)
 check "row of g.bin (grown past --max-size) is done" test "$(state_of '' g.bin)" = 1
 check "row of the deleted c/z.txt is gone" test -z "$(state_of c z.txt)"
 
-# the same rules again: nothing to do, nothing deleted
+# the same rules again: nothing to do, nothing deleted, and a/ (whose
+# excluded *.c rows its listing does not see) is not taken for changed:
+# MF_MTIME_NONE (-1) would make the next scan apply its metadata again
+a_mtime() { sqlite3 -readonly "$M" "SELECT mtime_ns FROM dirs WHERE path = CAST('a' AS BLOB)"; }
 expect_code 0 "$FERRY" -v --delete "${PROTECT[@]}" src dst
 check "the same rules again: nothing copied or deleted" test ! -s "$LOG/out"
+check "no churn: a/'s row keeps its mtime ($(a_mtime))" test "$(a_mtime)" != -1
+expect_code 0 "$FERRY" -q "${PROTECT[@]}" src dst
+check "no churn: a/'s row keeps its mtime, once more ($(a_mtime))" test "$(a_mtime)" != -1
 
 # no rules: exactly g.bin (changed) is copied, no storm of the rest
 expect_code 0 "$FERRY" -v src dst
