@@ -189,12 +189,27 @@ typedef void (*ferry_event_fn)(enum ferry_event ev, const char *path,
                                size_t path_len, const char *detail,
                                const struct ferry_failure *fail, void *arg);
 
+/* One --include or --exclude rule (pattern.h says the syntax). */
+struct ferry_filter_rule {
+        const char *pattern; /* borrowed */
+        bool include;
+};
+
 struct ferry_options {
         const char *src;             /* borrowed */
         const char *dst;             /* borrowed */
         const char *manifest;        /* borrowed; NULL = default location */
-        const char *const *excludes; /* borrowed array of n_excludes */
+        const char *const *excludes; /* borrowed array of n_excludes: exclude
+                                        rules tried after filters */
         size_t n_excludes;
+        /* --include/--exclude in command-line order, first match wins */
+        const struct ferry_filter_rule *filters; /* borrowed, n_filters */
+        size_t n_filters;
+        const char *files_from; /* --files-from FILE ("-": stdin); NULL */
+        bool from0;             /* --from0: its names end in NUL */
+        int64_t min_size;       /* --min-size: smaller regular files are
+                                   left out; -1 = none */
+        int64_t max_size;       /* --max-size: larger ones; -1 = none */
         unsigned jobs;     /* copies in flight; 0: auto (tuned as it goes) */
         unsigned scanners; /* scan threads */
         unsigned retries;  /* per file, transient errors/changes */

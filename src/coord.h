@@ -21,7 +21,7 @@
 #include "manifest.h"
 #include "names.h"
 #include "overlap.h"
-#include "pattern.h"
+#include "select.h"
 
 #include <stdatomic.h>
 
@@ -34,12 +34,12 @@
 #define FERRY_COORD_FDS 8
 
 struct ferry_coord_cfg {
-        struct ferry_manifest *m;        /* borrowed, writable */
-        int srcfd, dstfd;                /* borrowed; dstfd -1 in dry run */
-        const struct ferry_options *opt; /* borrowed */
-        const struct ferry_patterns *excludes; /* borrowed, may be NULL */
-        atomic_bool *stop;                     /* borrowed: set to stop */
-        const char *command;                   /* for the runs table */
+        struct ferry_manifest *m;          /* borrowed, writable */
+        int srcfd, dstfd;                  /* borrowed; dstfd -1 in dry run */
+        const struct ferry_options *opt;   /* borrowed */
+        const struct ferry_select *select; /* borrowed; NULL: everything */
+        atomic_bool *stop;                 /* borrowed: set to stop */
+        const char *command;               /* for the runs table */
         struct ferry_names *names;   /* borrowed, may be NULL: DST's rules */
         const struct ferry_own *own; /* borrowed, may be NULL: ferry's own */
         /* the most copies in flight (-j N, or -j auto's cap) that fit the

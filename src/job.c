@@ -23,7 +23,7 @@
 #include "manifest.h"
 #include "names.h"
 #include "overlap.h"
-#include "pattern.h"
+#include "select.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,11 +41,11 @@ struct ferry_job {
         bool dst_exists;
         int srcfd, dstfd, lockfd;
         struct ferry_manifest *m;
-        struct ferry_patterns *excludes;
-        struct ferry_names *names; /* what DST can hold; NULL: anything */
-        struct ferry_own *own;     /* DST's root and the manifest's files */
-        unsigned long fd_limit;    /* the soft RLIMIT_NOFILE, raised */
-        unsigned jobs_cap;         /* -j auto: the most that fit */
+        struct ferry_select *select; /* NULL: everything */
+        struct ferry_names *names;   /* what DST can hold; NULL: anything */
+        struct ferry_own *own;       /* DST's root and the manifest's files */
+        unsigned long fd_limit;      /* the soft RLIMIT_NOFILE, raised */
+        unsigned jobs_cap;           /* -j auto: the most that fit */
 };
 
 static atomic_bool stop_requested;
@@ -71,6 +71,7 @@ void ferry_options_init(struct ferry_options *opt)
         opt->specials = true;
         opt->devices = true;
         opt->max_delete = -1;
+        opt->min_size = opt->max_size = -1;
 }
 
 const char *ferry_code_str(int code)
@@ -368,6 +369,16 @@ static void fit_threads(struct ferry_job *job)
                                job->opt.cb_arg);
 }
 
+/* A row the scan did not see that the selection leaves out is kept
+ * (manifest.h, ferry_manifest_set_keep). */
+static bool keep_row(void *arg, const char *dir, size_t dlen, const char *name,
+                     size_t nlen, int type, uint64_t size, bool may_stat)
+{
+        const struct ferry_job *job = arg;
+        return ferry_select_keeps(job->select, job->srcfd, dir, dlen, name,
+                                  nlen, type, size, may_stat);
+}
+
 int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
                    struct ferry_error *err)
 {
@@ -383,17 +394,16 @@ int ferry_job_open(const struct ferry_options *opt, struct ferry_job **out,
         job->fd_limit = ferry_fdlimit_raise();
         ferry_fsio_fd_reset();
         rc = resolve_paths(job, err);
-        if (!rc) {
-                rc = ferry_patterns_new(opt->excludes, opt->n_excludes,
-                                        &job->excludes);
-                if (rc)
-                        rc = ferry_job_errf(err, FERRY_EUSAGE,
-                                            "bad --exclude pattern");
-        }
+        if (!rc)
+                rc = ferry_select_new(opt, &job->select, err);
         if (!rc)
                 rc = open_manifest(job, err);
         if (!rc)
                 rc = open_trees(job, err);
+        if (!rc && job->select &&
+            ferry_manifest_set_keep(job->m, keep_row, job))
+                rc = ferry_job_errf(err, FERRY_EMANIFEST, "%s",
+                                    ferry_manifest_errmsg(job->m));
         if (!rc)
                 rc = note_own(job, err);
         if (!rc)
@@ -414,7 +424,7 @@ static void coord_cfg(struct ferry_job *job, struct ferry_coord_cfg *cfg,
         cfg->srcfd = job->srcfd;
         cfg->dstfd = job->dstfd;
         cfg->opt = &job->opt;
-        cfg->excludes = job->excludes;
+        cfg->select = job->select;
         cfg->stop = &stop_requested;
         cfg->command = command;
         cfg->names = job->names;
@@ -428,7 +438,16 @@ int ferry_job_run(struct ferry_job *job, struct ferry_summary *sum,
         struct ferry_coord_cfg cfg;
         coord_cfg(job, &cfg, job->opt.dry_run ? "dry-run" : "copy");
         err->msg[0] = '\0';
-        return ferry_coord_copy(&cfg, sum, err);
+        int rc = ferry_coord_copy(&cfg, sum, err);
+        /* after a whole scan: what --files-from lists and SRC lacks is
+         * reported, as a vanished file is (exit 24), not fatal */
+        bool whole = rc == FERRY_OK || rc == FERRY_EMETA ||
+                     rc == FERRY_EVANISHED ||
+                     (rc == FERRY_EPARTIAL && !sum->scan_errors);
+        if (whole && ferry_select_missing(job->select, &job->opt) &&
+            (rc == FERRY_OK || rc == FERRY_EMETA))
+                rc = FERRY_EVANISHED;
+        return rc;
 }
 
 int ferry_job_verify(struct ferry_job *job, enum ferry_verify_mode mode,
@@ -450,7 +469,7 @@ void ferry_job_close(struct ferry_job *job)
         if (!job)
                 return;
         ferry_manifest_close(job->m);
-        ferry_patterns_free(job->excludes);
+        ferry_select_free(job->select);
         ferry_names_free(job->names);
         ferry_own_free(job->own);
         if (job->srcfd >= 0)

@@ -62,7 +62,9 @@
  *   any state but REMOVED --> REMOVED   the entry is no longer in SRC:
  *       a scan that read its directory whole did not see it, a directory
  *       above it became a file, or it became a directory (record_listing),
- *       or its directory was not seen by a complete scan (scan_complete).
+ *       or its directory was not seen by a complete scan (scan_complete);
+ *       never a row the run's selection leaves out (set_keep): that one
+ *       keeps its state and gen, so no pass hands it out.
  *       REMOVED's gen is the scan that removed it.
  *   REMOVED, VANISHED --> (row deleted)   --delete deleted the DST entry
  *       or found it not ferry's (forget_file).
@@ -247,6 +249,19 @@ int ferry_manifest_scan_start(struct ferry_manifest *m, int64_t *gen,
  * hard_links (a name of a group copied apart becomes a link). */
 void ferry_manifest_set_wanted(struct ferry_manifest *m, uint32_t wanted,
                                uint32_t wanted_link, uint32_t wanted_special);
+
+/* The run's selection (--include, --exclude, --files-from, the sizes):
+ * keep says of a row the scan did not see whether the selection left it
+ * out (true: it is no source deletion, not removed, its directory row
+ * neither; dir the directory's path, name NULL for a directory row, type
+ * a file row's MF_FT_*, size its recorded size; may_stat: it may look
+ * in SRC). Called on the writer's thread, inside a statement. NULL (the
+ * default): every row not seen is removed. Before the scan starts. */
+typedef bool (*ferry_manifest_keep_fn)(void *arg, const char *dir, size_t dlen,
+                                       const char *name, size_t nlen, int type,
+                                       uint64_t size, bool may_stat);
+int ferry_manifest_set_keep(struct ferry_manifest *m,
+                            ferry_manifest_keep_fn keep, void *arg);
 
 /* How a listing chunk is recorded. */
 struct ferry_listing_rec {

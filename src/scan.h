@@ -26,8 +26,8 @@
 #define FERRY_SCAN_H
 
 #include "overlap.h"
-#include "pattern.h"
 #include "queue.h"
+#include "select.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -39,11 +39,11 @@
 #define FERRY_SCAN_FDS 2
 
 struct ferry_scan_cfg {
-        int srcfd;                             /* borrowed, open on SRC */
-        const struct ferry_patterns *excludes; /* borrowed, may be NULL */
-        const struct ferry_own *own; /* borrowed, may be NULL: left out */
-        struct ferry_queue *inbox;   /* borrowed */
-        atomic_bool *stop;           /* borrowed */
+        int srcfd;                         /* borrowed, open on SRC */
+        const struct ferry_select *select; /* borrowed; NULL: all */
+        const struct ferry_own *own;       /* borrowed, may be NULL: left out */
+        struct ferry_queue *inbox;         /* borrowed */
+        atomic_bool *stop;                 /* borrowed */
         unsigned threads;
         unsigned retries; /* of a transient error, as the copy's --retries */
         size_t chunk;     /* entries per listing, at most */

@@ -103,15 +103,20 @@ static int add_subdir(struct scan_reader *r, const struct pending_dir *pd,
         return 0;
 }
 
-static bool excluded(struct scan_reader *r, const struct pending_dir *pd,
-                     const char *name, bool is_dir)
+/* The selection (select.h) leaves the entry out: before its stat, by
+ * name (st NULL), or after it. */
+static bool left_out(struct scan_reader *r, const struct pending_dir *pd,
+                     const char *name, const struct ferry_stat *st)
 {
-        const struct ferry_patterns *p = r->sc->cfg.excludes;
-        if (!p)
+        const struct ferry_select *s = r->sc->cfg.select;
+        if (!s)
                 return false;
         const char *rel =
-                ferry_patterns_need_path(p) ? rel_path(r, pd, name) : NULL;
-        return ferry_patterns_match(p, rel, name, is_dir);
+                ferry_select_need_path(s) ? rel_path(r, pd, name) : NULL;
+        if (!st)
+                return !ferry_select_named(s, rel);
+        return !ferry_select_entry(s, rel, name, S_ISDIR(st->mode),
+                                   S_ISREG(st->mode), st->size);
 }
 
 static int64_t now_ns(void)
@@ -144,6 +149,8 @@ static int read_entry(struct scan_reader *r, struct scan_dir *dir,
         struct ferry_stat st;
         unsigned attempt = 0;
         int rc;
+        if (left_out(r, dir->pd, name, NULL))
+                return 0; /* --files-from lists nothing here: no stat */
         int64_t t0 = now_ns();
         do
                 rc = ferry_fsio_statat(dirfd(dir->d), name, &st);
@@ -154,7 +161,7 @@ static int read_entry(struct scan_reader *r, struct scan_dir *dir,
         if (rc)
                 return rc;
         bool is_dir = S_ISDIR(st.mode);
-        if (excluded(r, dir->pd, name, is_dir) ||
+        if (left_out(r, dir->pd, name, &st) ||
             ferry_own_is_file(cfg->own, &dir->pd->st, name, &st))
                 return 0;
         if (is_dir)

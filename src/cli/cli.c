@@ -23,6 +23,11 @@ enum opt_id {
         O_ONE_FILE_SYSTEM = 'x',
         O_MANIFEST = 256,
         O_EXCLUDE,
+        O_INCLUDE,
+        O_FILES_FROM,
+        O_FROM0,
+        O_MIN_SIZE,
+        O_MAX_SIZE,
         O_DELETE,
         O_DELETE_ANYWAY,
         O_MAX_DELETE,
@@ -61,7 +66,21 @@ static const struct opt_def opts[] = {
         {"manifest", required_argument, O_MANIFEST, "FILE",
          "manifest file (default: $XDG_STATE_HOME/ferry/<hash>.db)"},
         {"exclude", required_argument, O_EXCLUDE, "PATTERN",
-         "skip names or paths matching PATTERN (repeatable)"},
+         "skip names or paths matching PATTERN (repeatable; with "
+         "--include the first rule that matches decides)"},
+        {"include", required_argument, O_INCLUDE, "PATTERN",
+         "copy names or paths matching PATTERN even if a later --exclude "
+         "matches (repeatable)"},
+        {"files-from", required_argument, O_FILES_FROM, "FILE",
+         "copy only the paths listed in FILE (relative to SRC, one a line; "
+         "- is stdin) and the directories leading to them"},
+        {"from0", no_argument, O_FROM0, NULL,
+         "--files-from names end in NUL, not newline"},
+        {"min-size", required_argument, O_MIN_SIZE, "SIZE",
+         "skip regular files smaller than SIZE (K, M, G, T: powers of "
+         "1024)"},
+        {"max-size", required_argument, O_MAX_SIZE, "SIZE",
+         "skip regular files larger than SIZE"},
         {"delete", no_argument, O_DELETE, NULL,
          "remove from DST what was removed from SRC since it was copied"},
         {"delete-anyway", no_argument, O_DELETE_ANYWAY, NULL,
@@ -263,17 +282,43 @@ static int set_format(struct ferry_cli *cli, const char *v,
                      v);
 }
 
-static int add_exclude(struct ferry_cli *cli, const char *pat,
-                       struct ferry_error *err)
+static int add_rule(struct ferry_cli *cli, const char *pat, bool include,
+                    struct ferry_error *err)
 {
+        const char *what = include ? "include" : "exclude";
         if (!*pat || !strcmp(pat, "/"))
-                return usage(err, "--exclude needs a non-empty pattern");
-        const char **p =
-                realloc(cli->excludes, (cli->n_excludes + 1) * sizeof(*p));
+                return usage(err, "--%s needs a non-empty pattern", what);
+        struct ferry_filter_rule *p =
+                realloc(cli->filters, (cli->n_filters + 1) * sizeof(*p));
         if (!p)
                 return usage(err, "out of memory");
-        cli->excludes = p;
-        p[cli->n_excludes++] = pat;
+        cli->filters = p;
+        p[cli->n_filters++] = (struct ferry_filter_rule){pat, include};
+        return 0;
+}
+
+/* "12", "4K", "1M", "2G", "1T": powers of 1024, as rsync's. */
+static int set_size(int64_t *out, const char *what, const char *v,
+                    struct ferry_error *err)
+{
+        char *end = NULL;
+        unsigned long long n = 0;
+        errno = 0;
+        if (*v >= '0' && *v <= '9') /* strtoull takes "-1" and " 1" */
+                n = strtoull(v, &end, 10);
+        unsigned shift = 0;
+        const char *units = "KMGT";
+        const char *u = end && *end ? strchr(units, end[0] & ~0x20) : NULL;
+        if (u && *u) {
+                shift = 10 * (unsigned)(u - units + 1);
+                end++;
+        }
+        if (!end || errno || *end || n > (unsigned long long)INT64_MAX >> shift)
+                return usage(err,
+                             "--%s must be a size such as 100, 64K, 10M or "
+                             "2G, not '%s'",
+                             what, v);
+        *out = (int64_t)(n << shift);
         return 0;
 }
 
@@ -304,7 +349,18 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
                         return usage(err, "--manifest needs a file name");
                 cli->opt.manifest = arg;
                 return 0;
-        case O_EXCLUDE: return add_exclude(cli, arg, err);
+        case O_EXCLUDE: return add_rule(cli, arg, false, err);
+        case O_INCLUDE: return add_rule(cli, arg, true, err);
+        case O_FILES_FROM:
+                if (!*arg)
+                        return usage(err, "--files-from needs a file name");
+                cli->opt.files_from = arg;
+                return 0;
+        case O_FROM0: cli->opt.from0 = true; return 0;
+        case O_MIN_SIZE:
+                return set_size(&cli->opt.min_size, "min-size", arg, err);
+        case O_MAX_SIZE:
+                return set_size(&cli->opt.max_size, "max-size", arg, err);
         case O_DELETE: cli->opt.delete_removed = true; return 0;
         case O_DELETE_ANYWAY:
                 cli->opt.delete_removed = cli->opt.delete_anyway = true;
@@ -422,8 +478,10 @@ int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
         rc = positionals(cli, argc - optind, argv + optind, err);
         if (rc)
                 return rc;
-        cli->opt.excludes = cli->excludes;
-        cli->opt.n_excludes = cli->n_excludes;
+        cli->opt.filters = cli->filters;
+        cli->opt.n_filters = cli->n_filters;
+        if (cli->opt.from0 && !cli->opt.files_from)
+                return usage(err, "--from0 goes with --files-from");
         cli->opt.verify = cli->command == CMD_VERIFY ? cli->verify : 0;
         if (cli->command == CMD_VERIFY && cli->opt.dry_run)
                 return usage(err, "--verify and --dry-run do not go together");
@@ -440,8 +498,8 @@ int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
 
 void ferry_cli_release(struct ferry_cli *cli)
 {
-        free(cli->excludes);
-        cli->excludes = NULL;
+        free(cli->filters);
+        cli->filters = NULL;
 }
 
 /* Writes s escaped as flags say (ferry_escape, the library's one

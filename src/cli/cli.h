@@ -31,8 +31,10 @@ struct ferry_cli {
         bool failures; /* status: every failure, not the first of each cause */
         enum ferry_cli_format format; /* export */
         bool format_set;
-        const char **excludes; /* owned array; strings borrowed argv */
-        size_t n_excludes;
+        /* --include/--exclude in order: owned array, patterns borrowed
+         * from argv */
+        struct ferry_filter_rule *filters;
+        size_t n_filters;
 };
 
 /* Fills cli from argv (argv must outlive cli). Returns 0 or FERRY_EUSAGE

@@ -34,32 +34,12 @@
 bool protected_path(struct coord *c, const char *dir, const char *name,
                     bool is_dir)
 {
-        if (!c->cfg->excludes)
+        if (!c->cfg->select)
                 return false;
         size_t len;
         const char *path = join_path(c, dir, name, &len);
-        if (!path)
-                return true;
-        /* an excluded ancestor protects everything below it */
-        char *copy = strdup(path);
-        if (!copy)
-                return true;
-        bool hit = false;
-        for (char *slash = copy; !hit;) {
-                char *next = strchr(slash, '/');
-                if (next)
-                        *next = '\0';
-                const char *base = strrchr(copy, '/');
-                base = base ? base + 1 : copy;
-                hit = ferry_patterns_match(c->cfg->excludes, copy, base,
-                                           next ? true : is_dir);
-                if (!next)
-                        break;
-                *next = '/';
-                slash = next + 1;
-        }
-        free(copy);
-        return hit;
+        /* the selection leaves it out, or a directory above it */
+        return !path || ferry_select_protects(c->cfg->select, path, is_dir);
 }
 
 /* --durability=file, at the end of a run: a directory changed there is

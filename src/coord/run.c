@@ -402,7 +402,7 @@ int start_threads(struct coord *c, bool scan, bool work)
         if (!rc && scan) {
                 struct ferry_scan_cfg sc = {
                         .srcfd = c->cfg->srcfd,
-                        .excludes = c->cfg->excludes,
+                        .select = c->cfg->select,
                         .own = c->cfg->own,
                         .inbox = &c->inbox,
                         .stop = c->cfg->stop,

@@ -31,6 +31,7 @@ enum dirs_stmt {
         S_DIR_ERROR,
         S_WALK_TO_APPLY,
         S_WALK_REMOVED,
+        S_WALK_REMOVED_KEEP,
         S_WALK_APPLIED,
         S_NSTMTS
 };
@@ -76,6 +77,11 @@ static const char *const dirs_sql[S_NSTMTS] = {
                 " AND gen = ?3 AND id < ?1 ORDER BY id DESC LIMIT ?2",
         [S_WALK_REMOVED] =
                 "SELECT " WALK_COLS " FROM dirs WHERE gen < ?3 AND id < ?1"
+                " ORDER BY id DESC LIMIT ?2",
+        /* the same but for directories the selection leaves out */
+        [S_WALK_REMOVED_KEEP] =
+                "SELECT " WALK_COLS " FROM dirs WHERE gen < ?3 AND id < ?1"
+                " AND NOT ferry_keep(path, NULL, 0, 0, 0)"
                 " ORDER BY id DESC LIMIT ?2",
         /* --verify: applied, with the mtime applied (not deferred) */
         [S_WALK_APPLIED] =
@@ -219,6 +225,7 @@ int ferry_manifest_dir_walk_next(struct ferry_manifest *m,
         *n = 0;
         int id = w->set == DIRS_TO_APPLY  ? S_WALK_TO_APPLY
                  : w->set == DIRS_APPLIED ? S_WALK_APPLIED
+                 : m->keep                ? S_WALK_REMOVED_KEEP
                                           : S_WALK_REMOVED;
         sqlite3_stmt *s = STMT(id);
         if (!s)

@@ -93,12 +93,22 @@ struct ferry_manifest {
          * commit since the last sync may not be durable yet (results.c,
          * the commit policy) */
         bool owe_sync, unsynced;
+        /* ferry_manifest_set_keep: rows the selection leaves out */
+        ferry_manifest_keep_fn keep;
+        void *keep_arg;
         char errmsg[1024];
 };
 
 /* results.c: after a COMMIT, the -wal synced if the transaction owed it
  * (owe_sync); an error leaves the commit not durable (exit 3). */
 int mf_sync_owed(struct ferry_manifest *m);
+
+/* scan_dirs.c: the selection keeps this row, which no entry of the
+ * listing matched (ferry_manifest_set_keep; a regular file within the size
+ * bounds as recorded is looked up in SRC: a real deletion or one that
+ * grew past them, both rare in a directory whose mtime did not move) */
+bool mf_kept(struct ferry_manifest *m, const char *dir, size_t dlen,
+             const char *name, size_t nlen, int type, uint64_t size);
 
 /* core.c: errors */
 int mf_fail(struct ferry_manifest *m, const char *fmt, ...)

@@ -2,7 +2,9 @@
  * manifest/query.c - reading rows out: the hand-out queries of the copy,
  * verify and clean-up passes (mf_fill: items and their paths
  * into a batch), the counts of rows still to copy, done, removed or not
- * done, and the even sample of done rows that checks DST.
+ * done, and the even sample of done rows that checks DST. A verify with
+ * a selection (ferry_manifest_set_keep) leaves out the rows it does not
+ * select.
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
@@ -21,6 +23,7 @@ enum query_stmt {
         S_COUNT_REMOVED,
         S_NOT_DONE,
         S_SAMPLE,
+        S_VERIFY_KEEP,
         S_NSTMTS
 };
 
@@ -59,6 +62,18 @@ static const char *const query_sql[S_NSTMTS] = {
                 " LEFT JOIN dirs ld ON ld.id = l.dir"
                 " WHERE f.state = " SQL_DONE
                 " AND (f.gen = ?3 OR d.listed = ?3) AND f.id > ?1"
+                " ORDER BY f.id LIMIT ?2",
+        /* Q_VERIFY but for the rows the selection leaves out (its columns
+         * are Q_VERIFY's: read_item reads them as such) */
+        [S_VERIFY_KEEP] =
+                "SELECT " FILE_COLS ", l.state, l.gen = ?3 OR ld.listed = ?3,"
+                " ld.path, l.name, l.hash"
+                " FROM files f JOIN dirs d ON d.id = f.dir"
+                " LEFT JOIN files l ON f.hl > 0 AND l.id = f.hl"
+                " LEFT JOIN dirs ld ON ld.id = l.dir"
+                " WHERE f.state = " SQL_DONE
+                " AND (f.gen = ?3 OR d.listed = ?3) AND f.id > ?1"
+                " AND NOT ferry_keep(d.path, f.name, f.type, f.size, 0)"
                 " ORDER BY f.id LIMIT ?2",
         [Q_PENDING] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
@@ -213,7 +228,9 @@ int mf_fill(struct ferry_manifest *m, enum mf_query q, int64_t gen,
             uint64_t max_bytes)
 {
         uint64_t bytes = 0;
-        sqlite3_stmt *s = STMT((int)q);
+        /* --verify with a selection: the rows it leaves out are not its */
+        sqlite3_stmt *s =
+                q == Q_VERIFY && m->keep ? STMT(S_VERIFY_KEEP) : STMT((int)q);
         if (!s)
                 return mf_db_fail(m, "query");
         if (max > b->cap - b->n)

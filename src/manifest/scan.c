@@ -454,9 +454,22 @@ static int read_rows(struct ferry_manifest *m, int64_t dir, struct dir_rows *dr)
                                                      : mf_db_fail(m, "read");
 }
 
+/* Row by_name[j], matched by no entry, counts among the directory's rows:
+ * it is not removed, and not one the selection leaves out (mf_kept). */
+static bool unseen_alive(struct ferry_manifest *m,
+                         const struct ferry_listing *l,
+                         const struct dir_rows *dr, size_t j)
+{
+        const struct mf_row *r = &dr->rows[dr->by_name[j].i];
+        return r->state != ST_REMOVED &&
+               !mf_kept(m, l->path, l->path_len, dr->by_name[j].name,
+                        dr->by_name[j].len, r->type, r->size);
+}
+
 /* Matches l's entries to the rows by name: not valid when l names one
  * twice (or memory ran out). */
-static void match_rows(const struct ferry_listing *l, struct dir_rows *dr)
+static void match_rows(struct ferry_manifest *m, const struct ferry_listing *l,
+                       struct dir_rows *dr)
 {
         struct named_row *e = malloc(l->n * sizeof(*e));
         dr->match = malloc(l->n * sizeof(*dr->match));
@@ -480,12 +493,11 @@ static void match_rows(const struct ferry_listing *l, struct dir_rows *dr)
                 int c = 1;
                 for (; j < dr->n && (c = name_cmp(&e[i], &dr->by_name[j])) > 0;
                      j++)
-                        dr->alive +=
-                                dr->rows[dr->by_name[j].i].state != ST_REMOVED;
+                        dr->alive += unseen_alive(m, l, dr, j);
                 dr->match[e[i].i] = c ? NO_ROW : dr->by_name[j++].i;
         }
         for (; dr->valid && j < dr->n; j++)
-                dr->alive += dr->rows[dr->by_name[j].i].state != ST_REMOVED;
+                dr->alive += unseen_alive(m, l, dr, j);
         free(e);
 }
 
@@ -498,7 +510,7 @@ static int dir_rows_read(struct ferry_manifest *m,
                 return 0;
         int rc = read_rows(m, dir, dr);
         if (!rc && dr->valid)
-                match_rows(l, dr);
+                match_rows(m, l, dr);
         return rc;
 }
 

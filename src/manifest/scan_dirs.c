@@ -7,7 +7,9 @@
  * rows below a directory the scan could not read, kept part of the scan;
  * and the directories being listed, kept in a small cache (m->dcache) for
  * the later chunks of their listings (mf_listing_dir). scan.c's
- * record_listing and scan_complete call these.
+ * record_listing and scan_complete call these. With a selection
+ * (ferry_manifest_set_keep, the SQL function ferry_keep) the marks that
+ * remove rows pass over the rows it leaves out (the *_KEEP statements).
  *
  * A file row is part of scan gen when its gen is gen (the scan wrote it)
  * or when its directory's listed is gen (sql/002_listed.sql).
@@ -30,6 +32,9 @@ enum scan_dirs_stmt {
         S_MARK_UNSEEN,
         S_KEEP_SUBTREE,
         S_KEEP_ALL,
+        S_DIR_COUNT_KEEP,
+        S_DIR_UNSEEN_KEEP,
+        S_MARK_UNSEEN_KEEP,
         S_NSTMTS
 };
 
@@ -75,12 +80,75 @@ static const char *const scan_dirs_sql[S_NSTMTS] = {
                 "UPDATE dirs SET gen = ?1, listed = ?1"
                 " WHERE path = ?2 OR (path >= ?3 AND path < ?4)",
         [S_KEEP_ALL] = "UPDATE dirs SET gen = ?1, listed = ?1",
+        /* the same three, but for the rows the selection leaves out: a
+         * row not seen because of it is no source deletion. The count
+         * reads seen rows too, so it looks nothing up in SRC (a seen row
+         * would be kept): a file that grew past --max-size is counted, and
+         * its directory is marked row by row the next time (S_DIR_UNSEEN,
+         * which looks it up and keeps it) */
+        [S_DIR_COUNT_KEEP] =
+                "SELECT count(*) FROM files WHERE dir = ?1"
+                " AND state != " SQL_REMOVED " AND NOT ferry_keep((SELECT"
+                " path FROM dirs WHERE id = ?1), name, type, size, 0)",
+        [S_DIR_UNSEEN_KEEP] =
+                "UPDATE files SET state = " SQL_REMOVED ", gen = ?2"
+                " WHERE dir = ?1 AND gen < ?2 AND state != " SQL_REMOVED
+                " AND NOT ferry_keep((SELECT path FROM dirs WHERE id = ?1),"
+                " name, type, size, 1)",
+        [S_MARK_UNSEEN_KEEP] =
+                "UPDATE files SET state = " SQL_REMOVED ", gen = ?1"
+                " WHERE state != " SQL_REMOVED " AND dir IN (SELECT id"
+                " FROM dirs WHERE gen < ?1) AND NOT ferry_keep((SELECT"
+                " path FROM dirs d WHERE d.id = files.dir), name, type,"
+                " size, 1)",
 };
 // clang-format on
 _Static_assert(S_NSTMTS <= MF_TABLE_MAX,
                "scan_dirs.c: statement table too big");
 
 #define STMT(id) mf_stmt(m, T_SCAN_DIRS, id, scan_dirs_sql[id])
+/* id, or its _KEEP twin when a selection is set */
+#define KEEP_STMT(id) (m->keep ? STMT(id##_KEEP) : STMT(id))
+
+/* ferry_keep(dir path, name or NULL, type, size, may_stat) */
+static void sql_keep(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+        (void)argc;
+        struct ferry_manifest *m = sqlite3_user_data(ctx);
+        const char *dir = sqlite3_value_blob(v[0]);
+        size_t dlen = (size_t)sqlite3_value_bytes(v[0]);
+        bool is_dir = sqlite3_value_type(v[1]) == SQLITE_NULL;
+        const char *name = is_dir ? NULL : sqlite3_value_blob(v[1]);
+        size_t nlen = is_dir ? 0 : (size_t)sqlite3_value_bytes(v[1]);
+        bool keep = m->keep && m->keep(m->keep_arg, dir ? dir : "", dlen,
+                                       is_dir ? NULL
+                                       : name ? name
+                                              : "",
+                                       nlen, sqlite3_value_int(v[2]),
+                                       (uint64_t)sqlite3_value_int64(v[3]),
+                                       sqlite3_value_int(v[4]) != 0);
+        sqlite3_result_int(ctx, keep);
+}
+
+int ferry_manifest_set_keep(struct ferry_manifest *m,
+                            ferry_manifest_keep_fn keep, void *arg)
+{
+        m->keep = keep;
+        m->keep_arg = arg;
+        if (!keep)
+                return 0;
+        int rc = sqlite3_create_function(m->db, "ferry_keep", 5,
+                                         SQLITE_UTF8 | SQLITE_DIRECTONLY, m,
+                                         sql_keep, NULL, NULL);
+        return rc == SQLITE_OK ? 0 : mf_db_fail(m, "selection");
+}
+
+bool mf_kept(struct ferry_manifest *m, const char *dir, size_t dlen,
+             const char *name, size_t nlen, int type, uint64_t size)
+{
+        return m->keep &&
+               m->keep(m->keep_arg, dir, dlen, name, nlen, type, size, true);
+}
 
 int mf_dir_find(struct ferry_manifest *m, const char *path, size_t len,
                 int64_t *id, bool *marking)
@@ -202,7 +270,7 @@ int mf_dir_listed(struct ferry_manifest *m, int64_t id, int64_t gen,
 /* The directory's rows that are not removed (S_DIR_COUNT) into *rows. */
 static int count_rows(struct ferry_manifest *m, int64_t id, int64_t *rows)
 {
-        sqlite3_stmt *s = STMT(S_DIR_COUNT);
+        sqlite3_stmt *s = KEEP_STMT(S_DIR_COUNT);
         if (!s)
                 return mf_db_fail(m, "read");
         sqlite3_bind_int64(s, 1, id);
@@ -219,7 +287,7 @@ int mf_dir_listed_rows(struct ferry_manifest *m, int64_t id, int64_t gen,
         sqlite3_stmt *s;
         if (marking) {
                 /* the rows this scan did not write are gone from SRC */
-                if (!(s = STMT(S_DIR_UNSEEN)))
+                if (!(s = KEEP_STMT(S_DIR_UNSEEN)))
                         return mf_db_fail(m, "write");
                 sqlite3_bind_int64(s, 1, id);
                 sqlite3_bind_int64(s, 2, gen);
@@ -315,7 +383,7 @@ int mf_subtree_removed(struct ferry_manifest *m, const char *path, size_t len,
 
 int mf_mark_unseen(struct ferry_manifest *m, int64_t gen)
 {
-        return mf_exec_id(m, STMT(S_MARK_UNSEEN), gen, "file update");
+        return mf_exec_id(m, KEEP_STMT(S_MARK_UNSEEN), gen, "file update");
 }
 
 int mf_keep_subtree(struct ferry_manifest *m, const char *path, size_t len,

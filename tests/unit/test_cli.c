@@ -89,6 +89,10 @@ static void test_defaults(void)
         CHECK_STR(p.cli.opt.dst, "to");
         CHECK(p.cli.opt.manifest == NULL);
         CHECK_EQ(p.cli.opt.n_excludes, 0);
+        CHECK_EQ(p.cli.opt.n_filters, 0);
+        CHECK(p.cli.opt.files_from == NULL);
+        CHECK_EQ(p.cli.opt.min_size, -1);
+        CHECK_EQ(p.cli.opt.max_size, -1);
         /* the documented defaults of ferry_options_init (ferry.h) */
         CHECK_EQ(p.cli.opt.jobs, 0); /* -j auto */
         CHECK_EQ(p.cli.opt.scanners, 64);
@@ -149,18 +153,31 @@ static void test_flags(void)
         CHECK_STR(p.cli.opt.dst, "--dst");
         done(&p);
 
-        PARSE(&p, "--exclude", "*.tmp", "--exclude=/top", "-n", "a", "b");
+        PARSE(&p, "--exclude", "*.tmp", "--include=/top", "-n", "a", "b");
         CHECK_EQ(p.rc, 0);
-        CHECK_EQ(p.cli.n_excludes, 2);
-        CHECK_EQ(p.cli.opt.n_excludes, 2);
-        CHECK(p.cli.opt.excludes == p.cli.excludes);
-        if (p.cli.n_excludes == 2) {
-                CHECK_STR(p.cli.excludes[0], "*.tmp");
-                CHECK_STR(p.cli.excludes[1], "/top");
+        CHECK_EQ(p.cli.n_filters, 2);
+        CHECK_EQ(p.cli.opt.n_filters, 2);
+        CHECK_EQ(p.cli.opt.n_excludes, 0);
+        CHECK(p.cli.opt.filters == p.cli.filters);
+        if (p.cli.n_filters == 2) {
+                CHECK_STR(p.cli.filters[0].pattern, "*.tmp");
+                CHECK(!p.cli.filters[0].include);
+                CHECK_STR(p.cli.filters[1].pattern, "/top");
+                CHECK(p.cli.filters[1].include);
         }
         done(&p);
         USAGE("exclude", "--exclude", "", "a", "b");
         USAGE("exclude", "--exclude=/", "a", "b");
+        USAGE("include", "--include=", "a", "b");
+        PARSE(&p, "--max-size", "10M", "--min-size=4k", "a", "b");
+        CHECK_EQ(p.rc, 0);
+        CHECK_EQ(p.cli.opt.max_size, 10 * 1024 * 1024);
+        CHECK_EQ(p.cli.opt.min_size, 4096);
+        done(&p);
+        USAGE("max-size", "--max-size", "12Q", "a", "b");
+        USAGE("min-size", "--min-size", "-1", "a", "b");
+        USAGE("max-size", "--max-size", "", "a", "b");
+        USAGE("from0", "--from0", "a", "b");
 
         PARSE(&p, "--manifest", "/tmp/m.db", "a", "b");
         CHECK_EQ(p.rc, 0);
