@@ -141,6 +141,7 @@ void ferry_cli_help(FILE *out)
 {
         fputs("usage: ferry [OPTIONS] SRC DST\n"
               "       ferry --verify[=dest|source|both] [OPTIONS] SRC DST\n"
+              "       ferry status [--json]\n"
               "       ferry status [--json] [--failures] [SRC DST | --manifest "
               "FILE]\n"
               "       ferry export [--format=FMT] [SRC DST | --manifest "
@@ -356,11 +357,15 @@ static int positionals(struct ferry_cli *cli, int n, char **args,
                 cli->command = *word == 's' ? CMD_STATUS : CMD_EXPORT;
                 args++;
                 n--;
-                if (!n && !cli->opt.manifest)
+                /* status alone lists every job */
+                if (!n && !cli->opt.manifest && cli->command == CMD_EXPORT)
                         return usage(err,
                                      "%s needs SRC DST or "
                                      "--manifest FILE",
                                      word);
+                if (!n && !cli->opt.manifest && cli->failures)
+                        return usage(err, "--failures needs a job: SRC DST "
+                                          "or --manifest FILE");
         } else if (n == 2 && word) {
                 /* not a copy of ./status into SRC */
                 return usage(err,
@@ -469,3 +474,4 @@ void ferry_cli_put_json(FILE *out, const char *s, size_t len)
 {
         put_escaped(out, s, len, FERRY_ESC_JSON);
 }
+
