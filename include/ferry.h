@@ -87,8 +87,10 @@ struct ferry_progress {
         bool final;     /* last call of the run */
 };
 
-/* What happened to one file, for --verbose listings. path is borrowed and
- * relative to SRC and DST; "." is the top directory (SRC or DST) itself. */
+/* What happened to one file, for --verbose listings and --log-file. path
+ * is borrowed and relative to SRC and DST; "." is the top directory (SRC
+ * or DST) itself. Every event is handed on whatever the caller prints (a
+ * log sees them all); the numbers are never renumbered. */
 enum ferry_event {
         FERRY_EV_COPIED = 1,
         FERRY_EV_DELETED,
@@ -105,6 +107,11 @@ enum ferry_event {
         FERRY_EV_META_FAILED,  /* data arrived, metadata did not: fail */
         FERRY_EV_META_DIFFERS, /* verify: metadata differs; detail says what */
         FERRY_EV_LINKED,       /* made as a hard link to its first name */
+        FERRY_EV_VERIFIED,     /* verify: content (and metadata) as recorded */
+        FERRY_EV_META_FAILED_MORE, /* as FERRY_EV_META_FAILED, beyond the
+                                      first few of its cause (a listing
+                                      names those; one warning at the end
+                                      counts the rest): for a log */
 };
 
 /*

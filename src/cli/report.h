@@ -1,6 +1,6 @@
 /*
  * report.h - what the ferry command's printing shares (main.c, status.c,
- * status_list.c, export.c).
+ * status_list.c, export.c, logfile.c).
  *
  * Standard output as a sink that remembers its first write error, and the
  * lines that name a path: a listed path, and a failure, whose top of the
