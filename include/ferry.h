@@ -87,8 +87,10 @@ struct ferry_progress {
         bool final;     /* last call of the run */
 };
 
-/* What happened to one file, for --verbose listings. path is borrowed and
- * relative to SRC and DST; "." is the top directory (SRC or DST) itself. */
+/* What happened to one file, for --verbose listings and --log-file. path
+ * is borrowed and relative to SRC and DST; "." is the top directory (SRC
+ * or DST) itself. Every event is handed on whatever the caller prints (a
+ * log sees them all); the numbers are never renumbered. */
 enum ferry_event {
         FERRY_EV_COPIED = 1,
         FERRY_EV_DELETED,
@@ -105,6 +107,11 @@ enum ferry_event {
         FERRY_EV_META_FAILED,  /* data arrived, metadata did not: fail */
         FERRY_EV_META_DIFFERS, /* verify: metadata differs; detail says what */
         FERRY_EV_LINKED,       /* made as a hard link to its first name */
+        FERRY_EV_VERIFIED,     /* verify: content (and metadata) as recorded */
+        FERRY_EV_META_FAILED_MORE, /* as FERRY_EV_META_FAILED, beyond the
+                                      first few of its cause (a listing
+                                      names those; one warning at the end
+                                      counts the rest): for a log */
 };
 
 /*
@@ -271,11 +278,13 @@ struct ferry_status_info {
         char manifest[4096];
         char src[4096];
         char dst[4096];
-        long running_pid;   /* 0 when no run holds the job; -1 when one
-                             * does but the lock names no live process */
-        int lock_errno;     /* nonzero: the lock file could not be opened
-                             * (this errno), so running is unknown */
-        int64_t last_start; /* unix seconds, 0 = never */
+        long running_pid;       /* 0 when no run holds the job; -1 when one
+                                 * does but the lock names no live process */
+        char running_host[256]; /* the host the lock names, "" when it
+                                 * names none (an older ferry's lock) */
+        int lock_errno;         /* nonzero: the lock file could not be opened
+                                 * (this errno), so running is unknown */
+        int64_t last_start;     /* unix seconds, 0 = never */
         int64_t last_end;
         int last_result; /* enum ferry_code of the last run, -1 */
         struct ferry_state_count done, pending, failed, skipped, vanished;
@@ -288,8 +297,8 @@ struct ferry_status_info {
  * One failure of `ferry status`, handed to a ferry_failure_fn by
  * ferry_status_read; everything in it is borrowed for the call. Failures
  * come grouped by cause (struct ferry_failure: side, step, errno), the
- * cause with the most failures first; within a cause, directories first,
- * then files in manifest order.
+ * cause with the most failures first; within a cause, by path as bytes
+ * (the order of `LC_ALL=C sort`).
  */
 struct ferry_failure_row {
         const char *path; /* relative to SRC and DST; "." is the top
@@ -356,6 +365,32 @@ void ferry_job_close(struct ferry_job *job);
 int ferry_status_read(const char *manifest, const char *src, const char *dst,
                       const struct ferry_status_req *req,
                       struct ferry_status_info *info, struct ferry_error *err);
+
+/* One job of the state directory, handed to a ferry_job_list_fn; all of
+ * it borrowed for the call. */
+struct ferry_job_entry {
+        const char *manifest; /* its path */
+        int code;             /* 0, or why it could not be read (locked,
+                                 corrupt, another schema): an enum
+                                 ferry_code, and error says more */
+        const char *error;    /* "" when code is 0 */
+        const struct ferry_status_info *info; /* as ferry_status_read fills
+                                                 it; with code, partly */
+};
+
+typedef void (*ferry_job_list_fn)(const struct ferry_job_entry *job, void *arg);
+
+/*
+ * `ferry status` without a job: every manifest ("*.db") of the state
+ * directory ($XDG_STATE_HOME/ferry, else ~/.local/state/ferry), in name
+ * order, read as ferry_status_read reads one (no lock taken, no failure
+ * rows), handed to fn, also those that cannot be read. *dir is set to the
+ * directory (caller frees) on success; a directory that does not exist
+ * holds no job. An error only when the directory cannot be named or
+ * listed.
+ */
+int ferry_status_list(ferry_job_list_fn fn, void *arg, char **dir,
+                      struct ferry_error *err);
 
 /*
  * `ferry export`: the file rows of a job's manifest (not directories), in

@@ -577,7 +577,8 @@ int ferry_status_read(const char *manifest, const char *src, const char *dst,
         /* read-only: F_OFD_GETLK needs no write access */
         int fd = open(lock, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
-                info->running_pid = ferry_job_lock_holder(fd);
+                info->running_pid = ferry_job_lock_holder(
+                        fd, info->running_host, sizeof(info->running_host));
                 close(fd);
         } else if (errno != ENOENT) {
                 info->lock_errno = errno;

@@ -40,14 +40,18 @@ int ferry_job_manifest_of(const char *manifest, const char *src,
 #define FERRY_LOCK_HOLDER_UNKNOWN (-1L)
 
 /* Takes the job lock "<manifest_path>.lock" (one run per manifest) and
- * writes this process's pid in it. *lockfd (caller closes: that releases
- * it) and *lock_path (caller frees) are set as soon as they exist, also on
- * failure. verify: the message of a lock that cannot be opened says that
+ * writes this process's pid and host in it. *lockfd (caller closes: that
+ * releases it) and *lock_path (caller frees) are set as soon as they exist,
+ * also on failure. verify: the message of a lock that cannot be opened says
+ * that
  * --verify needs write access. FERRY_ELOCKED when another run holds it. */
 int ferry_job_lock_take(const char *manifest_path, bool verify, int *lockfd,
                         char **lock_path, struct ferry_error *err);
 /* Who holds the lock on the lock file open at fd, without taking it: 0
- * when nobody does, the holder's pid, or FERRY_LOCK_HOLDER_UNKNOWN. */
-long ferry_job_lock_holder(int fd);
+ * when nobody does, the holder's pid, or FERRY_LOCK_HOLDER_UNKNOWN. The
+ * host the lock names goes to host (size > 0; "" when it names none or
+ * nobody holds it). A pid of another host is taken as named: it cannot be
+ * looked at from here. */
+long ferry_job_lock_holder(int fd, char *host, size_t size);
 
 #endif

@@ -25,29 +25,66 @@
 #include <time.h>
 #include <unistd.h>
 
-long ferry_job_lock_holder(int fd)
+/* This host's name into host (size > 0), "" when it has none. */
+static void this_host(char *host, size_t size)
 {
+        if (gethostname(host, size))
+                host[0] = '\0';
+        host[size - 1] = '\0';
+}
+
+/* The pid and host the lock file at fd names (host "" when it names
+ * none, as an older ferry wrote it); the pid 0 when it names none. */
+static long named_holder(int fd, char *host, size_t size)
+{
+        char buf[320] = "";
+        ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        char *end = buf;
+        long pid = strtol(buf, &end, 10);
+        host[0] = '\0';
+        if (*end == ' ') {
+                size_t len = strcspn(end + 1, "\n");
+                snprintf(host, size, "%.*s", (int)len, end + 1);
+        }
+        return pid > 0 ? pid : 0;
+}
+
+long ferry_job_lock_holder(int fd, char *host, size_t size)
+{
+        char me[256];
+        host[0] = '\0';
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         if (fcntl(fd, F_OFD_GETLK, &fl) || fl.l_type == F_UNLCK)
                 return 0;
+        this_host(me, sizeof(me));
         /* the holder writes its pid just after taking the lock: until then
          * the file is empty or names an earlier, dead run */
         for (int tries = 0; tries < 50; tries++) {
-                char buf[32] = "";
-                ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-                long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
-                if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+                long pid = named_holder(fd, host, size);
+                /* a pid of another host cannot be looked at from here */
+                bool other = host[0] && strcmp(host, me);
+                if (pid > 0 &&
+                    (other || kill((pid_t)pid, 0) == 0 || errno == EPERM))
                         return pid;
                 struct timespec ts = {0, 10 * 1000 * 1000};
                 nanosleep(&ts, NULL);
         }
+        host[0] = '\0';
         return FERRY_LOCK_HOLDER_UNKNOWN;
 }
 
 /* The refusal when the lock is taken: the holder named, or said unknown. */
-static int held(long pid, const char *lock_path, const char *manifest_path,
-                struct ferry_error *err)
+static int held(long pid, const char *host, const char *lock_path,
+                const char *manifest_path, struct ferry_error *err)
 {
+        char me[256];
+        this_host(me, sizeof(me));
+        if (pid > 0 && host[0] && strcmp(host, me))
+                return ferry_job_errf(err, FERRY_ELOCKED,
+                                      "job is already running in process %ld "
+                                      "on host %s (manifest '%s')",
+                                      pid, host, manifest_path);
         if (pid > 0)
                 return ferry_job_errf(err, FERRY_ELOCKED,
                                       "job is already running in process %ld "
@@ -116,14 +153,16 @@ int ferry_job_lock_take(const char *manifest_path, bool verify, int *lockfd,
                         return ferry_job_errf(err, FERRY_EMANIFEST,
                                               "cannot lock '%s': %s",
                                               *lock_path, strerror(errno));
-                long pid = ferry_job_lock_holder(*lockfd);
+                char host[256];
+                long pid = ferry_job_lock_holder(*lockfd, host, sizeof(host));
                 if (pid || tries == 3)
-                        return held(pid, *lock_path, manifest_path, err);
+                        return held(pid, host, *lock_path, manifest_path, err);
         }
         if (fix)
                 (void)fchmod(*lockfd, mode);
-        char buf[32];
-        int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+        char buf[320], host[256];
+        this_host(host, sizeof(host));
+        int n = snprintf(buf, sizeof(buf), "%ld %s\n", (long)getpid(), host);
         if (ftruncate(*lockfd, 0) == 0 &&
             pwrite(*lockfd, buf, (size_t)n, 0) != n)
                 return ferry_job_errf(err, FERRY_EMANIFEST,

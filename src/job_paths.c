@@ -2,8 +2,9 @@
  * job_paths.c - where a job's trees and manifest are (job.h).
  *
  * Owns the resolving of SRC and DST to real paths (DST may not exist yet:
- * then its parent must), and the default manifest location, one file per
- * SRC/DST pair named by the hash of their real paths.
+ * then its parent must), the default manifest location, one file per
+ * SRC/DST pair named by the hash of their real paths, in the state
+ * directory, and the list of the jobs there (ferry_status_list, ferry.h).
  */
 #define _GNU_SOURCE
 #include "job.h"
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <xxhash.h>
 
@@ -95,23 +97,36 @@ static int make_state_dir(char *path)
         return mkdir(path, 0700) && errno != EEXIST ? errno : 0;
 }
 
-int ferry_job_default_manifest(const char *src, const char *dst, bool create,
-                               char **out, struct ferry_error *err)
+/* $XDG_STATE_HOME/ferry, else ~/.local/state/ferry, into *dir (caller
+ * frees). */
+static int state_dir(char **dir, struct ferry_error *err)
 {
         const char *xdg = getenv("XDG_STATE_HOME");
         const char *home = getenv("HOME");
-        char *dir = NULL;
         int n;
+        *dir = NULL;
         if (xdg && xdg[0] == '/')
-                n = asprintf(&dir, "%s/ferry", xdg);
+                n = asprintf(dir, "%s/ferry", xdg);
         else if (home && home[0])
-                n = asprintf(&dir, "%s/.local/state/ferry", home);
+                n = asprintf(dir, "%s/.local/state/ferry", home);
         else
                 return ferry_job_errf(
                         err, FERRY_EMANIFEST,
                         "no HOME or XDG_STATE_HOME: use --manifest FILE");
-        if (n < 0)
+        if (n < 0) {
+                *dir = NULL;
                 return ferry_job_errf(err, FERRY_EINTERNAL, "out of memory");
+        }
+        return 0;
+}
+
+int ferry_job_default_manifest(const char *src, const char *dst, bool create,
+                               char **out, struct ferry_error *err)
+{
+        char *dir = NULL;
+        int n = state_dir(&dir, err);
+        if (n)
+                return n;
         int rc = create ? make_state_dir(dir) : 0;
         if (rc) {
                 ferry_job_errf(err, FERRY_EMANIFEST, "cannot create '%s': %s",
@@ -133,4 +148,79 @@ int ferry_job_default_manifest(const char *src, const char *dst, bool create,
         free(dir);
         return n < 0 ? ferry_job_errf(err, FERRY_EINTERNAL, "out of memory")
                      : 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The manifests of dir ("*.db"), sorted by name, into *names (caller
+ * frees each and the array). */
+static int list_manifests(const char *dir, char ***names, size_t *n,
+                          struct ferry_error *err)
+{
+        *names = NULL;
+        *n = 0;
+        DIR *d = opendir(dir);
+        if (!d)
+                return errno == ENOENT ? 0 /* no job yet */
+                                       : ferry_job_errf(err, FERRY_EMANIFEST,
+                                                        "cannot list '%s': %s",
+                                                        dir, strerror(errno));
+        size_t cap = 0;
+        int rc = 0;
+        struct dirent *e;
+        while (!rc && (e = readdir(d))) {
+                size_t len = strlen(e->d_name);
+                if (len < 4 || strcmp(e->d_name + len - 3, ".db"))
+                        continue;
+                if (*n == cap) {
+                        cap = cap ? 2 * cap : 16;
+                        char **p = realloc(*names, cap * sizeof(*p));
+                        if (!p)
+                                break;
+                        *names = p;
+                }
+                if (!((*names)[*n] = ferry_buf_join(dir, e->d_name)))
+                        break;
+                (*n)++;
+        }
+        if (e) /* stopped early: out of memory */
+                rc = ferry_job_errf(err, FERRY_EINTERNAL, "out of memory");
+        closedir(d);
+        if (*n > 1)
+                qsort(*names, *n, sizeof(**names), by_name);
+        return rc;
+}
+
+int ferry_status_list(ferry_job_list_fn fn, void *arg, char **dir_out,
+                      struct ferry_error *err)
+{
+        char *dir = NULL, **names = NULL;
+        size_t n = 0;
+        *dir_out = NULL;
+        int rc = state_dir(&dir, err);
+        if (!rc)
+                rc = list_manifests(dir, &names, &n, err);
+        struct ferry_status_info *info = rc ? NULL : malloc(sizeof(*info));
+        if (!rc && !info)
+                rc = ferry_job_errf(err, FERRY_EINTERNAL, "out of memory");
+        for (size_t i = 0; !rc && i < n; i++) {
+                struct ferry_error why = {""};
+                struct ferry_job_entry e = {names[i], 0, why.msg, info};
+                /* a manifest that cannot be read is listed, with why */
+                e.code = ferry_status_read(names[i], NULL, NULL, NULL, info,
+                                           &why);
+                fn(&e, arg);
+        }
+        for (size_t i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+        free(info);
+        if (rc)
+                free(dir);
+        else
+                *dir_out = dir;
+        return rc;
 }

@@ -47,6 +47,7 @@ enum opt_id {
         O_JSON,
         O_FAILURES,
         O_FORMAT,
+        O_LOG_FILE,
 };
 
 struct opt_def {
@@ -120,6 +121,9 @@ static const struct opt_def opts[] = {
         {"quiet", no_argument, O_QUIET, NULL, "print only errors"},
         {"verbose", no_argument, O_VERBOSE, NULL,
          "print each file copied or deleted on stdout"},
+        {"log-file", required_argument, O_LOG_FILE, "FILE",
+         "append a JSON line per file event and per run start and end "
+         "to FILE"},
         {"json", no_argument, O_JSON, NULL,
          "print a JSON summary on stdout at the end"},
         {"failures", no_argument, O_FAILURES, NULL,
@@ -160,6 +164,7 @@ void ferry_cli_help(FILE *out)
 {
         fputs("usage: ferry [OPTIONS] SRC DST\n"
               "       ferry --verify[=dest|source|both] [OPTIONS] SRC DST\n"
+              "       ferry status [--json]\n"
               "       ferry status [--json] [--failures] [SRC DST | --manifest "
               "FILE]\n"
               "       ferry export [--format=FMT] [SRC DST | --manifest "
@@ -385,6 +390,11 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
         case O_JSON: cli->json = true; return 0;
         case O_FAILURES: cli->failures = true; return 0;
         case O_FORMAT: return set_format(cli, arg, err);
+        case O_LOG_FILE:
+                if (!*arg)
+                        return usage(err, "--log-file needs a file name");
+                cli->log_file = arg;
+                return 0;
         case O_HELP: cli->command = CMD_HELP; return 0;
         case O_VERSION: cli->command = CMD_VERSION; return 0;
         default: return FERRY_EUSAGE;
@@ -412,11 +422,15 @@ static int positionals(struct ferry_cli *cli, int n, char **args,
                 cli->command = *word == 's' ? CMD_STATUS : CMD_EXPORT;
                 args++;
                 n--;
-                if (!n && !cli->opt.manifest)
+                /* status alone lists every job */
+                if (!n && !cli->opt.manifest && cli->command == CMD_EXPORT)
                         return usage(err,
                                      "%s needs SRC DST or "
                                      "--manifest FILE",
                                      word);
+                if (!n && !cli->opt.manifest && cli->failures)
+                        return usage(err, "--failures needs a job: SRC DST "
+                                          "or --manifest FILE");
         } else if (n == 2 && word) {
                 /* not a copy of ./status into SRC */
                 return usage(err,
@@ -488,6 +502,9 @@ int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
         if (cli->failures &&
             (cli->command == CMD_COPY || cli->command == CMD_VERIFY))
                 return usage(err, "--failures goes with status only");
+        if (cli->log_file &&
+            (cli->command == CMD_STATUS || cli->command == CMD_EXPORT))
+                return usage(err, "--log-file goes with a copy or --verify");
         if (cli->format_set && cli->command != CMD_EXPORT)
                 return usage(err, "--format goes with export only");
         if (cli->command == CMD_EXPORT && (cli->failures || cli->json))
@@ -526,4 +543,34 @@ void ferry_cli_put_path(FILE *out, const char *path, size_t len, bool quote)
 void ferry_cli_put_json(FILE *out, const char *s, size_t len)
 {
         put_escaped(out, s, len, FERRY_ESC_JSON);
+}
+
+/* s is valid UTF-8 (no overlong forms, surrogates or values past
+ * U+10FFFF). */
+bool ferry_cli_utf8_valid(const char *str, size_t len)
+{
+        const unsigned char *s = (const unsigned char *)str;
+        size_t i = 0;
+        while (i < len) {
+                unsigned c = s[i];
+                size_t n = c < 0x80             ? 0
+                           : (c & 0xe0) == 0xc0 ? 1
+                           : (c & 0xf0) == 0xe0 ? 2
+                           : (c & 0xf8) == 0xf0 ? 3
+                                                : 9;
+                if (n == 9 || i + n >= len)
+                        return false;
+                uint32_t v = n ? c & (0x3f >> n) : c;
+                for (size_t k = 1; k <= n; k++) {
+                        if ((s[i + k] & 0xc0) != 0x80)
+                                return false;
+                        v = v << 6 | (s[i + k] & 0x3f);
+                }
+                static const uint32_t least[] = {0, 0x80, 0x800, 0x10000};
+                if (v < least[n] || v > 0x10ffff ||
+                    (v >= 0xd800 && v <= 0xdfff))
+                        return false;
+                i += n + 1;
+        }
+        return true;
 }

@@ -29,6 +29,7 @@ struct ferry_cli {
         enum ferry_verify_mode verify;
         bool quiet, verbose, json;
         bool failures; /* status: every failure, not the first of each cause */
+        const char *log_file;         /* --log-file; borrowed argv */
         enum ferry_cli_format format; /* export */
         bool format_set;
         /* --include/--exclude in order: owned array, patterns borrowed
@@ -49,5 +50,9 @@ void ferry_cli_help(FILE *out);
 void ferry_cli_put_path(FILE *out, const char *path, size_t len, bool quote);
 /* The same, as a JSON string with its quotes. */
 void ferry_cli_put_json(FILE *out, const char *s, size_t len);
+/* s (len bytes) is valid UTF-8 (no overlong forms, surrogates or values
+ * past U+10FFFF); where it is not, the JSON of a path carries its bytes
+ * in hex too, as "path_hex" (export --format=jsonl, --log-file). */
+bool ferry_cli_utf8_valid(const char *s, size_t len);
 
 #endif

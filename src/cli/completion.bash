@@ -36,7 +36,7 @@ _ferry() {
 	--verify)
 		COMPREPLY=($(compgen -P "$pre" -W 'dest source both' -- "$cur"))
 		return ;;
-	--manifest)
+	--manifest | --log-file)
 		compopt -o filenames 2>/dev/null
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return ;;
@@ -53,7 +53,7 @@ _ferry() {
 	local i n=0
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
-		-j | --jobs | --retries | --max-delete | --exclude | --manifest | \
+		-j | --jobs | --retries | --max-delete | --exclude | --manifest | --log-file | \
 			--durability | --format | =) i=$((i + 1)) ;;
 		-*) ;;
 		*) n=$((n + 1)) ;;

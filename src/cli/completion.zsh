@@ -15,7 +15,7 @@ opts=(${(f)"$(_call_program options ${words[1]} --help 2>/dev/null |
 case $words[CURRENT-1] in
 --format) compadd xxh128sum csv jsonl; return ;;
 --durability) compadd batch file none; return ;;
---manifest) _files; return ;;
+--manifest|--log-file) _files; return ;;
 -j|--jobs|--retries|--max-delete|--exclude) _message value; return ;;
 esac
 case $PREFIX in

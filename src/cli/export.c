@@ -133,40 +133,11 @@ static int csv_row(const struct ferry_export_row *r)
         return 0;
 }
 
-/* s is valid UTF-8 (no overlong forms, surrogates or values past
- * U+10FFFF). */
-static bool utf8_valid(const unsigned char *s, size_t len)
-{
-        size_t i = 0;
-        while (i < len) {
-                unsigned c = s[i];
-                size_t n = c < 0x80             ? 0
-                           : (c & 0xe0) == 0xc0 ? 1
-                           : (c & 0xf0) == 0xe0 ? 2
-                           : (c & 0xf8) == 0xf0 ? 3
-                                                : 9;
-                if (n == 9 || i + n >= len)
-                        return false;
-                uint32_t v = n ? c & (0x3f >> n) : c;
-                for (size_t k = 1; k <= n; k++) {
-                        if ((s[i + k] & 0xc0) != 0x80)
-                                return false;
-                        v = v << 6 | (s[i + k] & 0x3f);
-                }
-                static const uint32_t least[] = {0, 0x80, 0x800, 0x10000};
-                if (v < least[n] || v > 0x10ffff ||
-                    (v >= 0xd800 && v <= 0xdfff))
-                        return false;
-                i += n + 1;
-        }
-        return true;
-}
-
 static int jsonl_row(const struct ferry_export_row *r)
 {
         fputs("{\"path\": ", stdout);
         ferry_cli_put_json(stdout, r->path, r->path_len);
-        if (!utf8_valid((const unsigned char *)r->path, r->path_len)) {
+        if (!ferry_cli_utf8_valid(r->path, r->path_len)) {
                 fputs(", \"path_hex\": \"", stdout);
                 put_hex(stdout, (const unsigned char *)r->path, r->path_len);
                 putchar('"');

@@ -6,12 +6,14 @@
  * verify: progress on stderr, per-file events, the final summary, the list
  * of failures, and the exit code, which is the library's result code (see
  * man/ferry.1), or FERRY_EOUTPUT when standard output could not be written
- * (struct sink, report.h). `ferry status` is status.c, `ferry export`
- * export.c.
+ * (struct sink, report.h). With --log-file every event and the run's
+ * start and end also go to the log (logfile.c), opened before the job is.
+ * `ferry status` is status.c and status_list.c, `ferry export` export.c.
  */
 #define _GNU_SOURCE
 #include "ferry.h"
 #include "cli.h"
+#include "logfile.h"
 #include "report.h"
 
 #include <errno.h>
@@ -56,6 +58,7 @@ struct out {
         bool line_open; /* a \r progress line is on the terminal */
         unsigned long failures_listed;
         struct top top;
+        struct ferry_log *log; /* --log-file; NULL */
 };
 
 static void human(uint64_t n, char *buf, size_t size)
@@ -126,6 +129,7 @@ static void put_eta(char *buf, size_t size, double s)
 static void on_progress(const struct ferry_progress *p, void *arg)
 {
         struct out *o = arg;
+        ferry_log_tick(o->log);
         if (o->cli->quiet || o->cli->json)
                 return;
         rate_update(&o->rate, p);
@@ -188,8 +192,11 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
 {
         struct out *o = arg;
         bool loud = !o->cli->quiet;
+        ferry_log_event(o->log, ev, path, len, detail, fail);
         clear_line(o);
         switch (ev) {
+        case FERRY_EV_VERIFIED:
+        case FERRY_EV_META_FAILED_MORE: break; /* for the log */
         case FERRY_EV_COPIED:
         case FERRY_EV_LINKED:
                 if (o->cli->verbose)
@@ -372,7 +379,20 @@ static void list_failures(struct out *o, const char *manifest)
                         o->failures_listed - 100);
 }
 
-static int run_job(struct ferry_cli *cli, struct sink *so)
+/* What the run's end says: on stderr, and in the log. */
+static void run_end(struct out *o, const struct ferry_summary *sum, int code,
+                    const char *manifest, const char *msg)
+{
+        ferry_log_end(o->log, o->cli, sum, code, manifest, msg);
+        int e = ferry_log_close(o->log);
+        o->log = NULL;
+        if (e)
+                fprintf(stderr, "ferry: log file '%s' is incomplete: %s\n",
+                        o->cli->log_file, strerror(e));
+}
+
+static int run_job(struct ferry_cli *cli, struct sink *so, int argc,
+                   char **argv)
 {
         struct out o = {.cli = cli,
                         .so = so,
@@ -385,9 +405,18 @@ static int run_job(struct ferry_cli *cli, struct sink *so)
         struct ferry_summary sum;
         memset(&sum, 0, sizeof(sum));
         struct ferry_job *job;
-        int code = ferry_job_open(&cli->opt, &job, &err);
+        /* a log that cannot be opened stops ferry before anything else */
+        int code =
+                cli->log_file ? ferry_log_open(cli->log_file, &o.log, &err) : 0;
         if (code) {
                 fprintf(stderr, "ferry: %s\n", err.msg);
+                return code;
+        }
+        ferry_log_start(o.log, cli, argc, argv);
+        code = ferry_job_open(&cli->opt, &job, &err);
+        if (code) {
+                fprintf(stderr, "ferry: %s\n", err.msg);
+                run_end(&o, &sum, code, NULL, err.msg);
                 return code;
         }
         install_signals();
@@ -409,6 +438,7 @@ static int run_job(struct ferry_cli *cli, struct sink *so)
         if (manifest && (sum.files_failed || sum.scan_errors) &&
             cli->command == CMD_COPY && !cli->opt.dry_run)
                 list_failures(&o, manifest);
+        run_end(&o, &sum, code, manifest, err.msg);
         free(manifest);
         if (err.msg[0])
                 fprintf(stderr, "ferry: %s\n", err.msg);
@@ -447,7 +477,7 @@ int main(int argc, char **argv)
         } else if (cli.command == CMD_EXPORT) {
                 code = ferry_cli_export(&cli, &so);
         } else {
-                code = run_job(&cli, &so);
+                code = run_job(&cli, &so, argc, argv);
         }
         ferry_cli_release(&cli);
         if (!ferry_sink_flush(&so)) {

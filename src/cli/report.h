@@ -1,6 +1,6 @@
 /*
  * report.h - what the ferry command's printing shares (main.c, status.c,
- * export.c).
+ * status_list.c, export.c, logfile.c).
  *
  * Standard output as a sink that remembers its first write error, and the
  * lines that name a path: a listed path, and a failure, whose top of the
@@ -64,6 +64,14 @@ struct ferry_cli;
 /* `ferry status` (status.c): prints the job's state and failures on
  * stdout; returns the exit code. */
 int ferry_cli_status(const struct ferry_cli *cli, struct sink *so);
+
+/* `ferry status` without a job (status_list.c): every job of the state
+ * directory on stdout; returns the exit code. */
+int ferry_cli_status_list(const struct ferry_cli *cli, struct sink *so);
+/* Whether a run holds the job, as status says it: "no", "yes (pid N)",
+ * "yes (pid N on host H)" (a holder of another host), "yes (pid
+ * unknown)" or "unknown (lock ...: why)". */
+void ferry_report_running(FILE *f, const struct ferry_status_info *info);
 
 /* `ferry export` (export.c): the job's files on stdout in cli->format;
  * returns the exit code. */

@@ -9,7 +9,8 @@
  * failure with its cause, and the causes with their counts. Entries whose
  * data arrived but whose metadata fell short ("metadata not applied: N")
  * come after the failures, grouped by cause the same way (JSON:
- * metadata_failures, metadata_causes).
+ * metadata_failures, metadata_causes). Within a cause the failures come
+ * sorted by path. Without a job, status lists every job (status_list.c).
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -57,15 +58,9 @@ static void status_text(const struct ferry_status_info *i)
 {
         printf("manifest: %s\nsource: %s\ndestination: %s\n", i->manifest,
                i->src, i->dst);
-        if (i->lock_errno)
-                printf("running: unknown (lock '%s.lock': %s)\n", i->manifest,
-                       strerror(i->lock_errno));
-        else if (i->running_pid < 0) /* held, the holder not named */
-                printf("running: yes (pid unknown)\n");
-        else if (i->running_pid)
-                printf("running: yes (pid %ld)\n", i->running_pid);
-        else
-                printf("running: no\n");
+        fputs("running: ", stdout);
+        ferry_report_running(stdout, i);
+        putchar('\n');
         put_time("last run: ", i->last_start);
         if (i->last_start) {
                 put_time(", finished ", i->last_end);
@@ -102,6 +97,13 @@ static void status_json_head(const struct ferry_status_info *i)
                 fputs(", \"running_pid\": null", stdout);
         else
                 printf(", \"running_pid\": %ld", i->running_pid);
+        if (!i->lock_errno && i->running_host[0]) {
+                fputs(", \"running_host\": ", stdout);
+                ferry_cli_put_json(stdout, i->running_host,
+                                   strlen(i->running_host));
+        } else {
+                fputs(", \"running_host\": null", stdout);
+        }
         printf(", \"last_start\": %lld, \"last_end\": "
                "%lld,"
                " \"last_result\": %d, \"done\": %llu, \"done_bytes\": %llu,"
@@ -252,6 +254,8 @@ static void json_tail(struct status_out *s)
 
 int ferry_cli_status(const struct ferry_cli *cli, struct sink *so)
 {
+        if (!cli->opt.manifest && !cli->opt.src)
+                return ferry_cli_status_list(cli, so);
         struct ferry_status_info info;
         struct ferry_error err = {""};
         struct status_out s = {.cli = cli, .so = so};

@@ -4,7 +4,9 @@
  * as the run reports them, files' and directories' alike: each counted in
  * the summary's meta_failed, the first few of each cause named
  * (FERRY_EV_META_FAILED), the rest of that cause said as one count at the
- * end of the run. Also the one warning for files larger than DST holds.
+ * end of the run (each of those still handed on, as
+ * FERRY_EV_META_FAILED_MORE, for a log). Also the one warning for files larger
+ * than DST holds.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -36,15 +38,14 @@ void meta_shortfall(struct coord *c, const char *dir, const char *name,
 {
         c->sum->meta_failed++;
         struct meta_cause *k = cause_of(c, f);
-        if (!k) {
+        bool named = k && ++k->n <= NAMED_PER_CAUSE;
+        if (!k)
                 c->mf.unnamed++;
-                return;
-        }
-        if (++k->n > NAMED_PER_CAUSE)
-                return;
         char why[256];
         ferry_failure_message(f, is_dir, why, sizeof(why));
-        emit_failure(c, FERRY_EV_META_FAILED, dir, name, why, f);
+        emit_failure(c,
+                     named ? FERRY_EV_META_FAILED : FERRY_EV_META_FAILED_MORE,
+                     dir, name, why, f);
 }
 
 void meta_shortfall_end(struct coord *c)

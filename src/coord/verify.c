@@ -81,7 +81,10 @@ void record_verify(struct coord *c, const struct ferry_batch *b,
         c->prog.files_done++;
         c->prog.bytes_done += it->st.size;
         switch (it->result) {
-        case R_DONE: c->sum->verified++; return;
+        case R_DONE:
+                c->sum->verified++;
+                emit_item(c, FERRY_EV_VERIFIED, b, it, NULL, NULL);
+                return;
         case R_NOFDS: stop_no_fds(c, it->err); return;
         case R_MISMATCH:
         case R_MISSING: {

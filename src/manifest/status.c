@@ -2,8 +2,9 @@
  * manifest/status.c - what `ferry status` reads, in one read transaction:
  * files and bytes of each row state, the job's SRC and DST, directories
  * and rows gone from SRC, the last run, each failed row or directory
- * with its reason and cause, grouped by cause, and then each whose data
- * arrived but whose metadata fell short, grouped by cause the same way.
+ * with its reason and cause, grouped by cause and sorted by path within
+ * one, and then each whose data arrived but whose metadata fell short,
+ * grouped by cause the same way.
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
@@ -18,16 +19,24 @@
 /* files and bytes in state st */
 #define COUNT_STATE(st) "sum(state = " st "), sum(size * (state = " st "))"
 
+/* A row's path as bytes (dir/name; "" for SRC itself), which the
+ * failures of one cause are sorted by: memcmp order, as `LC_ALL=C sort`
+ * sorts. */
+#define JOINED_PATH                                                            \
+        "CASE WHEN length(name) = 0 THEN CAST(path AS BLOB)"                   \
+        " WHEN length(path) = 0 THEN CAST(name AS BLOB)"                       \
+        " ELSE CAST(path AS BLOB) || x'2f' || CAST(name AS BLOB) END"
+
 /* Failures grouped by cause (side, step, errno), the most frequent cause
- * first; within one, directories first, then files by id; at most ?1 of
- * each cause (0: all). Columns: path, name, error, side, step, errno,
- * count of the cause, index within it. */
+ * first; within one, by path (JOINED_PATH); at most ?1 of each cause
+ * (0: all). Columns: path, name, error, side, step, errno, count of the
+ * cause, index within it. */
 #define FAILURES_SQL(D_SIDE, D_STEP, D_ERRNO, F_SIDE, F_STEP, F_ERRNO)         \
         "SELECT path, name, error, side, step, errno, n, k - 1 FROM ("         \
         " SELECT path, name, error, side, step, errno,"                        \
         "  count(*) OVER (PARTITION BY side, step, errno) AS n,"               \
         "  row_number() OVER (PARTITION BY side, step, errno"                  \
-        "   ORDER BY ord, id) AS k"                                            \
+        "   ORDER BY " JOINED_PATH ", ord, id) AS k"                           \
         " FROM (SELECT 0 AS ord, id, path, x'' AS name, error,"                \
         "   " D_SIDE " AS side, " D_STEP " AS step, " D_ERRNO " AS errno"      \
         "   FROM dirs WHERE error IS NOT NULL"                                 \
@@ -40,13 +49,14 @@
         " ORDER BY n DESC, side, step, errno, k"
 
 /* Metadata shortfalls (done rows and directories whose metadata fell
- * short), grouped by cause as FAILURES_SQL does; the same columns. */
+ * short), grouped by cause and sorted by path as FAILURES_SQL does; the
+ * same columns. */
 #define META_SQL                                                               \
         "SELECT path, name, '', 2, step, errno, n, k - 1 FROM ("               \
         " SELECT path, name, step, errno,"                                     \
         "  count(*) OVER (PARTITION BY step, errno) AS n,"                     \
         "  row_number() OVER (PARTITION BY step, errno"                        \
-        "   ORDER BY ord, id) AS k"                                            \
+        "   ORDER BY " JOINED_PATH ", ord, id) AS k"                           \
         " FROM (SELECT 0 AS ord, id, path, x'' AS name,"                       \
         "   meta_step AS step, meta_errno AS errno"                            \
         "   FROM dirs WHERE meta_step != 0"                                    \

@@ -336,11 +336,41 @@ static void test_status_forms(void)
         CHECK(p.cli.json);
         done(&p);
 
-        USAGE("status needs", "status");
+        /* status alone: the list of every job */
+        PARSE(&p, "status");
+        CHECK_EQ(p.rc, 0);
+        CHECK_EQ(p.cli.command, CMD_STATUS);
+        CHECK(p.cli.opt.src == NULL && p.cli.opt.manifest == NULL);
+        done(&p);
+        PARSE(&p, "status", "--json");
+        CHECK_EQ(p.rc, 0);
+        CHECK(p.cli.json);
+        done(&p);
+        USAGE("--failures needs a job", "status", "--failures");
+        USAGE("--log-file goes with a copy or --verify", "status", "--log-file",
+              "/l", "s", "d");
         /* not a copy of ./status into d */
         USAGE("status needs SRC and DST, or --manifest", "status", "d");
         USAGE("--verify", "status", "--verify", "s", "d");
         USAGE("too many arguments: 'e' after", "status", "s", "d", "e");
+}
+
+static void test_log_file(void)
+{
+        struct parsed p;
+        PARSE(&p, "--log-file", "/l.jsonl", "s", "d");
+        CHECK_EQ(p.rc, 0);
+        CHECK_EQ(p.cli.command, CMD_COPY);
+        CHECK_STR(p.cli.log_file, "/l.jsonl");
+        done(&p);
+        PARSE(&p, "--verify", "--log-file=/l", "s", "d");
+        CHECK_EQ(p.rc, 0);
+        CHECK_EQ(p.cli.command, CMD_VERIFY);
+        CHECK_STR(p.cli.log_file, "/l");
+        done(&p);
+        USAGE("--log-file needs a file name", "--log-file=", "s", "d");
+        USAGE("--log-file goes with a copy", "export", "--log-file", "/l", "s",
+              "d");
 }
 
 static void test_export_forms(void)
@@ -831,6 +861,7 @@ int main(int argc, char **argv)
         RUN(test_verify);
         RUN(test_status_forms);
         RUN(test_export_forms);
+        RUN(test_log_file);
         RUN(test_usage_errors);
         RUN(test_parse_twice);
         RUN(test_help_lists_every_option);
