@@ -45,6 +45,9 @@ struct ferry_coord_cfg {
         /* the most copies in flight (-j N, or -j auto's cap) that fit the
          * descriptors; 0: -j N, or FERRY_TUNE_MAX for -j auto */
         unsigned jobs_cap;
+        /* borrowed: its "<manifest>.control" is the run's live control
+         * (coord/control.c); NULL: none */
+        const char *manifest_path;
 };
 
 int ferry_coord_copy(const struct ferry_coord_cfg *cfg,

@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "ferry.h"
 #include "job.h"
+#include "control.h"
 
 #include "fdlimit.h"
 #include "tune.h"
@@ -71,6 +72,7 @@ void ferry_options_init(struct ferry_options *opt)
         opt->specials = true;
         opt->devices = true;
         opt->max_delete = -1;
+        opt->window_start = opt->window_end = -1; /* no --window */
 }
 
 const char *ferry_code_str(int code)
@@ -420,6 +422,7 @@ static void coord_cfg(struct ferry_job *job, struct ferry_coord_cfg *cfg,
         cfg->names = job->names;
         cfg->own = job->own;
         cfg->jobs_cap = job->jobs_cap;
+        cfg->manifest_path = job->manifest_path;
 }
 
 int ferry_job_run(struct ferry_job *job, struct ferry_summary *sum,
@@ -563,6 +566,7 @@ int ferry_status_read(const char *manifest, const char *src, const char *dst,
         } else if (errno != ENOENT) {
                 info->lock_errno = errno;
         }
+        ferry_control_status(path, info); /* control.h: live settings */
         rc = status_manifest(path, info, req, err);
         free(lock);
         free(path);
