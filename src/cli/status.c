@@ -66,6 +66,7 @@ static void status_text(const struct ferry_status_info *i)
                 printf("running: yes (pid %ld)\n", i->running_pid);
         else
                 printf("running: no\n");
+        ferry_cli_put_control(stdout, i, false); /* set.c: live settings */
         put_time("last run: ", i->last_start);
         if (i->last_start) {
                 put_time(", finished ", i->last_end);
@@ -102,6 +103,7 @@ static void status_json_head(const struct ferry_status_info *i)
                 fputs(", \"running_pid\": null", stdout);
         else
                 printf(", \"running_pid\": %ld", i->running_pid);
+        ferry_cli_put_control(stdout, i, true); /* set.c: live settings */
         printf(", \"last_start\": %lld, \"last_end\": "
                "%lld,"
                " \"last_result\": %d, \"done\": %llu, \"done_bytes\": %llu,"
