@@ -97,7 +97,9 @@ int ferry_control_load(const char *path, struct ferry_control *c)
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return errno;
-        int rc = read_fd(fd, buf, sizeof(buf));
+        /* a shared lock, never waited for: a write under way is EAGAIN */
+        int rc = flock(fd, LOCK_SH | LOCK_NB) ? EAGAIN
+                                              : read_fd(fd, buf, sizeof(buf));
         close(fd);
         return rc ? rc : parse(buf, c);
 }

@@ -26,6 +26,9 @@ struct ferry_rate {
         uint64_t bps;      /* 0: no limit */
         bool paused;
         uint64_t gen; /* bumped by each ferry_rate_set */
+        /* a limit or a pause is set: read without the mutex, so that a
+         * run without either takes no lock per buffer */
+        atomic_bool active;
         double tokens, last;
 };
 
@@ -81,6 +84,7 @@ void ferry_rate_set(struct ferry_rate *r, uint64_t bytes_per_s, bool paused)
                 r->tokens = 0;
                 r->last = mono();
                 r->gen++;
+                atomic_store(&r->active, bytes_per_s || paused);
                 pthread_cond_broadcast(&r->cv);
         }
         pthread_mutex_unlock(&r->mu);
@@ -118,7 +122,7 @@ static double charge(struct ferry_rate *r, uint64_t n)
 
 int ferry_rate_take(struct ferry_rate *r, uint64_t n, atomic_bool *stop)
 {
-        if (!r)
+        if (!r || !atomic_load_explicit(&r->active, memory_order_relaxed))
                 return 0;
         int rc = 0;
         pthread_mutex_lock(&r->mu);
