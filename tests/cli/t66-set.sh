@@ -13,7 +13,8 @@
 #    1.5 s), and `ferry status` says paused (text, and --json
 #    control.paused true);
 #  - `ferry set -j 2`: `ferry status --json` has control.jobs 2, the text
-#    "jobs: 2";
+#    "jobs: 2", and the run ends with -j 2 (its --json jobs_peak 2: a -j
+#    auto run became -j 2);
 #  - `ferry set --resume`: DST grows again;
 #  - `ferry set --bwlimit 0`: the rest (tens of MiB) arrives within 15 s,
 #    far faster than 1 MiB/s would; the run exits 0, the trees are equal
@@ -61,14 +62,14 @@ rate() {
 	sleep "$1"
 	b1=$(dst_bytes) t1=$(now_ns)
 	GROWN=$((b1 - b0))
-	RATE=$((GROWN * 1000000 / (t1 - t0) / 1024 * 1000))
+	RATE=$((GROWN * 1000000000 / (t1 - t0) / 1024))
 	say "over $1 s: $GROWN bytes, $RATE KiB/s"
 }
 set_ok() {
 	expect_code 0 "$FERRY" set --manifest "$M" "$@"
 }
 
-bg "$FERRY" --bwlimit 4M --manifest "$M" "$SRC" dst
+bg "$FERRY" --json --bwlimit 4M --manifest "$M" "$SRC" dst
 wait_until 10 test -e "$M.control" || fail "the run wrote no control file"
 sleep 0.5
 rate 1.5
@@ -112,6 +113,7 @@ wait_until 15 test ! -d "/proc/$BG_PID" || fail "the run did not end within 15 s
 bg_wait
 say "--bwlimit 0: the last $left bytes in $((SECONDS - t0)) s"
 check "the run exits 0 (got $BG_RC)" test "$BG_RC" = 0
+expect_json "$LOG/bg.out" jobs_peak 2
 check "the rest ($left bytes) came faster than 1 MiB/s would" \
 	test $((SECONDS - t0)) -lt $((left / MIB))
 show "$LOG/bg.err"
