@@ -24,7 +24,8 @@
 #define BYTES_PER_ITEM (1u << 20)
 
 /* -j N fixes the limit; -j auto (opt->jobs 0) starts the tuner. cap: what
- * job.c fitted to the descriptors (0: -j N itself, or FERRY_TUNE_MAX). */
+ * job.c fitted to the descriptors (0: -j N itself, or FERRY_TUNE_MAX); for
+ * -j N, as far as `ferry set -j` may raise it. */
 void jobs_init(struct coord *c)
 {
         struct jobs_ctl *j = &c->jobs;
@@ -33,7 +34,9 @@ void jobs_init(struct coord *c)
         if (!cap)
                 cap = j->autotune ? FERRY_TUNE_MAX : c->opt->jobs;
         j->cap = cap ? cap : 1;
-        j->limit = j->cap;
+        /* -j N below the cap: `ferry set -j` may raise it (control.c) */
+        j->limit =
+                !j->autotune && c->opt->jobs < j->cap ? c->opt->jobs : j->cap;
         if (j->autotune) {
                 ferry_tune_init(&j->tune, 1, j->cap, FERRY_TUNE_START);
                 j->limit = j->tune.cur;

@@ -6,15 +6,15 @@
 # Proves (the oracle is DST itself: the bytes of every file in it, temps
 # included, sampled with find and the shell's clock; bounds are loose, the
 # machine is shared):
-#  - a run started with --bwlimit 4M writes 2..6 MiB/s;
+#  - a run started with -j 1 --bwlimit 4M writes 2..6 MiB/s;
 #  - `ferry set --bwlimit 1M` while it runs: within 2 s the rate is
 #    0.4..1.6 MiB/s;
 #  - `ferry set --pause`: within 2 s DST stops growing (not a byte over
 #    1.5 s), and `ferry status` says paused (text, and --json
 #    control.paused true);
 #  - `ferry set -j 2`: `ferry status --json` has control.jobs 2, the text
-#    "jobs: 2", and the run ends with -j 2 (its --json jobs_peak 2: a -j
-#    auto run became -j 2);
+#    "jobs: 2", and the run, started with -j 1, ends with -j 2 (its --json
+#    jobs_peak 2: raised above its own -j);
 #  - `ferry set --resume`: DST grows again;
 #  - `ferry set --bwlimit 0`: the rest (tens of MiB) arrives within 15 s,
 #    far faster than 1 MiB/s would; the run exits 0, the trees are equal
@@ -69,7 +69,7 @@ set_ok() {
 	expect_code 0 "$FERRY" set --manifest "$M" "$@"
 }
 
-bg "$FERRY" --json --bwlimit 4M --manifest "$M" "$SRC" dst
+bg "$FERRY" --json -j 1 --bwlimit 4M --manifest "$M" "$SRC" dst
 wait_until 10 test -e "$M.control" || fail "the run wrote no control file"
 sleep 0.5
 rate 1.5
