@@ -85,6 +85,11 @@ struct ferry_progress {
         double elapsed; /* seconds since the run started */
         bool scanning;  /* the scan has not finished yet */
         bool final;     /* last call of the run */
+        /* live control (`ferry set`, --window): the run hands nothing out
+         * and its copies wait; resume_at: the minute of the day (local
+         * time) the window opens, -1 when `ferry set --resume` ends it */
+        bool paused;
+        int resume_at;
 };
 
 /* What happened to one file, for --verbose listings and --log-file. path
@@ -244,6 +249,12 @@ struct ferry_options {
         ferry_progress_fn progress; /* may be NULL */
         ferry_event_fn event;       /* may be NULL */
         void *cb_arg;
+        /* live control's run options (`ferry set` changes them for the
+         * running job only): bytes per second, 0 no limit; the window of
+         * allowed hours, minutes after local midnight, -1 none (it may
+         * wrap midnight: start > end) */
+        uint64_t bwlimit;
+        int window_start, window_end;
 };
 
 struct ferry_summary {
@@ -268,6 +279,48 @@ struct ferry_summary {
         unsigned workers;   /* worker threads started */
 };
 
+/*
+ * Live control of a running job: the settings `ferry set` changes and the
+ * run applies within about a second. They live in "<manifest>.control"
+ * (not in the manifest: the run holds its write lock), which the run
+ * writes when it starts (from its options) and removes when it ends; they
+ * apply to that run only, never to the next one.
+ */
+struct ferry_control {
+        long pid;                     /* the run they belong to */
+        uint64_t serial;              /* changes made by `ferry set` */
+        uint64_t bwlimit;             /* bytes per second; 0: no limit */
+        unsigned jobs;                /* copies in flight; 0: -j auto */
+        bool paused;                  /* `ferry set --pause` */
+        int window_start, window_end; /* as in ferry_options; -1: none */
+};
+/* What `ferry set` changes; the rest stays. */
+struct ferry_set_req {
+        bool set_bwlimit, set_jobs, set_window;
+        uint64_t bwlimit;
+        unsigned jobs;                /* 0: auto */
+        int pause;                    /* 1 pause, 0 resume, -1 leave */
+        int window_start, window_end; /* -1 -1: no window */
+};
+/* Changes a running job's settings (the job named as for
+ * ferry_status_read); fills *now with them after the change. Fails with
+ * FERRY_EUSAGE when no run holds the job, FERRY_EPATH when the control
+ * file cannot be written. */
+int ferry_set(const char *manifest, const char *src, const char *dst,
+              const struct ferry_set_req *req, struct ferry_control *now,
+              struct ferry_error *err);
+/* "1M", "512K", "2.5G", "1000" (bytes per second; K, M, G powers of 1024,
+ * as rsync's --bwlimit); 0 is no limit. 0, or -1 for anything else. */
+int ferry_parse_rate(const char *s, uint64_t *out);
+/* "HH:MM-HH:MM" as minutes after midnight (start != end); 0 or -1. */
+int ferry_parse_window(const char *s, int *start, int *end);
+/* Whether minute now (0-1439) is inside the window start-end (a window
+ * that wraps midnight included); no window (-1) is always inside. */
+bool ferry_window_inside(int start, int end, int now);
+/* The minute of the day, local time (FERRY_TEST_CLOCK=HH:MM stands in for
+ * the clock in a test build). */
+int ferry_window_now(void);
+
 /* Job state for `ferry status`; read-only, safe while a run goes on. */
 struct ferry_state_count {
         uint64_t files;
@@ -291,6 +344,10 @@ struct ferry_status_info {
         uint64_t not_in_source; /* rows removed from SRC (not deleted) */
         uint64_t meta_failed;   /* done rows whose metadata fell short */
         uint64_t dirs;
+        /* the running job's live settings (struct ferry_control), when
+         * has_control: a run holds the job and its control file is there */
+        bool has_control;
+        struct ferry_control control;
 };
 
 /*

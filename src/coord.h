@@ -42,9 +42,13 @@ struct ferry_coord_cfg {
         const char *command;               /* for the runs table */
         struct ferry_names *names;   /* borrowed, may be NULL: DST's rules */
         const struct ferry_own *own; /* borrowed, may be NULL: ferry's own */
-        /* the most copies in flight (-j N, or -j auto's cap) that fit the
-         * descriptors; 0: -j N, or FERRY_TUNE_MAX for -j auto */
+        /* the most copies in flight (-j auto's cap, or how far `ferry set
+         * -j` may raise -j N) that fit the descriptors; 0: -j N, or
+         * FERRY_TUNE_MAX for -j auto */
         unsigned jobs_cap;
+        /* borrowed: its "<manifest>.control" is the run's live control
+         * (coord/control.c); NULL: none */
+        const char *manifest_path;
 };
 
 int ferry_coord_copy(const struct ferry_coord_cfg *cfg,

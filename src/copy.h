@@ -51,9 +51,13 @@ struct ferry_copy_cfg {
         atomic_bool *stop; /* borrowed */
         /* borrowed, shared by the workers; NULL: DST holds any name */
         struct ferry_names *names;
+        /* borrowed, shared by the workers: --bwlimit's bucket and the
+         * pause (ratelimit.h); NULL: no limit */
+        struct ferry_rate *rate;
 };
 
 struct ferry_copier;
+struct ferry_rate;
 
 int ferry_copier_new(const struct ferry_copy_cfg *cfg,
                      struct ferry_copier **out);

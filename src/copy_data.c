@@ -14,6 +14,7 @@
 #include "copier.h"
 
 #include "fsio.h"
+#include "ratelimit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -68,6 +69,11 @@ static int stream(struct ferry_copier *c, int in, int out, uint64_t size,
                 if (!got)
                         return 0;
                 XXH3_128bits_update(c->xxh, c->buf, got);
+                if (out >= 0 &&
+                    (rc = ferry_rate_take(c->cfg.rate, got, c->cfg.stop))) {
+                        *step = &S_COPY; /* stopped while it waited */
+                        return rc;
+                }
                 if (out >= 0 && (rc = ferry_fsio_write(out, c->buf, got))) {
                         *step = &S_WRITE;
                         return rc;

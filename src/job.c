@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "ferry.h"
 #include "job.h"
+#include "control.h"
 
 #include "fdlimit.h"
 #include "tune.h"
@@ -45,7 +46,8 @@ struct ferry_job {
         struct ferry_names *names;   /* what DST can hold; NULL: anything */
         struct ferry_own *own;       /* DST's root and the manifest's files */
         unsigned long fd_limit;      /* the soft RLIMIT_NOFILE, raised */
-        unsigned jobs_cap;           /* -j auto: the most that fit */
+        unsigned jobs_cap;           /* -j auto: the most that fit; -j N: how
+                                        far `ferry set -j` may raise it */
 };
 
 static atomic_bool stop_requested;
@@ -72,6 +74,7 @@ void ferry_options_init(struct ferry_options *opt)
         opt->devices = true;
         opt->max_delete = -1;
         opt->min_size = opt->max_size = -1;
+        opt->window_start = opt->window_end = -1; /* no --window */
 }
 
 const char *ferry_code_str(int code)
@@ -332,6 +335,17 @@ static int note_own(struct ferry_job *job, struct ferry_error *err)
         return 0;
 }
 
+/* How far `ferry set -j` may raise a run's -j n (coord/control.c): to what
+ * -j auto could reach beside the scan threads it runs with, or n. */
+static unsigned raise_cap(const struct ferry_job *job, unsigned n,
+                          unsigned scanners)
+{
+        struct ferry_fd_fit up;
+        ferry_fdlimit_fit(job->fd_limit, ferry_fdlimit_in_use(), FERRY_TUNE_MAX,
+                          scanners, &up);
+        return up.jobs > n && up.scanners == scanners ? up.jobs : n;
+}
+
 /* Fewer workers and scan threads when the descriptors cannot hold what
  * was asked; one warning says so. -j auto asks for its cap and warns only
  * when what fits is below AUTO_WARN_BELOW (it rarely needs the cap). */
@@ -343,8 +357,8 @@ static void fit_threads(struct ferry_job *job)
         unsigned asked = autoj ? FERRY_TUNE_MAX : job->opt.jobs;
         ferry_fdlimit_fit(job->fd_limit, ferry_fdlimit_in_use(), asked,
                           job->opt.scanners, &fit);
-        if (autoj)
-                job->jobs_cap = fit.jobs;
+        job->jobs_cap =
+                autoj ? fit.jobs : raise_cap(job, fit.jobs, fit.scanners);
         if (!fit.reduced || (autoj && fit.jobs >= AUTO_WARN_BELOW &&
                              fit.scanners == job->opt.scanners)) {
                 job->opt.scanners = fit.scanners;
@@ -430,6 +444,7 @@ static void coord_cfg(struct ferry_job *job, struct ferry_coord_cfg *cfg,
         cfg->names = job->names;
         cfg->own = job->own;
         cfg->jobs_cap = job->jobs_cap;
+        cfg->manifest_path = job->manifest_path;
 }
 
 int ferry_job_run(struct ferry_job *job, struct ferry_summary *sum,
@@ -583,6 +598,7 @@ int ferry_status_read(const char *manifest, const char *src, const char *dst,
         } else if (errno != ENOENT) {
                 info->lock_errno = errno;
         }
+        ferry_control_status(path, info); /* control.h: live settings */
         rc = status_manifest(path, info, req, err);
         free(lock);
         free(path);

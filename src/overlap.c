@@ -284,8 +284,8 @@ out:
 
 /* ---- ferry's own files -------------------------------------------------- */
 
-static const char *const companions[] = {"", "-wal", "-shm", "-journal",
-                                         ".lock"};
+static const char *const companions[] = {"",         "-wal",  "-shm",
+                                         "-journal", ".lock", ".control"};
 enum { N_OWN = sizeof(companions) / sizeof(companions[0]) };
 
 struct ferry_own {

@@ -48,6 +48,10 @@ enum opt_id {
         O_FAILURES,
         O_FORMAT,
         O_LOG_FILE,
+        O_BWLIMIT, /* live control: set.c */
+        O_WINDOW,
+        O_PAUSE,
+        O_RESUME,
 };
 
 struct opt_def {
@@ -130,6 +134,15 @@ static const struct opt_def opts[] = {
          "status: list all failures, not 5 of each cause"},
         {"format", required_argument, O_FORMAT, "FMT",
          "export: xxh128sum (default), csv or jsonl"},
+        {"bwlimit", required_argument, O_BWLIMIT, "RATE",
+         "at most RATE bytes/s written (K, M, G: powers of 1024; 0: no "
+         "limit); run and set"},
+        {"window", required_argument, O_WINDOW, "HH:MM-HH:MM",
+         "copy only in these hours, local time (may wrap midnight; none: "
+         "always); run and set"},
+        {"pause", no_argument, O_PAUSE, NULL,
+         "set: start no new file, the copies wait"},
+        {"resume", no_argument, O_RESUME, NULL, "set: end a --pause"},
         {"help", no_argument, O_HELP, NULL, "show this help and exit"},
         {"version", no_argument, O_VERSION, NULL, "show the version and exit"},
 };
@@ -169,6 +182,9 @@ void ferry_cli_help(FILE *out)
               "FILE]\n"
               "       ferry export [--format=FMT] [SRC DST | --manifest "
               "FILE]\n"
+              "       ferry set [--bwlimit RATE] [-j N] [--pause|--resume] "
+              "[--window W]\n"
+              "                 [SRC DST | --manifest FILE]\n"
               "\n"
               "Copies the tree SRC into DST with parallel workers and keeps a\n"
               "journal of every file, so an interrupted copy resumes and a\n"
@@ -332,6 +348,7 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
 {
         switch (id) {
         case O_JOBS:
+                cli->set.set_jobs = true; /* `ferry set -j` */
                 if (!strcmp(arg, "auto")) {
                         cli->opt.jobs = 0; /* the tuner (tune.h) */
                         return 0;
@@ -341,6 +358,7 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
                                      "--jobs must be a number from 1 to "
                                      "1024 or auto, not '%s'",
                                      arg);
+                cli->set.jobs = cli->opt.jobs;
                 return 0;
         case O_RETRIES:
                 if (parse_uint(arg, 0, 100, &cli->opt.retries))
@@ -395,21 +413,34 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
                         return usage(err, "--log-file needs a file name");
                 cli->log_file = arg;
                 return 0;
+        case O_BWLIMIT: return ferry_cli_bwlimit(cli, arg, err);
+        case O_WINDOW: return ferry_cli_window(cli, arg, err);
+        case O_PAUSE: return ferry_cli_pause(cli, true, err);
+        case O_RESUME: return ferry_cli_pause(cli, false, err);
         case O_HELP: cli->command = CMD_HELP; return 0;
         case O_VERSION: cli->command = CMD_VERSION; return 0;
         default: return FERRY_EUSAGE;
         }
 }
 
-/* The command word of `ferry status` and `ferry export`, or NULL. */
+/* The command word of `ferry status`, `ferry export` and `ferry set`,
+ * or NULL. */
 static const char *command_word(int n, char **args)
 {
-        if (n && (!strcmp(args[0], "status") || !strcmp(args[0], "export")))
+        if (n && (!strcmp(args[0], "status") || !strcmp(args[0], "export") ||
+                  !strcmp(args[0], "set")))
                 return args[0];
         return NULL;
 }
 
-/* Positional arguments: SRC DST, or status|export [SRC DST]. */
+static enum ferry_cli_command word_command(const char *word)
+{
+        return !strcmp(word, "status") ? CMD_STATUS
+               : !strcmp(word, "set")  ? CMD_SET
+                                       : CMD_EXPORT;
+}
+
+/* Positional arguments: SRC DST, or status|export|set [SRC DST]. */
 static int positionals(struct ferry_cli *cli, int n, char **args,
                        struct ferry_error *err)
 {
@@ -419,7 +450,7 @@ static int positionals(struct ferry_cli *cli, int n, char **args,
         if ((n == 1 || n == 3) && word) {
                 if (cli->command == CMD_VERIFY)
                         return usage(err, "%s does not take --verify", word);
-                cli->command = *word == 's' ? CMD_STATUS : CMD_EXPORT;
+                cli->command = word_command(word);
                 args++;
                 n--;
                 /* status alone lists every job */
@@ -460,6 +491,7 @@ int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
 {
         memset(cli, 0, sizeof(*cli));
         ferry_options_init(&cli->opt);
+        cli->set.pause = -1; /* ferry set: neither --pause nor --resume */
         struct option lopts[N_OPTS + 1];
         char shorts[2 * N_OPTS + 2] = ":"; /* report missing values */
         size_t ns = 1;
@@ -510,7 +542,7 @@ int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
         if (cli->command == CMD_EXPORT && (cli->failures || cli->json))
                 return usage(err, "export does not take --%s (see --format)",
                              cli->json ? "json" : "failures");
-        return 0;
+        return ferry_cli_set_check(cli, err);
 }
 
 void ferry_cli_release(struct ferry_cli *cli)

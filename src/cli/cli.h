@@ -16,6 +16,7 @@ enum ferry_cli_command {
         CMD_VERIFY,
         CMD_STATUS,
         CMD_EXPORT,
+        CMD_SET,
         CMD_HELP,
         CMD_VERSION
 };
@@ -36,6 +37,10 @@ struct ferry_cli {
          * from argv */
         struct ferry_filter_rule *filters;
         size_t n_filters;
+        /* `ferry set` (set.c): what to change; --bwlimit and --window also
+         * fill opt as run options */
+        struct ferry_set_req set;
+        bool live_given; /* --pause, --resume (set only) */
 };
 
 /* Fills cli from argv (argv must outlive cli). Returns 0 or FERRY_EUSAGE
@@ -44,6 +49,21 @@ int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
                     struct ferry_error *err);
 void ferry_cli_release(struct ferry_cli *cli);
 void ferry_cli_help(FILE *out);
+
+/* set.c: --bwlimit RATE, --window HH:MM-HH:MM|none, --pause and
+ * --resume into cli (0 or FERRY_EUSAGE with err set); the checks of a
+ * `ferry set` command line once it is parsed */
+int ferry_cli_bwlimit(struct ferry_cli *cli, const char *v,
+                      struct ferry_error *err);
+int ferry_cli_window(struct ferry_cli *cli, const char *v,
+                     struct ferry_error *err);
+int ferry_cli_pause(struct ferry_cli *cli, bool pause, struct ferry_error *err);
+int ferry_cli_set_check(const struct ferry_cli *cli, struct ferry_error *err);
+/* The live settings of status (text lines, or a JSON member with its
+ * leading ", "), and ", paused ..." after a progress line. */
+void ferry_cli_put_control(FILE *out, const struct ferry_status_info *i,
+                           bool json);
+void ferry_cli_put_paused(FILE *out, const struct ferry_progress *p);
 
 /* Writes path quoted as 'a\nb' when quote, escaping control bytes,
  * backslashes, quotes and invalid UTF-8 as \xHH. */

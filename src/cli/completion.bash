@@ -4,7 +4,7 @@
 # The options come from `ferry --help` of the ferry being completed, the
 # one option table (cli.c): an option added there completes without an
 # edit here. The values of --format, --durability and --verify, the
-# commands status and export, and directories for SRC and DST are known
+# commands status, export and set, and directories for SRC and DST are known
 # here. Needs nothing of the bash-completion package.
 
 _ferry_options() {
@@ -40,7 +40,7 @@ _ferry() {
 		compopt -o filenames 2>/dev/null
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return ;;
-	-j | --jobs | --retries | --max-delete | --exclude)
+	-j | --jobs | --retries | --max-delete | --exclude | --bwlimit | --window)
 		return ;;
 	esac
 	if [[ $cur == -* ]]; then
@@ -54,12 +54,12 @@ _ferry() {
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
 		-j | --jobs | --retries | --max-delete | --exclude | --manifest | --log-file | \
-			--durability | --format | =) i=$((i + 1)) ;;
+			--durability | --format | --bwlimit | --window | =) i=$((i + 1)) ;;
 		-*) ;;
 		*) n=$((n + 1)) ;;
 		esac
 	done
-	((n == 0)) && COMPREPLY+=($(compgen -W 'status export' -- "$cur"))
+	((n == 0)) && COMPREPLY+=($(compgen -W 'status export set' -- "$cur"))
 	return 0
 }
 

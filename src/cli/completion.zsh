@@ -4,7 +4,7 @@
 #
 # The options come from `ferry --help` of the ferry being completed, the
 # one option table (cli.c); the values of --format, --durability and
-# --verify, the commands status and export, and directories for SRC and
+# --verify, the commands status, export and set, and directories for SRC and
 # DST are known here.
 
 local -a opts
@@ -16,7 +16,7 @@ case $words[CURRENT-1] in
 --format) compadd xxh128sum csv jsonl; return ;;
 --durability) compadd batch file none; return ;;
 --manifest|--log-file) _files; return ;;
--j|--jobs|--retries|--max-delete|--exclude) _message value; return ;;
+-j|--jobs|--retries|--max-delete|--exclude|--bwlimit|--window) _message value; return ;;
 esac
 case $PREFIX in
 --format=*) compset -P '*='; compadd xxh128sum csv jsonl; return ;;
@@ -26,5 +26,5 @@ case $PREFIX in
 esac
 local -a operands
 operands=(${words[2,CURRENT-1]:#-*})
-(( $#operands == 0 )) && compadd status export
+(( $#operands == 0 )) && compadd status export set
 _files -/

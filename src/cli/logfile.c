@@ -328,7 +328,21 @@ static void put_options(struct ferry_log *log, const struct ferry_cli *cli)
                         put_str(log, ", ");
                 put_json(log, o->excludes[i], strlen(o->excludes[i]));
         }
-        put_str(log, "]}");
+        put_str(log, "], \"filters\": [");
+        for (size_t i = 0; i < o->n_filters; i++) {
+                const struct ferry_filter_rule *r = &o->filters[i];
+                put_str(log, i ? ", {\"" : "{\"");
+                put_str(log, r->include ? "include\": " : "exclude\": ");
+                put_json(log, r->pattern, strlen(r->pattern));
+                put_str(log, "}");
+        }
+        put_str(log, "]");
+        put_key_str(log, "files_from", o->files_from);
+        put_fmt(log,
+                ", \"min_size\": %lld, \"max_size\": %lld, "
+                "\"bwlimit\": %llu}",
+                (long long)o->min_size, (long long)o->max_size,
+                (unsigned long long)o->bwlimit);
 }
 
 void ferry_log_start(struct ferry_log *log, const struct ferry_cli *cli,

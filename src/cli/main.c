@@ -158,6 +158,7 @@ static void on_progress(const struct ferry_progress *p, void *arg)
                 (unsigned long long)p->files_total, p->scanning ? "+" : "",
                 done, total, o->rate.fps, rate, eta,
                 (unsigned long long)p->errors);
+        ferry_cli_put_paused(stderr, p); /* set.c */
         if (o->tty && !p->final) {
                 o->line_open = true;
         } else {
@@ -476,6 +477,8 @@ int main(int argc, char **argv)
                 code = ferry_cli_status(&cli, &so);
         } else if (cli.command == CMD_EXPORT) {
                 code = ferry_cli_export(&cli, &so);
+        } else if (cli.command == CMD_SET) {
+                code = ferry_cli_set(&cli, &so);
         } else {
                 code = run_job(&cli, &so, argc, argv);
         }

@@ -61,6 +61,7 @@ static void status_text(const struct ferry_status_info *i)
         fputs("running: ", stdout);
         ferry_report_running(stdout, i);
         putchar('\n');
+        ferry_cli_put_control(stdout, i, false); /* set.c: live settings */
         put_time("last run: ", i->last_start);
         if (i->last_start) {
                 put_time(", finished ", i->last_end);
@@ -104,6 +105,7 @@ static void status_json_head(const struct ferry_status_info *i)
         } else {
                 fputs(", \"running_host\": null", stdout);
         }
+        ferry_cli_put_control(stdout, i, true); /* set.c: live settings */
         printf(", \"last_start\": %lld, \"last_end\": "
                "%lld,"
                " \"last_result\": %d, \"done\": %llu, \"done_bytes\": %llu,"

@@ -172,6 +172,16 @@ struct finish {
 
 struct ferry_treework;
 
+/* Live control (control.c): `ferry set`'s file, the window, the bucket. */
+struct live_ctl {
+        char *path;                /* "<manifest>.control"; NULL: none */
+        struct ferry_rate *rate;   /* lent to the copiers */
+        struct ferry_control want; /* the file as last read */
+        bool paused;               /* nothing handed out, copies wait */
+        unsigned jobs;             /* the -j applied (0: auto) */
+        double last_poll;
+};
+
 /* metafail.c's counts: shortfalls per cause (step, errno) */
 #define META_CAUSES 16
 struct meta_cause {
@@ -213,6 +223,7 @@ struct coord {
         struct barrier bar;
         struct ingest in;
         struct finish fin;
+        struct live_ctl ctl;
         struct ferry_progress prog;
         double t0, last_prog, last_commit;
         struct ferry_buf path; /* join_path's */
@@ -262,6 +273,13 @@ void jobs_init(struct coord *c);
 void follow_limit(struct coord *c);
 void want_workers(struct coord *c);
 void tune_tick(struct coord *c, double t);
+/* `ferry set -j` (control.c): n copies in flight (at most the cap), or
+ * -j auto (0) from the limit now */
+void jobs_set(struct coord *c, unsigned n);
+/* control.c: live control (`ferry set`, --bwlimit, --window) */
+int control_init(struct coord *c);
+void control_tick(struct coord *c, double t);
+void control_release(struct coord *c);
 /* --hard-links as this DST can take it: exFAT holds no second name, so
  * each name is copied apart there (start.c's warning says so). */
 static inline bool coord_hard_links(const struct coord *c)

@@ -24,7 +24,8 @@
 #define BYTES_PER_ITEM (1u << 20)
 
 /* -j N fixes the limit; -j auto (opt->jobs 0) starts the tuner. cap: what
- * job.c fitted to the descriptors (0: -j N itself, or FERRY_TUNE_MAX). */
+ * job.c fitted to the descriptors (0: -j N itself, or FERRY_TUNE_MAX); for
+ * -j N, as far as `ferry set -j` may raise it. */
 void jobs_init(struct coord *c)
 {
         struct jobs_ctl *j = &c->jobs;
@@ -33,7 +34,9 @@ void jobs_init(struct coord *c)
         if (!cap)
                 cap = j->autotune ? FERRY_TUNE_MAX : c->opt->jobs;
         j->cap = cap ? cap : 1;
-        j->limit = j->cap;
+        /* -j N below the cap: `ferry set -j` may raise it (control.c) */
+        j->limit =
+                !j->autotune && c->opt->jobs < j->cap ? c->opt->jobs : j->cap;
         if (j->autotune) {
                 ferry_tune_init(&j->tune, 1, j->cap, FERRY_TUNE_START);
                 j->limit = j->tune.cur;
@@ -47,7 +50,8 @@ void jobs_init(struct coord *c)
  * their commit) even with batches of BATCH_TARGET. */
 void follow_limit(struct coord *c)
 {
-        unsigned want = c->jobs.limit * BATCHES_PER_COPY;
+        /* paused (control.c): nothing more is handed out */
+        unsigned want = c->ctl.paused ? 0 : c->jobs.limit * BATCHES_PER_COPY;
         c->ho.max_in_flight = want > c->ho.in_flight ? want : c->ho.in_flight;
 }
 
@@ -88,9 +92,20 @@ void want_workers(struct coord *c)
         }
 }
 
+/* `ferry set -j` (control.c) */
+void jobs_set(struct coord *c, unsigned n)
+{
+        struct jobs_ctl *j = &c->jobs;
+        j->autotune = n == 0;
+        if (j->autotune)
+                ferry_tune_init(&j->tune, 1, j->cap, j->limit);
+        set_limit(c, j->autotune ? j->tune.cur : n < j->cap ? n : j->cap);
+}
+
 static bool tuning(const struct coord *c)
 {
-        return c->jobs.autotune && phase_hands_out(c->phase);
+        return c->jobs.autotune && phase_hands_out(c->phase) &&
+               !c->ctl.paused; /* a pause is no rate to judge */
 }
 
 /* Each interval: batches sized to the items' time, and -j auto's step. */

@@ -340,6 +340,7 @@ static void tick(struct coord *c)
 {
         double t = now();
         tune_tick(c, t);
+        control_tick(c, t);
         if (t - c->last_prog >= 1.0)
                 progress(c, false);
         if (!c->bar.running && t - c->last_commit >= COMMIT_SECONDS)
@@ -392,6 +393,7 @@ int start_threads(struct coord *c, bool scan, bool work)
                         .retries = c->opt->retries,
                         .stop = c->cfg->stop,
                         .names = c->cfg->names,
+                        .rate = c->ctl.rate,
                 };
                 cc.written_since = c->written_since;
                 /* the barrier thread starts with the first barrier
@@ -488,7 +490,7 @@ int coord_init(struct coord *c, const struct ferry_coord_cfg *cfg,
                 snprintf(err->msg, sizeof(err->msg), "out of memory");
                 return FERRY_EINTERNAL;
         }
-        return 0;
+        return control_init(c);
 }
 
 void coord_release(struct coord *c)
@@ -500,6 +502,7 @@ void coord_release(struct coord *c)
         c->sum->workers = ferry_workers_count(c->workers);
         ferry_workers_join(c->workers);
         c->workers = NULL;
+        control_release(c);
         ferry_queue_release(&c->inbox);
         ferry_queue_release(&c->work);
         ferry_queue_release(&c->bar.q);
