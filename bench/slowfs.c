@@ -4,7 +4,8 @@
  * ferry's benchmarks.
  *
  *   slowfs [--latency-us N] [--latency-file FILE] [--threads N]
- *          [--max-background N] SOURCE_DIR MOUNTPOINT [-f] [-d] [-s]
+ *          [--max-background N] [--writable] [--stats-file FILE]
+ *          SOURCE_DIR MOUNTPOINT [-f] [-d] [-s]
  *          [-o OPTIONS]
  *
  * Every lookup/getattr, readlink, opendir, readdir, open, read and release
@@ -27,6 +28,15 @@
  * that a half-written number is skipped). A missing or unreadable FILE
  * keeps the latency there was.
  *
+ * With --stats-file FILE, slowfs counts what it serves (opens, reads and
+ * the bytes they return, getattrs, readdirs, writes and their bytes,
+ * fsyncs) and rewrites FILE (a temp file renamed over it, so a reader
+ * never sees half of it) about every 100 ms while they change, at once
+ * on SIGUSR1, and a last time with "final 1" when it is unmounted. FILE
+ * holds one "NAME VALUE" line per counter, after "pid", "seq" (bumped
+ * by each rewrite) and "final"; see bench/README.md for how a test reads
+ * exact totals.
+ *
  * Inode numbers are passed through (use_ino), so tools still see hardlinks.
  * Attributes and entries are cached for 1 s, as CIFS does by default; pass
  * -o attr_timeout=0,entry_timeout=0 for a share without attribute caching.
@@ -38,7 +48,10 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <fuse.h>
@@ -53,18 +66,46 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The counters of --stats-file, in the order FILE lists them. */
+enum stat_id {
+        ST_OPENS,       /* open and create */
+        ST_READS,       /* read requests */
+        ST_READ_BYTES,  /* bytes they returned */
+        ST_GETATTRS,    /* lookup/getattr */
+        ST_READDIRS,    /* readdir requests */
+        ST_WRITES,      /* write requests (--writable) */
+        ST_WRITE_BYTES, /* bytes they wrote */
+        ST_FSYNCS,      /* fsync and fsyncdir */
+        ST_COUNT
+};
+
+static const char *const stat_names[ST_COUNT] = {
+        "opens",    "reads",  "read_bytes",  "getattrs",
+        "readdirs", "writes", "write_bytes", "fsyncs",
+};
+
 struct slowfs {
         int src;                  /* directory fd of SOURCE_DIR */
         atomic_llong latency_ns;  /* added to every round trip */
         const char *latency_file; /* --latency-file, or NULL */
-        unsigned threads;         /* max worker threads of the FUSE loop */
-        unsigned max_background;  /* kernel's async request limit */
-        bool writable;            /* --writable: a read-write passthrough */
+        const char *stats_file;   /* --stats-file, or NULL */
+        atomic_ullong stats[ST_COUNT];
+        unsigned long long stats_seq; /* rewrites of stats_file so far */
+        pthread_mutex_t stats_lock;   /* one writer of stats_file at a time */
+        unsigned threads;             /* max worker threads of the FUSE loop */
+        unsigned max_background;      /* kernel's async request limit */
+        bool writable;                /* --writable: a read-write passthrough */
 };
 
 static struct slowfs *get_fs(void)
 {
         return fuse_get_context()->private_data;
+}
+
+static void count(enum stat_id id, unsigned long long n)
+{
+        atomic_fetch_add_explicit(&get_fs()->stats[id], n,
+                                  memory_order_relaxed);
 }
 
 static void delay(void)
@@ -117,14 +158,105 @@ static void *latency_reader(void *arg)
         return NULL;
 }
 
+/* ---- --stats-file ------------------------------------------------------ */
+
+/* SIGUSR1 wakes the stats writer (sem_post is async-signal-safe). */
+static sem_t stats_wake;
+
+static void on_usr1(int sig)
+{
+        (void)sig;
+        sem_post(&stats_wake);
+}
+
+/* Rewrites stats_file from the counters: FILE.tmp, then renamed over. */
+static void write_stats(struct slowfs *fs, const unsigned long long *v,
+                        int final)
+{
+        char tmp[PATH_MAX];
+        pthread_mutex_lock(&fs->stats_lock);
+        if (snprintf(tmp, sizeof(tmp), "%s.tmp", fs->stats_file) >=
+            (int)sizeof(tmp))
+                goto out;
+        FILE *f = fopen(tmp, "we");
+        if (!f)
+                goto out;
+        fprintf(f, "pid %ld\nseq %llu\nfinal %d\n", (long)getpid(),
+                ++fs->stats_seq, final);
+        for (int i = 0; i < ST_COUNT; i++)
+                fprintf(f, "%s %llu\n", stat_names[i], v[i]);
+        if (fclose(f) == 0)
+                rename(tmp, fs->stats_file);
+        else
+                unlink(tmp);
+out:
+        pthread_mutex_unlock(&fs->stats_lock);
+}
+
+static void snapshot(struct slowfs *fs, unsigned long long *v)
+{
+        for (int i = 0; i < ST_COUNT; i++)
+                v[i] = atomic_load(&fs->stats[i]);
+}
+
+/* Every ~100 ms when a counter changed, at once on SIGUSR1. */
+static void *stats_writer(void *arg)
+{
+        struct slowfs *fs = arg;
+        unsigned long long last[ST_COUNT], now[ST_COUNT];
+        snapshot(fs, last);
+        write_stats(fs, last, 0);
+        for (;;) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 100 * 1000 * 1000;
+                if (ts.tv_nsec >= 1000000000) {
+                        ts.tv_sec++;
+                        ts.tv_nsec -= 1000000000;
+                }
+                bool woken = sem_timedwait(&stats_wake, &ts) == 0;
+                snapshot(fs, now);
+                if (woken || memcmp(now, last, sizeof(now)) != 0)
+                        write_stats(fs, now, 0);
+                memcpy(last, now, sizeof(now));
+        }
+        return NULL;
+}
+
+static void start_stats(struct slowfs *fs)
+{
+        pthread_t t;
+        struct sigaction sa = {.sa_handler = on_usr1};
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;
+        if (sem_init(&stats_wake, 0, 0) != 0 ||
+            sigaction(SIGUSR1, &sa, NULL) != 0)
+                return;
+        if (pthread_create(&t, NULL, stats_writer, fs) == 0)
+                pthread_detach(t);
+}
+
+/* Unmounted: the last rewrite, with the totals ("final 1"). */
+static void sf_destroy(void *private_data)
+{
+        struct slowfs *fs = private_data;
+        unsigned long long v[ST_COUNT];
+        if (!fs->stats_file)
+                return;
+        snapshot(fs, v);
+        write_stats(fs, v, 1);
+}
+
 static void *sf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
         struct slowfs *fs = get_fs();
-        /* here, after the daemon's fork: the thread is the daemon's */
+        /* here, after the daemon's fork: the threads are the daemon's */
         pthread_t t;
         if (fs->latency_file &&
             pthread_create(&t, NULL, latency_reader, fs) == 0)
                 pthread_detach(t);
+        if (fs->stats_file)
+                start_stats(fs);
         cfg->use_ino = 1;
         conn->max_background = fs->max_background;
         conn->congestion_threshold = fs->max_background * 3 / 4;
@@ -135,6 +267,7 @@ static int sf_getattr(const char *path, struct stat *st,
                       struct fuse_file_info *fi)
 {
         delay();
+        count(ST_GETATTRS, 1);
         int rc =
                 fi ? fstat((int)fi->fh, st)
                    : fstatat(get_fs()->src, rel(path), st, AT_SYMLINK_NOFOLLOW);
@@ -175,6 +308,7 @@ static int sf_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
         DIR *dp = (DIR *)(uintptr_t)fi->fh;
         struct dirent *e;
         delay();
+        count(ST_READDIRS, 1);
         rewinddir(dp);
         errno = 0;
         while ((e = readdir(dp)) != NULL) {
@@ -203,6 +337,7 @@ static int sf_open(const char *path, struct fuse_file_info *fi)
                                 O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
+        count(ST_OPENS, 1);
         fi->fh = (uint64_t)fd;
         return 0;
 }
@@ -223,6 +358,8 @@ static int sf_read(const char *path, char *buf, size_t size, off_t off,
                         break;
                 done += (size_t)n;
         }
+        count(ST_READS, 1);
+        count(ST_READ_BYTES, done);
         return (int)done;
 }
 
@@ -326,6 +463,7 @@ static int sf_create(const char *path, mode_t mode, struct fuse_file_info *fi)
                         mode);
         if (fd < 0)
                 return -errno;
+        count(ST_OPENS, 1);
         fi->fh = (uint64_t)fd;
         return 0;
 }
@@ -344,12 +482,15 @@ static int sf_write(const char *path, const char *buf, size_t size, off_t off,
                         return -errno;
                 done += (size_t)n;
         }
+        count(ST_WRITES, 1);
+        count(ST_WRITE_BYTES, done);
         return (int)done;
 }
 
 static int sf_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
         delay();
+        count(ST_FSYNCS, 1);
         return ret(datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh));
 }
 
@@ -357,6 +498,7 @@ static int sf_fsyncdir(const char *path, int datasync,
                        struct fuse_file_info *fi)
 {
         delay();
+        count(ST_FSYNCS, 1);
         return ret(fsync(dirfd((DIR *)(uintptr_t)fi->fh)));
 }
 
@@ -367,6 +509,7 @@ static int sf_statfs(const char *path, struct statvfs *sv)
 
 static const struct fuse_operations slowfs_ops = {
         .init = sf_init,
+        .destroy = sf_destroy,
         .getattr = sf_getattr,
         .readlink = sf_readlink,
         .opendir = sf_opendir,
@@ -380,6 +523,7 @@ static const struct fuse_operations slowfs_ops = {
 
 static const struct fuse_operations slowfs_rw_ops = {
         .init = sf_init,
+        .destroy = sf_destroy,
         .getattr = sf_getattr,
         .readlink = sf_readlink,
         .opendir = sf_opendir,
@@ -409,7 +553,8 @@ static void usage(FILE *f)
 {
         fputs("usage: slowfs [--latency-us N] [--latency-file FILE] "
               "[--threads N]\n"
-              "              [--max-background N] [--writable]\n"
+              "              [--max-background N] [--writable] "
+              "[--stats-file FILE]\n"
               "              SOURCE_DIR MOUNTPOINT [-f] [-d] [-s] [-o "
               "OPTIONS]\n"
               "defaults: --latency-us 1000 --threads 256 --max-background "
@@ -426,6 +571,22 @@ static int parse_uint(const char *s, unsigned max, unsigned *out)
                 return -1;
         *out = (unsigned)v;
         return 0;
+}
+
+/* PATH made absolute (the daemon runs in /), in memory that lives as long
+ * as slowfs; NULL for no PATH or no memory. */
+static const char *absolute(const char *path)
+{
+        char cwd[PATH_MAX];
+        if (!path || path[0] == '/')
+                return path;
+        if (!getcwd(cwd, sizeof(cwd)))
+                return NULL;
+        size_t n = strlen(cwd) + strlen(path) + 2;
+        char *out = malloc(n);
+        if (out)
+                snprintf(out, n, "%s/%s", cwd, path);
+        return out;
 }
 
 /* Takes slowfs' own options and SOURCE_DIR out of argv; the rest (the
@@ -445,8 +606,15 @@ static int parse_args(int argc, char **argv, struct slowfs *fs,
                         rc = parse_uint(argv[++i < argc ? i : 0], 60000000,
                                         &us);
                 else if (strcmp(a, "--latency-file") == 0)
-                        rc = (fs->latency_file = argv[++i < argc ? i : 0]) ? 0
-                                                                           : -1;
+                        rc = (fs->latency_file =
+                                      absolute(argv[++i < argc ? i : 0]))
+                                     ? 0
+                                     : -1;
+                else if (strcmp(a, "--stats-file") == 0)
+                        rc = (fs->stats_file =
+                                      absolute(argv[++i < argc ? i : 0]))
+                                     ? 0
+                                     : -1;
                 else if (strcmp(a, "--threads") == 0)
                         rc = parse_uint(argv[++i < argc ? i : 0], 100000,
                                         &fs->threads);
@@ -523,7 +691,10 @@ out:
 
 int main(int argc, char **argv)
 {
-        struct slowfs fs = {.src = -1, .threads = 256, .max_background = 256};
+        struct slowfs fs = {.src = -1,
+                            .threads = 256,
+                            .max_background = 256,
+                            .stats_lock = PTHREAD_MUTEX_INITIALIZER};
         struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
         const char *source = NULL;
         int rc = parse_args(argc, argv, &fs, &source, &args);
