@@ -29,7 +29,7 @@ set_sizes11() {
 tool_label11() {
 	case $1 in
 	rclone-mt8) echo "rclone copy --multi-thread-streams 8 --multi-thread-cutoff 64M" ;;
-	rclone-big) echo "rclone copy (its defaults: 4 streams above 250M)" ;;
+	rclone-big) echo "rclone copy (defaults: local to local, one stream)" ;;
 	*) echo "$1" ;;
 	esac
 }
