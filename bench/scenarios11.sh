@@ -144,7 +144,7 @@ resume_kill() {
 	cmd=$(tool_cmd "$2" "$MNT" "$3" "$4")
 	mount_big
 	drop_caches
-	"$IORUN" --io-out "$io" --kill-at-wchar $((BIG_BYTES * RESUME_AT / 100)) -- \
+	"$IORUN" --io-out "$io" --poll 0.02 --kill-at-wchar $((BIG_BYTES * RESUME_AT / 100)) -- \
 		bash -c "exec $cmd" </dev/null >"$WORK/logs/$1-$2-kill-$REP.log" 2>&1
 	umount_slowfs
 	slowfs_final "$SLOW_STATS"
@@ -231,7 +231,7 @@ scenario_resume() {
 	[ -n "$FERRY_BASE" ] && tools+=(base)
 	IORUN=$BENCH/iorun
 	section "resume) one $BIG_SIZE file through slowfs ($BIG_LATENCY_US µs per operation): \`kill -9\` at about $RESUME_AT %, then the same command" \
-		"For every run: a fresh DST and manifest; slowfs mounted with \`--stats-file\`; the page cache dropped; ferry started under \`bench/iorun --kill-at-wchar\`, which sends SIGKILL once ferry has written $RESUME_AT % of the file's bytes (wchar of /proc/PID/io, polled every 50 ms; \"killed at\" says where it was, written and read from SRC); slowfs remounted (fresh counters, no FUSE page cache), \`sync\` and the page cache dropped; then the same command, timed, under \`bench/iorun\`, which reads its /proc/PID/io when it has exited, before it is reaped (exact totals). Percentages are of the file's $BIG_BYTES bytes, median (each run). Read from SRC: slowfs's read_bytes. Written to DST: write_bytes (what the run sent to be written: DST data, plus the manifest and its WAL). Read from DST: read_bytes (what the run read from the disk, cold cache: the DST read-back that the whole-file hash of chunks kept from the killed run needs, plus the manifest). Peak RSS: VmHWM sampled every 50 ms (bench/iorun)."
+		"For every run: a fresh DST and manifest; slowfs mounted with \`--stats-file\`; the page cache dropped; ferry started under \`bench/iorun --kill-at-wchar\`, which sends SIGKILL once ferry has written $RESUME_AT % of the file's bytes (wchar of /proc/PID/io, polled every 20 ms; \"killed at\" says where it was, written and read from SRC); slowfs remounted (fresh counters, no FUSE page cache), \`sync\` and the page cache dropped; then the same command, timed, under \`bench/iorun\`, which reads its /proc/PID/io when it has exited, before it is reaped (exact totals). Percentages are of the file's $BIG_BYTES bytes, median (each run). Read from SRC: slowfs's read_bytes. Written to DST: write_bytes (what the run sent to be written: DST data, plus the manifest and its WAL). Read from DST: read_bytes (what the run read from the disk, cold cache: the DST read-back that the whole-file hash of chunks kept from the killed run needs, plus the manifest). Peak RSS: VmHWM sampled every 50 ms (bench/iorun)."
 	big_setup resume || return 0
 	for REP in $(seq "$REPS"); do
 		for t in "${tools[@]}"; do
@@ -279,12 +279,15 @@ t11_rss() {
 	fi
 }
 
-# t11_pct KEY LIST ROW: a median percentage against 55 %.
+# t11_pct KEY LIST ROW: a median percentage against 55 %; not measured
+# when a run was not killed (it ended first: nothing was left to resume).
 t11_pct() {
 	local v
 	# shellcheck disable=SC2086
 	v=$(median ${2:-})
-	if [ -n "$v" ] && [ "${R_RC[$1]:-1}" = 0 ]; then
+	if [ -n "${R_KILLNOTE[$1]:-}" ]; then
+		t11_row "$3" "not measured: a run ended before the kill (${R_KILLNOTE[$1]%;})" "≤ 55 %" "—"
+	elif [ -n "$v" ] && [ "${R_RC[$1]:-1}" = 0 ]; then
 		t11_row "$3" "**$v %** (runs:$2)" "≤ 55 %" "$(verdict "$v" 55)"
 	else
 		t11_row "$3" "not measured" "≤ 55 %" "—"
