@@ -37,6 +37,9 @@
  * by each rewrite) and "final"; see bench/README.md for how a test reads
  * exact totals.
  *
+ * The --writable operations are in slowfs_rw.c, the writing of
+ * --stats-file in slowfs_stats.c, what they share in slowfs.h.
+ *
  * Inode numbers are passed through (use_ino), so tools still see hardlinks.
  * Attributes and entries are cached for 1 s, as CIFS does by default; pass
  * -o attr_timeout=0,entry_timeout=0 for a share without attribute caching.
@@ -44,85 +47,20 @@
  * `fusermount3 -u MOUNTPOINT`.
  */
 #define _GNU_SOURCE
-#define FUSE_USE_VERSION 312
+
+#include "slowfs.h"
 
 #include <dirent.h>
-#include <errno.h>
-#include <limits.h>
-#include <pthread.h>
-#include <semaphore.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <fcntl.h>
-#include <fuse.h>
 #include <fuse_lowlevel.h>
-#include <stdbool.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
-
-/* The counters of --stats-file, in the order FILE lists them. */
-enum stat_id {
-        ST_OPENS,       /* open and create */
-        ST_READS,       /* read requests */
-        ST_READ_BYTES,  /* bytes they returned */
-        ST_GETATTRS,    /* lookup/getattr */
-        ST_READDIRS,    /* readdir requests */
-        ST_WRITES,      /* write requests (--writable) */
-        ST_WRITE_BYTES, /* bytes they wrote */
-        ST_FSYNCS,      /* fsync and fsyncdir */
-        ST_COUNT
-};
-
-static const char *const stat_names[ST_COUNT] = {
-        "opens",    "reads",  "read_bytes",  "getattrs",
-        "readdirs", "writes", "write_bytes", "fsyncs",
-};
-
-struct slowfs {
-        int src;                  /* directory fd of SOURCE_DIR */
-        atomic_llong latency_ns;  /* added to every round trip */
-        const char *latency_file; /* --latency-file, or NULL */
-        const char *stats_file;   /* --stats-file, or NULL */
-        atomic_ullong stats[ST_COUNT];
-        unsigned long long stats_seq; /* rewrites of stats_file so far */
-        pthread_mutex_t stats_lock;   /* one writer of stats_file at a time */
-        unsigned threads;             /* max worker threads of the FUSE loop */
-        unsigned max_background;      /* kernel's async request limit */
-        bool writable;                /* --writable: a read-write passthrough */
-};
-
-static struct slowfs *get_fs(void)
-{
-        return fuse_get_context()->private_data;
-}
-
-static void count(enum stat_id id, unsigned long long n)
-{
-        atomic_fetch_add_explicit(&get_fs()->stats[id], n,
-                                  memory_order_relaxed);
-}
-
-static void delay(void)
-{
-        long long ns = atomic_load(&get_fs()->latency_ns);
-        struct timespec left = {.tv_sec = ns / 1000000000,
-                                .tv_nsec = ns % 1000000000};
-        while ((left.tv_sec || left.tv_nsec) && nanosleep(&left, &left) < 0 &&
-               errno == EINTR)
-                ;
-}
-
-/* FUSE paths start with '/'; the source is opened relative to its fd. */
-static const char *rel(const char *path)
-{
-        return path[1] ? path + 1 : ".";
-}
 
 /* FILE's number of microseconds into fs; a missing file, or one that
  * does not hold just a number (being written), changes nothing. */
@@ -158,105 +96,24 @@ static void *latency_reader(void *arg)
         return NULL;
 }
 
-/* ---- --stats-file ------------------------------------------------------ */
-
-/* SIGUSR1 wakes the stats writer (sem_post is async-signal-safe). */
-static sem_t stats_wake;
-
-static void on_usr1(int sig)
-{
-        (void)sig;
-        sem_post(&stats_wake);
-}
-
-/* Rewrites stats_file from the counters: FILE.tmp, then renamed over. */
-static void write_stats(struct slowfs *fs, const unsigned long long *v,
-                        int final)
-{
-        char tmp[PATH_MAX];
-        pthread_mutex_lock(&fs->stats_lock);
-        if (snprintf(tmp, sizeof(tmp), "%s.tmp", fs->stats_file) >=
-            (int)sizeof(tmp))
-                goto out;
-        FILE *f = fopen(tmp, "we");
-        if (!f)
-                goto out;
-        fprintf(f, "pid %ld\nseq %llu\nfinal %d\n", (long)getpid(),
-                ++fs->stats_seq, final);
-        for (int i = 0; i < ST_COUNT; i++)
-                fprintf(f, "%s %llu\n", stat_names[i], v[i]);
-        if (fclose(f) == 0)
-                rename(tmp, fs->stats_file);
-        else
-                unlink(tmp);
-out:
-        pthread_mutex_unlock(&fs->stats_lock);
-}
-
-static void snapshot(struct slowfs *fs, unsigned long long *v)
-{
-        for (int i = 0; i < ST_COUNT; i++)
-                v[i] = atomic_load(&fs->stats[i]);
-}
-
-/* Every ~100 ms when a counter changed, at once on SIGUSR1. */
-static void *stats_writer(void *arg)
-{
-        struct slowfs *fs = arg;
-        unsigned long long last[ST_COUNT], now[ST_COUNT];
-        snapshot(fs, last);
-        write_stats(fs, last, 0);
-        for (;;) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 100 * 1000 * 1000;
-                if (ts.tv_nsec >= 1000000000) {
-                        ts.tv_sec++;
-                        ts.tv_nsec -= 1000000000;
-                }
-                bool woken = sem_timedwait(&stats_wake, &ts) == 0;
-                snapshot(fs, now);
-                if (woken || memcmp(now, last, sizeof(now)) != 0)
-                        write_stats(fs, now, 0);
-                memcpy(last, now, sizeof(now));
-        }
-        return NULL;
-}
-
-static void start_stats(struct slowfs *fs)
-{
-        pthread_t t;
-        struct sigaction sa = {.sa_handler = on_usr1};
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESTART;
-        if (sem_init(&stats_wake, 0, 0) != 0 ||
-            sigaction(SIGUSR1, &sa, NULL) != 0)
-                return;
-        if (pthread_create(&t, NULL, stats_writer, fs) == 0)
-                pthread_detach(t);
-}
-
-/* Unmounted: the last rewrite, with the totals ("final 1"). */
+/* Unmounted: --stats-file's last rewrite. */
 static void sf_destroy(void *private_data)
 {
         struct slowfs *fs = private_data;
-        unsigned long long v[ST_COUNT];
-        if (!fs->stats_file)
-                return;
-        snapshot(fs, v);
-        write_stats(fs, v, 1);
+        if (fs->stats_file)
+                slowfs_stats_final(fs);
 }
 
 static void *sf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
-        struct slowfs *fs = get_fs();
+        struct slowfs *fs = slowfs_fs();
         /* here, after the daemon's fork: the threads are the daemon's */
         pthread_t t;
         if (fs->latency_file &&
             pthread_create(&t, NULL, latency_reader, fs) == 0)
                 pthread_detach(t);
         if (fs->stats_file)
-                start_stats(fs);
+                slowfs_stats_start(fs);
         cfg->use_ino = 1;
         conn->max_background = fs->max_background;
         conn->congestion_threshold = fs->max_background * 3 / 4;
@@ -266,18 +123,19 @@ static void *sf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 static int sf_getattr(const char *path, struct stat *st,
                       struct fuse_file_info *fi)
 {
-        delay();
-        count(ST_GETATTRS, 1);
-        int rc =
-                fi ? fstat((int)fi->fh, st)
-                   : fstatat(get_fs()->src, rel(path), st, AT_SYMLINK_NOFOLLOW);
+        slowfs_delay();
+        slowfs_count(ST_GETATTRS, 1);
+        int rc = fi ? fstat((int)fi->fh, st)
+                    : fstatat(slowfs_fs()->src, slowfs_rel(path), st,
+                              AT_SYMLINK_NOFOLLOW);
         return rc < 0 ? -errno : 0;
 }
 
 static int sf_readlink(const char *path, char *buf, size_t size)
 {
-        delay();
-        ssize_t n = readlinkat(get_fs()->src, rel(path), buf, size - 1);
+        slowfs_delay();
+        ssize_t n =
+                readlinkat(slowfs_fs()->src, slowfs_rel(path), buf, size - 1);
         if (n < 0)
                 return -errno;
         buf[n] = '\0';
@@ -286,8 +144,8 @@ static int sf_readlink(const char *path, char *buf, size_t size)
 
 static int sf_opendir(const char *path, struct fuse_file_info *fi)
 {
-        delay();
-        int fd = openat(get_fs()->src, rel(path),
+        slowfs_delay();
+        int fd = openat(slowfs_fs()->src, slowfs_rel(path),
                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         DIR *dp = fd < 0 ? NULL : fdopendir(fd);
         if (!dp) {
@@ -307,8 +165,8 @@ static int sf_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 {
         DIR *dp = (DIR *)(uintptr_t)fi->fh;
         struct dirent *e;
-        delay();
-        count(ST_READDIRS, 1);
+        slowfs_delay();
+        slowfs_count(ST_READDIRS, 1);
         rewinddir(dp);
         errno = 0;
         while ((e = readdir(dp)) != NULL) {
@@ -329,15 +187,15 @@ static int sf_releasedir(const char *path, struct fuse_file_info *fi)
 
 static int sf_open(const char *path, struct fuse_file_info *fi)
 {
-        delay();
-        if ((fi->flags & O_ACCMODE) != O_RDONLY && !get_fs()->writable)
+        slowfs_delay();
+        if ((fi->flags & O_ACCMODE) != O_RDONLY && !slowfs_fs()->writable)
                 return -EROFS;
-        int fd = openat(get_fs()->src, rel(path),
+        int fd = openat(slowfs_fs()->src, slowfs_rel(path),
                         (fi->flags & (O_ACCMODE | O_APPEND | O_TRUNC)) |
                                 O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        count(ST_OPENS, 1);
+        slowfs_count(ST_OPENS, 1);
         fi->fh = (uint64_t)fd;
         return 0;
 }
@@ -346,7 +204,7 @@ static int sf_read(const char *path, char *buf, size_t size, off_t off,
                    struct fuse_file_info *fi)
 {
         size_t done = 0;
-        delay();
+        slowfs_delay();
         while (done < size) {
                 ssize_t n = pread((int)fi->fh, buf + done, size - done,
                                   off + (off_t)done);
@@ -358,153 +216,21 @@ static int sf_read(const char *path, char *buf, size_t size, off_t off,
                         break;
                 done += (size_t)n;
         }
-        count(ST_READS, 1);
-        count(ST_READ_BYTES, done);
+        slowfs_count(ST_READS, 1);
+        slowfs_count(ST_READ_BYTES, done);
         return (int)done;
 }
 
 static int sf_release(const char *path, struct fuse_file_info *fi)
 {
-        delay();
+        slowfs_delay();
         close((int)fi->fh);
         return 0;
 }
 
-/* ---- --writable ------------------------------------------------------ */
-
-static int ret(int rc)
-{
-        return rc < 0 ? -errno : 0;
-}
-
-static int sf_mkdir(const char *path, mode_t mode)
-{
-        delay();
-        return ret(mkdirat(get_fs()->src, rel(path), mode));
-}
-
-static int sf_unlink(const char *path)
-{
-        delay();
-        return ret(unlinkat(get_fs()->src, rel(path), 0));
-}
-
-static int sf_rmdir(const char *path)
-{
-        delay();
-        return ret(unlinkat(get_fs()->src, rel(path), AT_REMOVEDIR));
-}
-
-static int sf_symlink(const char *target, const char *path)
-{
-        delay();
-        return ret(symlinkat(target, get_fs()->src, rel(path)));
-}
-
-static int sf_rename(const char *from, const char *to, unsigned int flags)
-{
-        delay();
-        int src = get_fs()->src;
-        return ret(renameat2(src, rel(from), src, rel(to), flags));
-}
-
-static int sf_link(const char *from, const char *to)
-{
-        delay();
-        int src = get_fs()->src;
-        return ret(linkat(src, rel(from), src, rel(to), 0));
-}
-
-static int sf_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
-{
-        delay();
-        return ret(fi ? fchmod((int)fi->fh, mode)
-                      : fchmodat(get_fs()->src, rel(path), mode, 0));
-}
-
-static int sf_chown(const char *path, uid_t uid, gid_t gid,
-                    struct fuse_file_info *fi)
-{
-        delay();
-        return ret(fi ? fchown((int)fi->fh, uid, gid)
-                      : fchownat(get_fs()->src, rel(path), uid, gid,
-                                 AT_SYMLINK_NOFOLLOW));
-}
-
-static int sf_truncate(const char *path, off_t size, struct fuse_file_info *fi)
-{
-        delay();
-        if (fi)
-                return ret(ftruncate((int)fi->fh, size));
-        int fd = openat(get_fs()->src, rel(path),
-                        O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        int rc = ret(ftruncate(fd, size));
-        close(fd);
-        return rc;
-}
-
-static int sf_utimens(const char *path, const struct timespec tv[2],
-                      struct fuse_file_info *fi)
-{
-        delay();
-        return ret(fi ? futimens((int)fi->fh, tv)
-                      : utimensat(get_fs()->src, rel(path), tv,
-                                  AT_SYMLINK_NOFOLLOW));
-}
-
-static int sf_create(const char *path, mode_t mode, struct fuse_file_info *fi)
-{
-        delay();
-        int fd = openat(get_fs()->src, rel(path),
-                        (fi->flags & ~O_NOFOLLOW) | O_CREAT | O_NOFOLLOW |
-                                O_CLOEXEC,
-                        mode);
-        if (fd < 0)
-                return -errno;
-        count(ST_OPENS, 1);
-        fi->fh = (uint64_t)fd;
-        return 0;
-}
-
-static int sf_write(const char *path, const char *buf, size_t size, off_t off,
-                    struct fuse_file_info *fi)
-{
-        size_t done = 0;
-        delay();
-        while (done < size) {
-                ssize_t n = pwrite((int)fi->fh, buf + done, size - done,
-                                   off + (off_t)done);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                done += (size_t)n;
-        }
-        count(ST_WRITES, 1);
-        count(ST_WRITE_BYTES, done);
-        return (int)done;
-}
-
-static int sf_fsync(const char *path, int datasync, struct fuse_file_info *fi)
-{
-        delay();
-        count(ST_FSYNCS, 1);
-        return ret(datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh));
-}
-
-static int sf_fsyncdir(const char *path, int datasync,
-                       struct fuse_file_info *fi)
-{
-        delay();
-        count(ST_FSYNCS, 1);
-        return ret(fsync(dirfd((DIR *)(uintptr_t)fi->fh)));
-}
-
 static int sf_statfs(const char *path, struct statvfs *sv)
 {
-        return fstatvfs(get_fs()->src, sv) < 0 ? -errno : 0;
+        return fstatvfs(slowfs_fs()->src, sv) < 0 ? -errno : 0;
 }
 
 static const struct fuse_operations slowfs_ops = {
@@ -519,34 +245,6 @@ static const struct fuse_operations slowfs_ops = {
         .read = sf_read,
         .release = sf_release,
         .statfs = sf_statfs,
-};
-
-static const struct fuse_operations slowfs_rw_ops = {
-        .init = sf_init,
-        .destroy = sf_destroy,
-        .getattr = sf_getattr,
-        .readlink = sf_readlink,
-        .opendir = sf_opendir,
-        .readdir = sf_readdir,
-        .releasedir = sf_releasedir,
-        .open = sf_open,
-        .read = sf_read,
-        .release = sf_release,
-        .statfs = sf_statfs,
-        .mkdir = sf_mkdir,
-        .unlink = sf_unlink,
-        .rmdir = sf_rmdir,
-        .symlink = sf_symlink,
-        .rename = sf_rename,
-        .link = sf_link,
-        .chmod = sf_chmod,
-        .chown = sf_chown,
-        .truncate = sf_truncate,
-        .utimens = sf_utimens,
-        .create = sf_create,
-        .write = sf_write,
-        .fsync = sf_fsync,
-        .fsyncdir = sf_fsyncdir,
 };
 
 static void usage(FILE *f)
@@ -670,8 +368,10 @@ static int serve(struct fuse_args *args, struct slowfs *fs)
                 usage(stderr);
                 goto out;
         }
-        f = fuse_new(args, fs->writable ? &slowfs_rw_ops : &slowfs_ops,
-                     sizeof(slowfs_ops), fs);
+        struct fuse_operations ops = slowfs_ops;
+        if (fs->writable)
+                slowfs_add_rw_ops(&ops);
+        f = fuse_new(args, &ops, sizeof(ops), fs);
         if (!f)
                 goto out;
         if (fuse_mount(f, opts.mountpoint) != 0)
