@@ -64,6 +64,19 @@ slowfs_final() {
 	grep -q '^final 1$' "$1"
 }
 
+# slowfs_snapshot FILE: asks the slowfs that writes FILE for a rewrite now
+# (SIGUSR1) and waits for it (its seq changes); false when none came.
+slowfs_snapshot() {
+	local pid seq0 i
+	pid=$(stat_of "$1" pid) seq0=$(stat_of "$1" seq)
+	[ -n "$pid" ] && kill -USR1 "$pid" 2>/dev/null || return 1
+	for i in $(seq 100); do
+		[ "$(stat_of "$1" seq)" != "$seq0" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 # stat_of FILE NAME: the value of NAME in a "NAME VALUE" file (slowfs's
 # stats, bench/iorun's output), empty when absent.
 stat_of() {
@@ -139,6 +152,8 @@ scenario_big1() {
 
 # resume_kill ID TOOL DST MANIFEST: the interrupted run, killed (SIGKILL)
 # once it has written RESUME_AT % of the file (wchar of /proc/PID/io).
+# slowfs stays mounted for the resumed run (a new mount would give SRC a
+# new st_dev: another source to ferry); KILL_READ is what it served so far.
 resume_kill() {
 	local k="$1|$2" cmd io=$WORK/io-kill.txt
 	cmd=$(tool_cmd "$2" "$MNT" "$3" "$4")
@@ -146,13 +161,15 @@ resume_kill() {
 	drop_caches
 	"$IORUN" --io-out "$io" --poll 0.02 --kill-at-wchar $((BIG_BYTES * RESUME_AT / 100)) -- \
 		bash -c "exec $cmd" </dev/null >"$WORK/logs/$1-$2-kill-$REP.log" 2>&1
-	umount_slowfs
-	slowfs_final "$SLOW_STATS"
+	# requests of the killed run may still sleep their latency in slowfs
+	sleep 0.2
+	KILL_READ=""
+	slowfs_snapshot "$SLOW_STATS" && KILL_READ=$(stat_of "$SLOW_STATS" read_bytes)
 	if [ "$(stat_of "$io" killed)" != 1 ]; then
 		R_KILLNOTE[$k]="${R_KILLNOTE[$k]:-} run $REP ended (rc $(stat_of "$io" status)) before it wrote $RESUME_AT %;"
 	fi
 	R_KILLW[$k]="${R_KILLW[$k]:-} $(pct "$(stat_of "$io" wchar)")"
-	R_KILLR[$k]="${R_KILLR[$k]:-} $(pct "$(stat_of "$SLOW_STATS" read_bytes)")"
+	R_KILLR[$k]="${R_KILLR[$k]:-} $(pct "$KILL_READ")"
 	[ "$REP" = 1 ] && R_KILLLS[$k]=$(cd "$3" && find . -type f -printf '%P: %s bytes, %b blocks of 512\n' 2>/dev/null | head -n 3 | tr '\n' ';')
 	sync
 }
@@ -169,14 +186,20 @@ resume_run() {
 	resume_kill "$id" "$t" "$dst" "$m"
 	cmd=$(tool_cmd "$t" "$MNT" "$dst" "$m")
 	R_CMD["$k"]=$(tool_cmd "$t" "$MNT" "$dst" "$m" display)
-	mount_big
+	# the same mount: drop_caches drops its FUSE page cache too
 	drop_caches
 	LAST_LOG="$id-$t-$REP"
 	rm -f "$io"
 	measure "$LAST_LOG" "$(printf %q "$IORUN") --io-out $(printf %q "$io") -- bash -c $(printf %q "exec $cmd")"
 	M_RSS=$(awk '{ if ($1 > 0) printf "%.1f", $1 / 1024 }' <<<"$(stat_of "$io" hwm_kib)")
-	BIG_KEY=$k
-	umount_big
+	umount_slowfs
+	local total=""
+	slowfs_final "$SLOW_STATS" && total=$(stat_of "$SLOW_STATS" read_bytes)
+	if [ -n "$total" ] && [ -n "$KILL_READ" ]; then
+		R_SRCREAD[$k]="${R_SRCREAD[$k]:-} $(pct $((total - KILL_READ)))"
+	else
+		R_SRCREAD[$k]="${R_SRCREAD[$k]:-} ?"
+	fi
 	record "$id" "$t"
 	R_WB[$k]="${R_WB[$k]:-} $(pct "$(stat_of "$io" write_bytes)")"
 	R_RB[$k]="${R_RB[$k]:-} $(pct "$(stat_of "$io" read_bytes)")"
@@ -231,7 +254,7 @@ scenario_resume() {
 	[ -n "$FERRY_BASE" ] && tools+=(base)
 	IORUN=$BENCH/iorun
 	section "resume) one $BIG_SIZE file through slowfs ($BIG_LATENCY_US µs per operation): \`kill -9\` at about $RESUME_AT %, then the same command" \
-		"For every run: a fresh DST and manifest; slowfs mounted with \`--stats-file\`; the page cache dropped; ferry started under \`bench/iorun --kill-at-wchar\`, which sends SIGKILL once ferry has written $RESUME_AT % of the file's bytes (wchar of /proc/PID/io, polled every 20 ms; \"killed at\" says where it was, written and read from SRC); slowfs remounted (fresh counters, no FUSE page cache), \`sync\` and the page cache dropped; then the same command, timed, under \`bench/iorun\`, which reads its /proc/PID/io when it has exited, before it is reaped (exact totals). Percentages are of the file's $BIG_BYTES bytes, median (each run). Read from SRC: slowfs's read_bytes. Written to DST: write_bytes (what the run sent to be written: DST data, plus the manifest and its WAL). Read from DST: read_bytes (what the run read from the disk, cold cache: the DST read-back that the whole-file hash of chunks kept from the killed run needs, plus the manifest). Peak RSS: VmHWM sampled every 50 ms (bench/iorun)."
+		"For every run: a fresh DST and manifest; slowfs mounted with \`--stats-file\`; the page cache dropped; ferry started under \`bench/iorun --kill-at-wchar\`, which sends SIGKILL once ferry has written $RESUME_AT % of the file's bytes (wchar of /proc/PID/io, polled every 20 ms; \"killed at\" says where it was, written and read from SRC); slowfs stays mounted (a new mount would give SRC a new st_dev, another source to ferry): its counters are read (SIGUSR1), \`sync\`, the page cache dropped (the FUSE mount's too); then the same command, timed, under \`bench/iorun\`, which reads its /proc/PID/io when it has exited, before it is reaped (exact totals). Percentages are of the file's $BIG_BYTES bytes, median (each run). Read from SRC: slowfs's read_bytes during the resumed run (at the unmount after it, less what it counted at the kill). Written to DST: write_bytes (what the run sent to be written: DST data, plus the manifest and its WAL). Read from DST: read_bytes (what the run read from the disk, cold cache: the DST read-back that the whole-file hash of chunks kept from the killed run needs, plus the manifest). Peak RSS: VmHWM sampled every 50 ms (bench/iorun)."
 	big_setup resume || return 0
 	for REP in $(seq "$REPS"); do
 		for t in "${tools[@]}"; do
