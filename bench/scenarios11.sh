@@ -102,7 +102,7 @@ umount_big() {
 	R_SRCREAD[$BIG_KEY]="${R_SRCREAD[$BIG_KEY]:-} ${v:-?}"
 }
 
-declare -A R_SRCREAD R_KILLW R_KILLR R_WB R_RB R_HWM R_KILLNOTE
+declare -A R_SRCREAD R_KILLW R_KILLR R_WB R_RB R_KILLNOTE
 
 # big_setup ID: the big file's tree and slowfs over it; false (and a
 # "Skipped" line) without FUSE.
@@ -114,10 +114,15 @@ big_setup() {
 	if ! fuse_usable || ! mount_slowfs; then
 		REPORT+=$'\n'"Skipped: $FUSE_WHY."$'\n'
 		log "$1: skipped: $FUSE_WHY"
-		LATENCY_US=$LATENCY_SAVED
+		big_done
 		return 1
 	fi
 	umount_slowfs
+}
+
+# big_done: what big_setup changed, back as it was (later mounts count nothing).
+big_done() {
+	LATENCY_US=$LATENCY_SAVED SLOW_STATS=""
 }
 
 # ---- big1: one big file through slowfs ------------------------------------
@@ -138,7 +143,7 @@ scenario_big1() {
 		done
 	done
 	HOOK_PRE="" HOOK_POST=""
-	LATENCY_US=$LATENCY_SAVED
+	big_done
 	REPORT+=$(table big1 ferry "${tools[@]}")$'\n'
 	line=""
 	for t in "${tools[@]}"; do
@@ -262,7 +267,7 @@ scenario_resume() {
 			resume_run resume "$t"
 		done
 	done
-	LATENCY_US=$LATENCY_SAVED
+	big_done
 	REPORT+=$(table_resume "${tools[@]}")$'\n'
 }
 
