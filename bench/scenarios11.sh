@@ -21,7 +21,7 @@ set_sizes11() {
 	else
 		: "${BIG_SIZE:=4G}"
 	fi
-	: "${RESUME_AT:=50}"
+	: "${RESUME_AT:=50}" "${RESUME_REMOUNT:=0}"
 	BIG_LATENCY_US=1000
 	BIG_BYTES=$(numfmt --from=iec "$BIG_SIZE") || die "--big-size: '$BIG_SIZE' is not a size"
 }
@@ -30,6 +30,7 @@ tool_label11() {
 	case $1 in
 	rclone-mt8) echo "rclone copy --multi-thread-streams 8 --multi-thread-cutoff 64M" ;;
 	rclone-big) echo "rclone copy (defaults: local to local, one stream)" ;;
+	ferry-remount) echo "ferry, SRC remounted before the resumed run" ;;
 	*) echo "$1" ;;
 	esac
 }
@@ -42,8 +43,9 @@ tool_needs11() {
 
 # tool_cmd11 TOOL SRC DST MANIFEST FERRY BASE (all already quoted)
 tool_cmd11() {
-	local t=$1 s=$2 d=$3
+	local t=$1 s=$2 d=$3 m=$4 f=$5
 	case $t in
+	ferry-remount) echo "$f -q --manifest $m $s $d" ;;
 	rclone-mt8) echo "rclone copy --config '' --multi-thread-streams 8 --multi-thread-cutoff 64M $s $d" ;;
 	rclone-big) echo "rclone copy --config '' $s $d" ;;
 	esac
@@ -191,6 +193,13 @@ resume_run() {
 	resume_kill "$id" "$t" "$dst" "$m"
 	cmd=$(tool_cmd "$t" "$MNT" "$dst" "$m")
 	R_CMD["$k"]=$(tool_cmd "$t" "$MNT" "$dst" "$m" display)
+	if [ "$t" = ferry-remount ]; then
+		# what a reboot does to a share: a new mount, a new st_dev
+		umount_slowfs
+		slowfs_final "$SLOW_STATS"
+		mount_big
+		KILL_READ=0
+	fi
 	# the same mount: drop_caches drops its FUSE page cache too
 	drop_caches
 	LAST_LOG="$id-$t-$REP"
@@ -256,10 +265,11 @@ table_resume() {
 
 scenario_resume() {
 	local t tools=(ferry)
+	[ "$RESUME_REMOUNT" = 1 ] && tools+=(ferry-remount)
 	[ -n "$FERRY_BASE" ] && tools+=(base)
 	IORUN=$BENCH/iorun
 	section "resume) one $BIG_SIZE file through slowfs ($BIG_LATENCY_US µs per operation): \`kill -9\` at about $RESUME_AT %, then the same command" \
-		"For every run: a fresh DST and manifest; slowfs mounted with \`--stats-file\`; the page cache dropped; ferry started under \`bench/iorun --kill-at-wchar\`, which sends SIGKILL once ferry has written $RESUME_AT % of the file's bytes (wchar of /proc/PID/io, polled every 20 ms; \"killed at\" says where it was, written and read from SRC); slowfs stays mounted (a new mount would give SRC a new st_dev, another source to ferry): its counters are read (SIGUSR1), \`sync\`, the page cache dropped (the FUSE mount's too); then the same command, timed, under \`bench/iorun\`, which reads its /proc/PID/io when it has exited, before it is reaped (exact totals). Percentages are of the file's $BIG_BYTES bytes, median (each run). Read from SRC: slowfs's read_bytes during the resumed run (at the unmount after it, less what it counted at the kill). Written to DST: write_bytes (what the run sent to be written: DST data, plus the manifest and its WAL). Read from DST: read_bytes (what the run read from the disk, cold cache: the DST read-back that the whole-file hash of chunks kept from the killed run needs, plus the manifest). Peak RSS: VmHWM sampled every 50 ms (bench/iorun)."
+		"For every run: a fresh DST and manifest; slowfs mounted with \`--stats-file\`; the page cache dropped; ferry started under \`bench/iorun --kill-at-wchar\`, which sends SIGKILL once ferry has written $RESUME_AT % of the file's bytes (wchar of /proc/PID/io, polled every 20 ms; \"killed at\" says where it was, written and read from SRC); slowfs stays mounted (a new mount would give SRC a new st_dev, another source to ferry): its counters are read (SIGUSR1), \`sync\`, the page cache dropped (the FUSE mount's too)$([ "$RESUME_REMOUNT" = 1 ] && echo ", except in the row \"SRC remounted\" (\`--resume-remount\`), where slowfs is unmounted and mounted again, as a reboot would do to a share: a new st_dev for the same files"); then the same command, timed, under \`bench/iorun\`, which reads its /proc/PID/io when it has exited, before it is reaped (exact totals). Percentages are of the file's $BIG_BYTES bytes, median (each run). Read from SRC: slowfs's read_bytes during the resumed run (at the unmount after it, less what it counted at the kill). Written to DST: write_bytes (what the run sent to be written: DST data, plus the manifest and its WAL). Read from DST: read_bytes (what the run read from the disk, cold cache: the DST read-back that the whole-file hash of chunks kept from the killed run needs, plus the manifest). Peak RSS: VmHWM sampled every 50 ms (bench/iorun)."
 	big_setup resume || return 0
 	for REP in $(seq "$REPS"); do
 		for t in "${tools[@]}"; do
@@ -348,6 +358,10 @@ targets11() {
 		[ -n "$v" ] && v="$v % (runs:${R_RB[resume|ferry]})"
 		t11_row "resume: the resumed run's bytes read from DST (read_bytes; the whole-file hash's read-back of kept chunks)" "${v:-not measured}" "stated, no target" "—"
 		t11_rss resume ferry "resume: ferry's peak RSS (resumed run)"
+		if [ "$RESUME_REMOUNT" = 1 ]; then
+			t11_pct resume\|ferry-remount "${R_SRCREAD[resume|ferry-remount]:-}" "resume, SRC remounted: bytes read from SRC, % of the file"
+			t11_pct resume\|ferry-remount "${R_WB[resume|ferry-remount]:-}" "resume, SRC remounted: bytes written (write_bytes), % of the file"
+		fi
 	fi
 	section "Targets of issue 11" \
 		"Same-run ratios of medians; \"met\" when the measured value is at most the target (below it for \"<\").$([ "$QUICK" = 1 ] && echo " With --quick the files are small and the verdicts mean nothing.")"
