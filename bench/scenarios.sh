@@ -37,7 +37,7 @@ tool_label13() {
 	xargs-dirs) echo "find | xargs -P 50 cp (dirs made first)" ;;
 	ferry-one) echo "ferry" ;;
 	cp-one) echo "cp -a, then sync FILE DIR" ;;
-	*) echo "$1" ;;
+	*) tool_label11 "$1" ;;
 	esac
 }
 
@@ -46,6 +46,7 @@ tool_needs13() {
 	cp-r) echo cp ;;
 	cp-one) echo "cp sync" ;;
 	xargs-dirs) echo "find xargs cp mkdir" ;;
+	*) tool_needs11 "$1" ;;
 	esac
 }
 
@@ -64,6 +65,7 @@ tool_cmd13() {
 	xargs-dirs) echo "cd $s && find . -mindepth 1 -type d -print0 | (cd $d && xargs -0 mkdir -p) &&" \
 		"find . -type f -print0 | xargs -0 -P 50 -I{} cp --parents {} $d/" ;;
 	cp-one) echo "cp -a $s/. $d && sync $d/$ONE_NAME $d" ;;
+	*) tool_cmd11 "$t" "$s" "$d" "$m" "$f" "$b" ;;
 	esac
 }
 

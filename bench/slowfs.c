@@ -4,7 +4,8 @@
  * ferry's benchmarks.
  *
  *   slowfs [--latency-us N] [--latency-file FILE] [--threads N]
- *          [--max-background N] SOURCE_DIR MOUNTPOINT [-f] [-d] [-s]
+ *          [--max-background N] [--writable] [--stats-file FILE]
+ *          SOURCE_DIR MOUNTPOINT [-f] [-d] [-s]
  *          [-o OPTIONS]
  *
  * Every lookup/getattr, readlink, opendir, readdir, open, read and release
@@ -27,6 +28,18 @@
  * that a half-written number is skipped). A missing or unreadable FILE
  * keeps the latency there was.
  *
+ * With --stats-file FILE, slowfs counts what it serves (opens, reads and
+ * the bytes they return, getattrs, readdirs, writes and their bytes,
+ * fsyncs) and rewrites FILE (a temp file renamed over it, so a reader
+ * never sees half of it) about every 100 ms while they change, at once
+ * on SIGUSR1, and a last time with "final 1" when it is unmounted. FILE
+ * holds one "NAME VALUE" line per counter, after "pid", "seq" (bumped
+ * by each rewrite) and "final"; see bench/README.md for how a test reads
+ * exact totals.
+ *
+ * The --writable operations are in slowfs_rw.c, the writing of
+ * --stats-file in slowfs_stats.c, what they share in slowfs.h.
+ *
  * Inode numbers are passed through (use_ino), so tools still see hardlinks.
  * Attributes and entries are cached for 1 s, as CIFS does by default; pass
  * -o attr_timeout=0,entry_timeout=0 for a share without attribute caching.
@@ -34,54 +47,20 @@
  * `fusermount3 -u MOUNTPOINT`.
  */
 #define _GNU_SOURCE
-#define FUSE_USE_VERSION 312
+
+#include "slowfs.h"
 
 #include <dirent.h>
-#include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <fcntl.h>
-#include <fuse.h>
 #include <fuse_lowlevel.h>
-#include <stdbool.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
-
-struct slowfs {
-        int src;                  /* directory fd of SOURCE_DIR */
-        atomic_llong latency_ns;  /* added to every round trip */
-        const char *latency_file; /* --latency-file, or NULL */
-        unsigned threads;         /* max worker threads of the FUSE loop */
-        unsigned max_background;  /* kernel's async request limit */
-        bool writable;            /* --writable: a read-write passthrough */
-};
-
-static struct slowfs *get_fs(void)
-{
-        return fuse_get_context()->private_data;
-}
-
-static void delay(void)
-{
-        long long ns = atomic_load(&get_fs()->latency_ns);
-        struct timespec left = {.tv_sec = ns / 1000000000,
-                                .tv_nsec = ns % 1000000000};
-        while ((left.tv_sec || left.tv_nsec) && nanosleep(&left, &left) < 0 &&
-               errno == EINTR)
-                ;
-}
-
-/* FUSE paths start with '/'; the source is opened relative to its fd. */
-static const char *rel(const char *path)
-{
-        return path[1] ? path + 1 : ".";
-}
 
 /* FILE's number of microseconds into fs; a missing file, or one that
  * does not hold just a number (being written), changes nothing. */
@@ -117,14 +96,24 @@ static void *latency_reader(void *arg)
         return NULL;
 }
 
+/* Unmounted: --stats-file's last rewrite. */
+static void sf_destroy(void *private_data)
+{
+        struct slowfs *fs = private_data;
+        if (fs->stats_file)
+                slowfs_stats_final(fs);
+}
+
 static void *sf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
-        struct slowfs *fs = get_fs();
-        /* here, after the daemon's fork: the thread is the daemon's */
+        struct slowfs *fs = slowfs_fs();
+        /* here, after the daemon's fork: the threads are the daemon's */
         pthread_t t;
         if (fs->latency_file &&
             pthread_create(&t, NULL, latency_reader, fs) == 0)
                 pthread_detach(t);
+        if (fs->stats_file)
+                slowfs_stats_start(fs);
         cfg->use_ino = 1;
         conn->max_background = fs->max_background;
         conn->congestion_threshold = fs->max_background * 3 / 4;
@@ -134,17 +123,19 @@ static void *sf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 static int sf_getattr(const char *path, struct stat *st,
                       struct fuse_file_info *fi)
 {
-        delay();
-        int rc =
-                fi ? fstat((int)fi->fh, st)
-                   : fstatat(get_fs()->src, rel(path), st, AT_SYMLINK_NOFOLLOW);
+        slowfs_delay();
+        slowfs_count(ST_GETATTRS, 1);
+        int rc = fi ? fstat((int)fi->fh, st)
+                    : fstatat(slowfs_fs()->src, slowfs_rel(path), st,
+                              AT_SYMLINK_NOFOLLOW);
         return rc < 0 ? -errno : 0;
 }
 
 static int sf_readlink(const char *path, char *buf, size_t size)
 {
-        delay();
-        ssize_t n = readlinkat(get_fs()->src, rel(path), buf, size - 1);
+        slowfs_delay();
+        ssize_t n =
+                readlinkat(slowfs_fs()->src, slowfs_rel(path), buf, size - 1);
         if (n < 0)
                 return -errno;
         buf[n] = '\0';
@@ -153,8 +144,8 @@ static int sf_readlink(const char *path, char *buf, size_t size)
 
 static int sf_opendir(const char *path, struct fuse_file_info *fi)
 {
-        delay();
-        int fd = openat(get_fs()->src, rel(path),
+        slowfs_delay();
+        int fd = openat(slowfs_fs()->src, slowfs_rel(path),
                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         DIR *dp = fd < 0 ? NULL : fdopendir(fd);
         if (!dp) {
@@ -174,7 +165,8 @@ static int sf_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 {
         DIR *dp = (DIR *)(uintptr_t)fi->fh;
         struct dirent *e;
-        delay();
+        slowfs_delay();
+        slowfs_count(ST_READDIRS, 1);
         rewinddir(dp);
         errno = 0;
         while ((e = readdir(dp)) != NULL) {
@@ -195,14 +187,15 @@ static int sf_releasedir(const char *path, struct fuse_file_info *fi)
 
 static int sf_open(const char *path, struct fuse_file_info *fi)
 {
-        delay();
-        if ((fi->flags & O_ACCMODE) != O_RDONLY && !get_fs()->writable)
+        slowfs_delay();
+        if ((fi->flags & O_ACCMODE) != O_RDONLY && !slowfs_fs()->writable)
                 return -EROFS;
-        int fd = openat(get_fs()->src, rel(path),
+        int fd = openat(slowfs_fs()->src, slowfs_rel(path),
                         (fi->flags & (O_ACCMODE | O_APPEND | O_TRUNC)) |
                                 O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
+        slowfs_count(ST_OPENS, 1);
         fi->fh = (uint64_t)fd;
         return 0;
 }
@@ -211,7 +204,7 @@ static int sf_read(const char *path, char *buf, size_t size, off_t off,
                    struct fuse_file_info *fi)
 {
         size_t done = 0;
-        delay();
+        slowfs_delay();
         while (done < size) {
                 ssize_t n = pread((int)fi->fh, buf + done, size - done,
                                   off + (off_t)done);
@@ -223,150 +216,26 @@ static int sf_read(const char *path, char *buf, size_t size, off_t off,
                         break;
                 done += (size_t)n;
         }
+        slowfs_count(ST_READS, 1);
+        slowfs_count(ST_READ_BYTES, done);
         return (int)done;
 }
 
 static int sf_release(const char *path, struct fuse_file_info *fi)
 {
-        delay();
+        slowfs_delay();
         close((int)fi->fh);
         return 0;
 }
 
-/* ---- --writable ------------------------------------------------------ */
-
-static int ret(int rc)
-{
-        return rc < 0 ? -errno : 0;
-}
-
-static int sf_mkdir(const char *path, mode_t mode)
-{
-        delay();
-        return ret(mkdirat(get_fs()->src, rel(path), mode));
-}
-
-static int sf_unlink(const char *path)
-{
-        delay();
-        return ret(unlinkat(get_fs()->src, rel(path), 0));
-}
-
-static int sf_rmdir(const char *path)
-{
-        delay();
-        return ret(unlinkat(get_fs()->src, rel(path), AT_REMOVEDIR));
-}
-
-static int sf_symlink(const char *target, const char *path)
-{
-        delay();
-        return ret(symlinkat(target, get_fs()->src, rel(path)));
-}
-
-static int sf_rename(const char *from, const char *to, unsigned int flags)
-{
-        delay();
-        int src = get_fs()->src;
-        return ret(renameat2(src, rel(from), src, rel(to), flags));
-}
-
-static int sf_link(const char *from, const char *to)
-{
-        delay();
-        int src = get_fs()->src;
-        return ret(linkat(src, rel(from), src, rel(to), 0));
-}
-
-static int sf_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
-{
-        delay();
-        return ret(fi ? fchmod((int)fi->fh, mode)
-                      : fchmodat(get_fs()->src, rel(path), mode, 0));
-}
-
-static int sf_chown(const char *path, uid_t uid, gid_t gid,
-                    struct fuse_file_info *fi)
-{
-        delay();
-        return ret(fi ? fchown((int)fi->fh, uid, gid)
-                      : fchownat(get_fs()->src, rel(path), uid, gid,
-                                 AT_SYMLINK_NOFOLLOW));
-}
-
-static int sf_truncate(const char *path, off_t size, struct fuse_file_info *fi)
-{
-        delay();
-        if (fi)
-                return ret(ftruncate((int)fi->fh, size));
-        int fd = openat(get_fs()->src, rel(path),
-                        O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        int rc = ret(ftruncate(fd, size));
-        close(fd);
-        return rc;
-}
-
-static int sf_utimens(const char *path, const struct timespec tv[2],
-                      struct fuse_file_info *fi)
-{
-        delay();
-        return ret(fi ? futimens((int)fi->fh, tv)
-                      : utimensat(get_fs()->src, rel(path), tv,
-                                  AT_SYMLINK_NOFOLLOW));
-}
-
-static int sf_create(const char *path, mode_t mode, struct fuse_file_info *fi)
-{
-        delay();
-        int fd = openat(get_fs()->src, rel(path),
-                        (fi->flags & ~O_NOFOLLOW) | O_CREAT | O_NOFOLLOW |
-                                O_CLOEXEC,
-                        mode);
-        if (fd < 0)
-                return -errno;
-        fi->fh = (uint64_t)fd;
-        return 0;
-}
-
-static int sf_write(const char *path, const char *buf, size_t size, off_t off,
-                    struct fuse_file_info *fi)
-{
-        size_t done = 0;
-        delay();
-        while (done < size) {
-                ssize_t n = pwrite((int)fi->fh, buf + done, size - done,
-                                   off + (off_t)done);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                done += (size_t)n;
-        }
-        return (int)done;
-}
-
-static int sf_fsync(const char *path, int datasync, struct fuse_file_info *fi)
-{
-        delay();
-        return ret(datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh));
-}
-
-static int sf_fsyncdir(const char *path, int datasync,
-                       struct fuse_file_info *fi)
-{
-        delay();
-        return ret(fsync(dirfd((DIR *)(uintptr_t)fi->fh)));
-}
-
 static int sf_statfs(const char *path, struct statvfs *sv)
 {
-        return fstatvfs(get_fs()->src, sv) < 0 ? -errno : 0;
+        return fstatvfs(slowfs_fs()->src, sv) < 0 ? -errno : 0;
 }
 
 static const struct fuse_operations slowfs_ops = {
         .init = sf_init,
+        .destroy = sf_destroy,
         .getattr = sf_getattr,
         .readlink = sf_readlink,
         .opendir = sf_opendir,
@@ -376,40 +245,14 @@ static const struct fuse_operations slowfs_ops = {
         .read = sf_read,
         .release = sf_release,
         .statfs = sf_statfs,
-};
-
-static const struct fuse_operations slowfs_rw_ops = {
-        .init = sf_init,
-        .getattr = sf_getattr,
-        .readlink = sf_readlink,
-        .opendir = sf_opendir,
-        .readdir = sf_readdir,
-        .releasedir = sf_releasedir,
-        .open = sf_open,
-        .read = sf_read,
-        .release = sf_release,
-        .statfs = sf_statfs,
-        .mkdir = sf_mkdir,
-        .unlink = sf_unlink,
-        .rmdir = sf_rmdir,
-        .symlink = sf_symlink,
-        .rename = sf_rename,
-        .link = sf_link,
-        .chmod = sf_chmod,
-        .chown = sf_chown,
-        .truncate = sf_truncate,
-        .utimens = sf_utimens,
-        .create = sf_create,
-        .write = sf_write,
-        .fsync = sf_fsync,
-        .fsyncdir = sf_fsyncdir,
 };
 
 static void usage(FILE *f)
 {
         fputs("usage: slowfs [--latency-us N] [--latency-file FILE] "
               "[--threads N]\n"
-              "              [--max-background N] [--writable]\n"
+              "              [--max-background N] [--writable] "
+              "[--stats-file FILE]\n"
               "              SOURCE_DIR MOUNTPOINT [-f] [-d] [-s] [-o "
               "OPTIONS]\n"
               "defaults: --latency-us 1000 --threads 256 --max-background "
@@ -426,6 +269,22 @@ static int parse_uint(const char *s, unsigned max, unsigned *out)
                 return -1;
         *out = (unsigned)v;
         return 0;
+}
+
+/* PATH made absolute (the daemon runs in /), in memory that lives as long
+ * as slowfs; NULL for no PATH or no memory. */
+static const char *absolute(const char *path)
+{
+        char cwd[PATH_MAX];
+        if (!path || path[0] == '/')
+                return path;
+        if (!getcwd(cwd, sizeof(cwd)))
+                return NULL;
+        size_t n = strlen(cwd) + strlen(path) + 2;
+        char *out = malloc(n);
+        if (out)
+                snprintf(out, n, "%s/%s", cwd, path);
+        return out;
 }
 
 /* Takes slowfs' own options and SOURCE_DIR out of argv; the rest (the
@@ -445,8 +304,15 @@ static int parse_args(int argc, char **argv, struct slowfs *fs,
                         rc = parse_uint(argv[++i < argc ? i : 0], 60000000,
                                         &us);
                 else if (strcmp(a, "--latency-file") == 0)
-                        rc = (fs->latency_file = argv[++i < argc ? i : 0]) ? 0
-                                                                           : -1;
+                        rc = (fs->latency_file =
+                                      absolute(argv[++i < argc ? i : 0]))
+                                     ? 0
+                                     : -1;
+                else if (strcmp(a, "--stats-file") == 0)
+                        rc = (fs->stats_file =
+                                      absolute(argv[++i < argc ? i : 0]))
+                                     ? 0
+                                     : -1;
                 else if (strcmp(a, "--threads") == 0)
                         rc = parse_uint(argv[++i < argc ? i : 0], 100000,
                                         &fs->threads);
@@ -502,8 +368,10 @@ static int serve(struct fuse_args *args, struct slowfs *fs)
                 usage(stderr);
                 goto out;
         }
-        f = fuse_new(args, fs->writable ? &slowfs_rw_ops : &slowfs_ops,
-                     sizeof(slowfs_ops), fs);
+        struct fuse_operations ops = slowfs_ops;
+        if (fs->writable)
+                slowfs_add_rw_ops(&ops);
+        f = fuse_new(args, &ops, sizeof(ops), fs);
         if (!f)
                 goto out;
         if (fuse_mount(f, opts.mountpoint) != 0)
@@ -523,7 +391,10 @@ out:
 
 int main(int argc, char **argv)
 {
-        struct slowfs fs = {.src = -1, .threads = 256, .max_background = 256};
+        struct slowfs fs = {.src = -1,
+                            .threads = 256,
+                            .max_background = 256,
+                            .stats_lock = PTHREAD_MUTEX_INITIALIZER};
         struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
         const char *source = NULL;
         int rc = parse_args(argc, argv, &fs, &source, &args);
