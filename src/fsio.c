@@ -49,9 +49,17 @@ int ferry_fsio_read(int fd, void *buf, size_t len, size_t *got)
         return 0;
 }
 
+#ifdef FERRY_TESTING
+void (*ferry_fsio_pread_hook)(int fd, size_t len, off_t off);
+#endif
+
 int ferry_fsio_pread(int fd, void *buf, size_t len, off_t off, size_t *got)
 {
         FAULT(FSIO_READ);
+#ifdef FERRY_TESTING
+        if (ferry_fsio_pread_hook)
+                ferry_fsio_pread_hook(fd, len, off);
+#endif
         size_t done = 0;
         while (done < len) {
                 ssize_t n = pread(fd, (char *)buf + done, len - done,
@@ -176,6 +184,24 @@ int ferry_fsio_fsync(int fd)
 {
         FAULT(FSIO_FSYNC);
         return fsync(fd) ? errno : 0;
+}
+
+int ferry_fsio_fdatasync(int fd)
+{
+        FAULT(FSIO_FSYNC);
+        return fdatasync(fd) ? errno : 0;
+}
+
+int ferry_fsio_fallocate(int fd, off_t len)
+{
+        FAULT(FSIO_WRITE);
+        if (len <= 0)
+                return 0;
+        int r;
+        do
+                r = fallocate(fd, 0, 0, len);
+        while (r && errno == EINTR);
+        return r ? errno : 0;
 }
 
 int ferry_fsio_syncfs(int fd)
