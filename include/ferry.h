@@ -267,6 +267,9 @@ struct ferry_status_info {
         uint64_t not_in_source; /* rows removed from SRC (not deleted) */
         uint64_t meta_failed;   /* done rows whose metadata fell short */
         uint64_t dirs;
+        /* files copied in chunks, not done yet (counted in pending), and
+         * the bytes of their chunks already in DST's temp files */
+        struct ferry_state_count partial;
 };
 
 /*

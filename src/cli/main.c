@@ -215,7 +215,12 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
                 else if (o->cli->verbose || o->cli->opt.dry_run)
                         put_listed_why(o, "not deleting ", path, len, detail);
                 break;
-        case FERRY_EV_MISMATCH: put_listed(o, "mismatch: ", path, len); break;
+        case FERRY_EV_MISMATCH:
+                /* a file in chunks names the byte ranges that differ */
+                put_listed_why(o, "mismatch: ", path, len,
+                               detail && strstr(detail, ": bytes ") ? detail
+                                                                    : NULL);
+                break;
         case FERRY_EV_MISSING: put_listed(o, "missing: ", path, len); break;
         case FERRY_EV_FAILED:
                 if (o->cli->command == CMD_VERIFY)

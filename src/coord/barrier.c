@@ -19,6 +19,7 @@
 #include "config.h"
 #include "internal.h"
 
+#include "chunks.h"
 #include "copy.h"
 #include "failure.h"
 #include "fsio.h"
@@ -231,7 +232,9 @@ static void count_done(struct coord *c, const struct ferry_batch *b,
         }
         c->sum->files_copied++;
         c->sum->bytes_copied += it->bytes;
-        c->prog.bytes_done += it->bytes;
+        /* progress (run.c): a file in chunks is done whole, whatever of
+         * it an earlier run wrote */
+        c->bytes_committed += ferry_item_plan(b, it) ? it->st.size : it->bytes;
         emit_item(c, FERRY_EV_COPIED, b, it, NULL, NULL);
 }
 
@@ -248,6 +251,7 @@ static void record_copy(struct coord *c, const struct ferry_batch *b,
         struct ferry_dst_rec *claim = &out->claim[k];
         *o = (struct ferry_outcome){.id = it->id};
         *fail = it->fail;
+        c->bytes_settled += it->bytes; /* no longer live (progress) */
         if (it->result == R_IN_WAY &&
             clear_way(c, b, it, why, size, fail, claim)) {
                 if (claim->type) /* stays pending: copied again later */
@@ -263,6 +267,7 @@ static void record_copy(struct coord *c, const struct ferry_batch *b,
                         break; /* stays pending: copied again later */
                 o->kind = FO_DONE;
                 o->item = it;
+                o->plan = ferry_item_plan(b, it); /* its chunks' hashes */
                 o->applied_also = applied_also(c, it);
                 count_done(c, b, it);
                 if (it->meta_fail.step) /* data there, metadata not all */
@@ -281,6 +286,8 @@ static void record_copy(struct coord *c, const struct ferry_batch *b,
                 o->kind = FO_FAILED;
                 o->why = why;
                 o->fail = fail;
+                /* its chunks are of a SRC that is no more */
+                o->src_changed = it->result == R_CHANGED;
                 c->sum->files_failed++;
                 c->prog.errors++;
                 emit_item(c, FERRY_EV_FAILED, b, it, why, fail);
@@ -353,6 +360,20 @@ void on_barrier(struct coord *c, struct barrier_job *job)
         free_list(job->list);
         free(job);
         commit(c);
+}
+
+/* A chunk durable in its temp file (the worker's fdatasync came first,
+ * so no barrier): its row goes with the next commit; one lost costs a
+ * copy of the chunk again, so it owes the -wal no sync. */
+void on_chunk(struct coord *c, struct ferry_chunk_msg *m)
+{
+        if (c->stop_code != FERRY_EMANIFEST && !c->opt->dry_run) {
+                if (ferry_manifest_record_chunk(c->m, m))
+                        manifest_error(c);
+                else
+                        c->dirty = true;
+        }
+        free(m);
 }
 
 static void start_barrier(struct coord *c)
