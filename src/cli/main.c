@@ -136,14 +136,20 @@ static void on_progress(const struct ferry_progress *p, void *arg)
         human(p->bytes_total, total, sizeof(total));
         human((uint64_t)o->rate.bps, rate, sizeof(rate));
         /* the ETA at the recent rate of files or of bytes, whichever is
-         * later: small files are bound by their number, big ones by bytes */
+         * later: small files are bound by their number, big ones by bytes
+         * (which count as they are written: before the first file is
+         * done, a big one's bytes alone tell) */
         char eta[32] = "?";
         if (p->files_total && !p->scanning) {
                 double f =
                         time_left(p->files_total, p->files_done, o->rate.fps);
                 double b =
                         time_left(p->bytes_total, p->bytes_done, o->rate.bps);
-                put_eta(eta, sizeof(eta), f < 0 || b < 0 ? -1 : f > b ? f : b);
+                put_eta(eta, sizeof(eta),
+                        b < 0                     ? -1
+                        : f < 0 && !p->files_done ? b
+                        : f > b                   ? f
+                                                  : b);
         }
         if (o->tty)
                 fputs("\r\033[K", stderr);
