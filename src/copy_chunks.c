@@ -246,8 +246,8 @@ static int run_streams(struct job *j, struct stream *s, bool *changed,
 }
 
 static int copy_chunks(struct ferry_copier *c, struct ferry_chunk_plan *plan,
-                       int in, int out, const struct ferry_item *it,
-                       bool sparse, bool *changed, const struct step **step)
+                       int in, int out, struct ferry_item *it, bool sparse,
+                       bool *changed, const struct step **step)
 {
         struct job j = {.c = c, .it = it, .plan = plan, .in = in, .out = out};
         j.sparse = sparse;
@@ -277,6 +277,7 @@ static int copy_chunks(struct ferry_copier *c, struct ferry_chunk_plan *plan,
         pthread_cond_destroy(&j.cond);
         pthread_mutex_destroy(&j.lock);
         free(j.state);
+        it->bytes += atomic_load(&j.written); /* this attempt's too */
         return rc;
 }
 
@@ -313,7 +314,6 @@ int ferry_copier_chunked(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                 return 0;
         }
         chunk_digest(c->xxh, it->hash);
-        it->bytes = it->st.size;
         if ((rc = ferry_copier_read_xattrs(c, in, NULL, before, it, step)))
                 return rc;
         *step = &S_STAT_SRC;

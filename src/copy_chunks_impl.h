@@ -21,6 +21,7 @@ struct job {
         int in, out;
         bool sparse;
         uint64_t tmp_dev, tmp_ino;
+        _Atomic uint64_t written; /* bytes this attempt wrote */
         pthread_mutex_t lock;
         pthread_cond_t cond;
         uint8_t *state; /* CS_* per chunk */

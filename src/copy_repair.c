@@ -97,7 +97,7 @@ int ferry_copier_hash_planned(struct ferry_copier *c, int fd,
 /* Rewrites chunk i of DST (dfd) from SRC (in), its new hash in the plan. */
 static int rewrite(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                    uint32_t i, int in, int dfd, uint64_t size, XXH3_state_t *x,
-                   bool *changed, const struct step **step)
+                   uint64_t *written, bool *changed, const struct step **step)
 {
         uint64_t off = i * plan->chunk_size;
         uint64_t end =
@@ -120,6 +120,7 @@ static int rewrite(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                 if ((rc = ferry_fsio_pwrite(dfd, c->buf, got, (off_t)off)))
                         return rc;
                 ferry_copier_count(c, got);
+                *written += got;
                 off += got;
                 if (atomic_load(c->cfg.stop)) {
                         *step = &S_COPY;
@@ -165,10 +166,10 @@ static int mend(struct ferry_copier *c, struct ferry_chunk_plan *plan, int in,
         for (uint32_t i = 0; i < plan->n && !rc && !*changed; i++)
                 if (plan->chunks[i].state == CH_BAD) {
                         rc = rewrite(c, plan, i, in, dfd, it->st.size, x,
-                                     changed, step);
-                        written += plan->chunk_size;
+                                     &written, changed, step);
                 }
         XXH3_freeState(x);
+        it->bytes += written; /* a fallback's copy adds its own */
         struct ferry_stat now;
         *step = &S_STAT_SRC;
         if (!rc && !*changed && !(rc = ferry_fsio_fstat(in, &now)))
@@ -186,7 +187,6 @@ static int mend(struct ferry_copier *c, struct ferry_chunk_plan *plan, int in,
         if (memcmp(it->hash, zero, 16) && memcmp(it->hash, whole, 16))
                 *whole_ok = false;
         memcpy(it->hash, whole, 16);
-        it->bytes = written < it->st.size ? written : it->st.size;
         return 0;
 }
 

@@ -78,6 +78,8 @@ static int copy_range(struct job *j, struct stream *s, off_t off, uint64_t len,
                 if ((rc = ferry_fsio_pwrite(j->out, s->buf, got, off)))
                         return rc;
                 ferry_copier_count(j->c, got);
+                atomic_fetch_add_explicit(&j->written, got,
+                                          memory_order_relaxed);
                 off += (off_t)got;
                 len -= got;
                 if (atomic_load(j->c->cfg.stop)) {

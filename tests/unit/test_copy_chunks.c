@@ -187,6 +187,7 @@ static void copy_fresh(const char *streams)
         for (uint32_t i = 0; i < NCH; i++)
                 CHECK(seen[i]);
         CHECK_EQ(atomic_load(&fx.live), (uint64_t)SIZE);
+        CHECK_EQ(it->bytes, (uint64_t)SIZE);
         struct stat d;
         CHECK_EQ(fstatat(fx.dst, "big", &d, 0), 0);
         CHECK_EQ((uint64_t)d.st_size, (uint64_t)SIZE);
@@ -431,10 +432,12 @@ static void repair(bool ours)
         if (ours) { /* in place, one chunk written, no message */
                 CHECK_EQ(d.st_ino, ino);
                 CHECK_EQ(atomic_load(&fx.live), (uint64_t)CS);
+                CHECK_EQ(it->bytes, (uint64_t)CS);
                 CHECK_EQ(drain(&fx, NULL), 0);
         } else { /* a full copy, renamed into place */
                 CHECK(d.st_ino != ino);
                 CHECK_EQ(atomic_load(&fx.live), (uint64_t)SIZE);
+                CHECK_EQ(it->bytes, (uint64_t)SIZE);
                 CHECK_EQ(drain(&fx, NULL), (int)NCH);
         }
         ferry_batch_free(b);
