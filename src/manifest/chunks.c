@@ -264,7 +264,7 @@ static int plan_new(struct ferry_manifest *m, struct ferry_batch *b, size_t k,
         if (ferry_batch_reserve(b, len, &off))
                 return mf_fail(m, "out of memory");
         b->items[k].plan_off = off;
-        *out = (struct ferry_chunk_plan *)(b->arena + off);
+        *out = (struct ferry_chunk_plan *)(void *)(b->arena + off);
         (*out)->chunk_size = chunk_size;
         (*out)->n = n;
         return 0;
