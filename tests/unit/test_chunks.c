@@ -7,7 +7,8 @@
  * dropped, verify's chunk hashes, repair of the chunks verify marked
  * bad); what each outcome and each other path does to them (done keeps
  * the chunks, a changed SRC drops them, a failure keeps them, reset_done,
- * forget_file, temp_removed, a changed scan entry); and the bytes that
+ * forget_file, temp_removed, a changed scan entry); the end-of-run temp
+ * pass finding gone rows with chunks; and the bytes that
  * `ferry status` counts for unfinished files. A second SQLite connection
  * is the oracle for what was stored.
  */
@@ -461,6 +462,68 @@ static void test_invalidation(void)
         fx_close(&f);
 }
 
+/* The root listed with "small" alone: "big" is gone from SRC. */
+static int list_small(struct fx *f)
+{
+        struct ferry_listing *l = ferry_listing_new("", 0, 4);
+        if (!l)
+                return -1;
+        l->dir_st = file_stat(0, 51, 1);
+        l->dir_st.mode = S_IFDIR | 0755;
+        l->first = l->last = true;
+        l->seen = 1;
+        struct ferry_stat small = file_stat(1024, 1000, 11);
+        ferry_listing_add(l, "small", 5, &small);
+        struct ferry_entry_rec out[1];
+        struct ferry_listing_rec how = {.gen = f->gen};
+        int rc = ferry_manifest_record_listing(f->m, l, &how, out);
+        ferry_listing_free(l);
+        return rc;
+}
+
+/* A row gone from SRC whose temp file holds chunks is in the end-of-run
+ * temp pass, whenever it went (its temp file is removed, temp_removed
+ * drops the rows); a pending row of this scan is not (a next run resumes
+ * it). */
+static void test_stale_temps(void)
+{
+        struct fx f;
+        fx_open(&f);
+        struct ferry_stat src = file_stat(BIG, 1000, 10);
+        struct ferry_chunk_msg c = chunk_msg(f.big, 0, &src, 950);
+        CHECK_EQ(ferry_manifest_record_chunk(f.m, &c), 0);
+        struct ferry_batch *b = hand_out(&f, PASS_STALE_TEMPS);
+        CHECK(b && !item_of(b, f.big));
+        ferry_batch_free(b);
+        /* copied once (a hash), then gone in one scan, then another scan */
+        copy_done(&f);
+        uint64_t files, bytes;
+        CHECK_EQ(ferry_manifest_scan_start(f.m, &f.gen, &files, &bytes), 0);
+        struct ferry_stat changed = file_stat(BIG, 1005, 10);
+        CHECK_EQ(list_root(&f, &changed), 0);
+        CHECK_EQ(ferry_manifest_scan_complete(f.m, f.gen), 0);
+        c.src = changed;
+        CHECK_EQ(ferry_manifest_record_chunk(f.m, &c), 0);
+        CHECK_EQ(n_partial(&f, f.big), 1);
+        CHECK_EQ(ferry_manifest_scan_start(f.m, &f.gen, &files, &bytes), 0);
+        CHECK_EQ(list_small(&f), 0);
+        CHECK_EQ(ferry_manifest_scan_complete(f.m, f.gen), 0);
+        CHECK_EQ(ferry_manifest_scan_start(f.m, &f.gen, &files, &bytes), 0);
+        CHECK_EQ(list_small(&f), 0);
+        CHECK_EQ(ferry_manifest_scan_complete(f.m, f.gen), 0);
+        CHECK_EQ(sql_int(&f, "SELECT state FROM files WHERE id = ?1", f.big),
+                 ST_REMOVED);
+        b = hand_out(&f, PASS_STALE_TEMPS);
+        struct ferry_item *it = item_of(b, f.big);
+        CHECK(it != NULL);
+        if (it)
+                CHECK_EQ(ferry_manifest_temp_removed(f.m, it), 0);
+        ferry_batch_free(b);
+        CHECK_EQ(n_partial(&f, f.big), 0);
+        CHECK_EQ(n_chunks(&f, f.big), 0);
+        fx_close(&f);
+}
+
 /* `ferry status`: the committed chunks of unfinished files (the last
  * chunk is shorter); none once the file is done. */
 static void test_status_bytes(void)
@@ -497,6 +560,7 @@ int main(int argc, char **argv)
         RUN(test_plan_resume_and_fresh);
         RUN(test_done_verify_repair);
         RUN(test_invalidation);
+        RUN(test_stale_temps);
         RUN(test_status_bytes);
         return unit_done();
 }
