@@ -1,8 +1,9 @@
 /*
  * manifest/query.c - reading rows out: the hand-out queries of the copy,
  * verify and clean-up passes (mf_fill: items and their paths
- * into a batch), the counts of rows still to copy, done, removed or not
- * done, and the even sample of done rows that checks DST.
+ * into a batch, a big file with its chunk plan from chunks.c), the counts of
+ * rows still to copy, done, removed or not done, and the even sample of done
+ * rows that checks DST.
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"

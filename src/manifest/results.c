@@ -8,6 +8,8 @@
  * dir_known, whether ferry made a directory); failed rows
  * retried and done rows reset when DST was replaced; and the runs table
  * (a run's start and result, and since when earlier runs were cut short).
+ * What an outcome does to a big file's chunks is chunks.c's
+ * (mf_chunk_outcome, after the row's own update).
  * Also the commit policy (mf_sync_owed): which COMMIT syncs the -wal.
  */
 #define _GNU_SOURCE
