@@ -230,11 +230,14 @@ static void count_done(struct coord *c, const struct ferry_batch *b,
                 emit_item(c, FERRY_EV_LINKED, b, it, NULL, NULL);
                 return;
         }
+        /* a file in chunks counts whole (its size, as a file copied
+         * at once does), whatever of it an earlier run wrote, or holes
+         * left unwritten; it->bytes is what this run wrote of it (the
+         * live byte count's share, settled in record_copy) */
+        uint64_t bytes = ferry_item_plan(b, it) ? it->st.size : it->bytes;
         c->sum->files_copied++;
-        c->sum->bytes_copied += it->bytes;
-        /* progress (run.c): a file in chunks is done whole, whatever of
-         * it an earlier run wrote */
-        c->bytes_committed += ferry_item_plan(b, it) ? it->st.size : it->bytes;
+        c->sum->bytes_copied += bytes;
+        c->bytes_committed += bytes; /* progress (progress.c) */
         emit_item(c, FERRY_EV_COPIED, b, it, NULL, NULL);
 }
 
