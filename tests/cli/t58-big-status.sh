@@ -3,9 +3,11 @@
 # when the file is done: in `ferry status` (another process, reading the
 # manifest) and on the progress line.
 #
-# SRC is one 100 MiB file of random bytes behind bench/slowfs (20 ms per
-# operation, one stream per file: FERRY_CHUNK_STREAMS, a test build's
-# knob), so that its copy takes seconds. Proves:
+# SRC is one 100 MiB file of random bytes behind bench/slowfs (10 ms per
+# request, one request at a time; one stream per file: FERRY_CHUNK_STREAMS,
+# a test build's knob), so that its copy takes seconds; the first run is
+# stopped (SIGSTOP) once a chunk is committed, its status read, then it is
+# killed. Proves:
 #  - while the first run copies it, once a chunk is committed, `ferry
 #    status --json` reports partial 1 and partial_bytes > 0 (a multiple of
 #    the 32 MiB chunk), done_bytes counts them while "done" is still 0
@@ -38,7 +40,9 @@ SIZE=$((100 * MIB))
 CHUNK=$((32 * MIB))
 mkdir src "$MNT"
 head -c "$SIZE" /dev/urandom >src/big || die "cannot write the source"
-"$SLOWFS" --latency-us 20000 "$T/src" "$MNT" 2>"$LOG/slowfs.err" &&
+# one request at a time (no readahead in parallel): a steady pace
+"$SLOWFS" --latency-us 10000 --threads 1 --max-background 1 "$T/src" "$MNT" \
+	2>"$LOG/slowfs.err" &&
 	mountpoint -q "$MNT" ||
 	skip_all "slowfs does not mount here: $(head -c 200 "$LOG/slowfs.err")"
 export FERRY_CHUNK_STREAMS=1
@@ -53,6 +57,9 @@ some_chunk() {
 
 bg "$FERRY" -q "$MNT" dst
 wait_until 60 eval 'some_chunk || ! kill -0 "$BG_PID" 2>/dev/null'
+# held still while its status is read (a loaded machine may not leave
+# the seconds the rest of the copy takes otherwise)
+kill -STOP "$BG_PID" 2>/dev/null
 check "the first run is still copying" kill -0 "$BG_PID"
 status_json
 show "$T/st.json" 3
@@ -72,6 +79,7 @@ check "DST has no big yet" test ! -e dst/big
 check "DST has its temp file" test -n "$(find dst -name '.big.*.ferry-part' -print -quit)"
 
 kill -KILL "$BG_PID"
+kill -CONT "$BG_PID" 2>/dev/null
 bg_wait
 check "the first run was killed (exit $BG_RC)" test "$BG_RC" = 137
 status_json
