@@ -81,6 +81,9 @@ struct ferry_progress {
         uint64_t files_done;  /* finished (copied, skipped, failed) */
         uint64_t bytes_total; /* bytes to copy in this run, known so far */
         uint64_t bytes_done;
+        /* of bytes_done, the chunks of large files that earlier runs
+         * copied (a resume counts them done at once): not in a rate */
+        uint64_t bytes_resumed;
         uint64_t errors;
         double elapsed; /* seconds since the run started */
         bool scanning;  /* the scan has not finished yet */

@@ -86,22 +86,26 @@ static void clear_line(struct out *o)
  * average with that time constant, so the rates follow the recent past. */
 static void rate_update(struct rate *r, const struct ferry_progress *p)
 {
+        /* a resume's chunks of earlier runs were not copied now */
+        uint64_t bytes = p->bytes_done > p->bytes_resumed
+                                 ? p->bytes_done - p->bytes_resumed
+                                 : 0;
         double dt = p->elapsed - r->t;
         if (p->elapsed <= 0 || dt <= 0)
                 return;
         if (p->elapsed < RATE_WINDOW) {
                 r->fps = (double)p->files_done / p->elapsed;
-                r->bps = (double)p->bytes_done / p->elapsed;
+                r->bps = (double)bytes / p->elapsed;
         } else {
                 double w = 1.0 - exp(-dt / RATE_WINDOW);
                 r->fps +=
                         w * ((double)(p->files_done - r->files) / dt - r->fps);
                 r->bps +=
-                        w * ((double)(p->bytes_done - r->bytes) / dt - r->bps);
+                        w * (((double)bytes - (double)r->bytes) / dt - r->bps);
         }
         r->t = p->elapsed;
         r->files = p->files_done;
-        r->bytes = p->bytes_done;
+        r->bytes = bytes;
 }
 
 /* Seconds to do the rest of total at rate; -1 when the rate is not known. */

@@ -216,9 +216,10 @@ static uint32_t applied_also(const struct coord *c, const struct ferry_item *it)
 }
 
 /* A done row's counts and event: its metadata alone applied in place, a
- * hardlink name made as a link (no data), or a copy. */
+ * hardlink name made as a link (no data), or a copy. credit: its bytes
+ * the progress counted done at its hand-out (a resume's, progress.c). */
 static void count_done(struct coord *c, const struct ferry_batch *b,
-                       const struct ferry_item *it)
+                       const struct ferry_item *it, uint64_t credit)
 {
         if (it->need == MF_NEED_META) {
                 c->sum->meta_applied++;
@@ -237,7 +238,8 @@ static void count_done(struct coord *c, const struct ferry_batch *b,
         uint64_t bytes = ferry_item_plan(b, it) ? it->st.size : it->bytes;
         c->sum->files_copied++;
         c->sum->bytes_copied += bytes;
-        c->bytes_committed += bytes; /* progress (progress.c) */
+        /* progress (progress.c) */
+        c->bytes_committed += bytes > credit ? bytes - credit : 0;
         emit_item(c, FERRY_EV_COPIED, b, it, NULL, NULL);
 }
 
@@ -255,6 +257,14 @@ static void record_copy(struct coord *c, const struct ferry_batch *b,
         *o = (struct ferry_outcome){.id = it->id};
         *fail = it->fail;
         c->bytes_settled += it->bytes; /* no longer live (progress) */
+        /* a resume's earlier chunks, counted done at its hand-out: no
+         * more when the row stays to copy (a later pass credits it
+         * again; the progress shown never goes back, progress.c) */
+        uint64_t credit = it->plan_off ? take_credit(c, it->id) : 0;
+        if (it->result != R_DONE || !durable) {
+                c->bytes_committed -= credit;
+                c->prog.bytes_resumed -= credit;
+        }
         if (it->result == R_IN_WAY &&
             clear_way(c, b, it, why, size, fail, claim)) {
                 if (claim->type) /* stays pending: copied again later */
@@ -272,7 +282,7 @@ static void record_copy(struct coord *c, const struct ferry_batch *b,
                 o->item = it;
                 o->plan = ferry_item_plan(b, it); /* its chunks' hashes */
                 o->applied_also = applied_also(c, it);
-                count_done(c, b, it);
+                count_done(c, b, it, credit);
                 if (it->meta_fail.step) /* data there, metadata not all */
                         meta_shortfall(c, ferry_batch_at(b, it->dir_off),
                                        ferry_batch_at(b, it->name_off), false,

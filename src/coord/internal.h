@@ -68,6 +68,9 @@ struct ferry_chunk_msg;
 #define MAX_OUTSTANDING  4096 /* items handed out but not yet committed */
 #define LOW_ROWS         4096 /* changed rows the pass went past */
 #define MAX_PASSES       4
+#define RESUME_CREDITS                                                         \
+        64 /* resumed big files in flight whose earlier                        \
+              chunks count done (progress.c) */
 /* set_phase and assert_run_state check (a bug stops the run at once, as
  * assert would) in testing and debug builds */
 #if defined(FERRY_TESTING) || !defined(NDEBUG)
@@ -224,6 +227,13 @@ struct coord {
          * never less than it showed before */
         _Atomic uint64_t bytes_live;
         uint64_t bytes_settled, bytes_committed;
+        /* big files handed out to resume: their chunks of earlier runs,
+         * counted done at once (credit_resumed), not again when done */
+        struct resume_credit {
+                int64_t id;
+                uint64_t bytes;
+        } credit[RESUME_CREDITS];
+        unsigned n_credit;
         double t0, last_prog, last_commit;
         struct ferry_buf path; /* join_path's */
 };
@@ -253,8 +263,12 @@ void emit_item(struct coord *c, enum ferry_event ev,
                const struct ferry_batch *b, const struct ferry_item *it,
                const char *detail, const struct ferry_failure *fail);
 void commit(struct coord *c);
-/* progress.c */
+/* progress.c: the snapshot; a batch's resumed big files, whose chunks
+ * of earlier runs count done as it is handed out; the bytes so counted
+ * of a planned row, when its result comes (0 for none) */
 void progress(struct coord *c, bool final);
+void credit_resumed(struct coord *c, const struct ferry_batch *b);
+uint64_t take_credit(struct coord *c, int64_t id);
 void free_list(struct ferry_batch *list);
 bool stop_for_dst(struct coord *c, int err);
 bool stops_run(struct coord *c, const struct ferry_item *it);

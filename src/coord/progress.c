@@ -2,12 +2,56 @@
  * coord/progress.c - the progress snapshot handed to the caller about
  * once a second (struct ferry_progress): files and bytes done of the
  * totals known so far. A copy's bytes count as they are written, a big
- * file's chunk by chunk (bytes_progress), not when a file is done.
+ * file's chunk by chunk (bytes_progress), not when a file is done; a
+ * resumed big file's chunks of earlier runs count from its hand-out
+ * (credit_resumed).
  */
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include "chunks.h"
+
 #include <stdatomic.h>
+
+/* A resumed file's chunks of earlier runs are done bytes from the start
+ * (as `ferry status` counts them); a file done counts its size less
+ * them. Beyond RESUME_CREDITS such files in flight, a file gets none: its
+ * bytes count when it is done, as before. */
+void credit_resumed(struct coord *c, const struct ferry_batch *b)
+{
+        for (size_t i = 0; i < b->n && c->n_credit < RESUME_CREDITS; i++) {
+                const struct ferry_item *it = &b->items[i];
+                const struct ferry_chunk_plan *p = ferry_item_plan(b, it);
+                if (!p || !p->resume)
+                        continue;
+                uint64_t bytes = 0;
+                for (uint32_t k = 0; k < p->n; k++) {
+                        uint64_t at = (uint64_t)k * p->chunk_size;
+                        if (p->chunks[k].state == CH_DONE)
+                                bytes += it->st.size - at < p->chunk_size
+                                                 ? it->st.size - at
+                                                 : p->chunk_size;
+                }
+                if (!bytes)
+                        continue;
+                c->credit[c->n_credit++] =
+                        (struct resume_credit){it->id, bytes};
+                c->bytes_committed += bytes;
+                c->prog.bytes_resumed += bytes;
+        }
+}
+
+uint64_t take_credit(struct coord *c, int64_t id)
+{
+        for (unsigned i = 0; i < c->n_credit; i++) {
+                if (c->credit[i].id != id)
+                        continue;
+                uint64_t bytes = c->credit[i].bytes;
+                c->credit[i] = c->credit[--c->n_credit];
+                return bytes;
+        }
+        return 0;
+}
 
 /* A copy's bytes done: those of done rows, and those written for rows in
  * flight (a big file's chunks as they are written), never counted twice

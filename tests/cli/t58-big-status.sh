@@ -16,7 +16,8 @@
 #  - after kill -9 the status still shows those bytes (the temp file is
 #    kept for a resume, its size the file's);
 #  - the resumed run on a terminal (script) draws progress lines that read
-#    0/1 files with bytes done above 0 B, never going down, and an ETA
+#    0/1 files with bytes done above 0 B, never going down, the first
+#    already counting the chunks of the first run, and an ETA
 #    (from the bytes: no file is done yet); the copy ends
 #    identical (cmp), and the status then shows partial 0, done 1 file of
 #    100 MiB.
@@ -105,6 +106,8 @@ check "a progress line reads 0/1 files with bytes done above 0 B" \
 sed -E 's|^ferry: [0-9]+/[0-9]+\+? files, ([0-9.]+) ([KMGT]?i?B)/.*|\1 \2|' \
 	"$T/tty.lines" | awk '{ m = 1; if ($2 == "KiB") m = 1024; if ($2 == "MiB") m = 1048576; if ($2 == "GiB") m = 1073741824; printf "%.0f\n", $1 * m }' >"$T/done.col"
 check "the bytes done never go down" sort -n -c "$T/done.col"
+check "the first line counts the chunks of the first run ($after bytes) done" \
+	test "$(head -n 1 "$T/done.col")" -ge "$after"
 check "a line before the file is done gives an ETA from its bytes" \
 	grep -Eq '^ferry: 0/1 files, .*, ETA [0-9]+:[0-9][0-9]:[0-9][0-9], ' "$T/tty.lines"
 status_json
