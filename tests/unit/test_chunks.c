@@ -462,6 +462,35 @@ static void test_invalidation(void)
         fx_close(&f);
 }
 
+/* A file too big for 65536 chunks of 32 MiB gets bigger chunks; one too
+ * big for 65536 of 1 GiB gets no plan (copied whole). */
+static void test_huge_files(void)
+{
+        struct fx f;
+        fx_open(&f);
+        uint64_t files, bytes;
+        CHECK_EQ(ferry_manifest_scan_start(f.m, &f.gen, &files, &bytes), 0);
+        struct ferry_stat huge = file_stat(3ull << 40, 1000, 10); /* 3 TiB */
+        CHECK_EQ(list_root(&f, &huge), 0);
+        struct ferry_batch *b = hand_out(&f, PASS_COPY_FIRST);
+        struct ferry_item *it = item_of(b, f.big);
+        const struct ferry_chunk_plan *p = it ? ferry_item_plan(b, it) : NULL;
+        CHECK(p != NULL);
+        if (p) {
+                CHECK_EQ(p->chunk_size, 64 * MIB);
+                CHECK_EQ(p->n, 49152);
+        }
+        ferry_batch_free(b);
+        CHECK_EQ(ferry_manifest_scan_start(f.m, &f.gen, &files, &bytes), 0);
+        huge = file_stat(65ull << 40, 1000, 10); /* 65 TiB */
+        CHECK_EQ(list_root(&f, &huge), 0);
+        b = hand_out(&f, PASS_COPY_FIRST);
+        it = item_of(b, f.big);
+        CHECK(it && it->plan_off == 0);
+        ferry_batch_free(b);
+        fx_close(&f);
+}
+
 /* The root listed with "small" alone: "big" is gone from SRC. */
 static int list_small(struct fx *f)
 {
@@ -561,6 +590,7 @@ int main(int argc, char **argv)
         RUN(test_done_verify_repair);
         RUN(test_invalidation);
         RUN(test_stale_temps);
+        RUN(test_huge_files);
         RUN(test_status_bytes);
         return unit_done();
 }
