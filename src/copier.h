@@ -138,6 +138,12 @@ int ferry_copier_data(struct ferry_copier *c, int in, int out,
  * rule 5's test of a source that did not change. */
 bool ferry_copier_same_file(const struct ferry_stat *a,
                             const struct ferry_stat *b);
+/* copy_data.c: the same, but for the device number: SRC as the scan
+ * recorded it (a share's device number changes from one mount to the
+ * next, and the scan does not compare it either: a pending row keeps the
+ * one it was first seen with). */
+bool ferry_copier_same_source(const struct ferry_stat *a,
+                              const struct ferry_stat *b);
 /* copy_data.c: applies st's metadata (c->xa's xattrs) to the open DST
  * file fd; a shortfall is kept in it->meta_fail and is no error. */
 int ferry_copier_file_meta(struct ferry_copier *c, int fd,

@@ -137,6 +137,13 @@ bool ferry_copier_same_file(const struct ferry_stat *a,
                a->dev == b->dev;
 }
 
+bool ferry_copier_same_source(const struct ferry_stat *a,
+                              const struct ferry_stat *b)
+{
+        return a->size == b->size && ferry_time_eq(a->mtime, b->mtime) &&
+               ferry_time_eq(a->ctime, b->ctime) && a->ino == b->ino;
+}
+
 int ferry_copier_file_meta(struct ferry_copier *c, int fd,
                            const struct ferry_stat *st, struct ferry_item *it,
                            const struct step **step)

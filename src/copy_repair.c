@@ -173,7 +173,7 @@ static int mend(struct ferry_copier *c, struct ferry_chunk_plan *plan, int in,
         struct ferry_stat now;
         *step = &S_STAT_SRC;
         if (!rc && !*changed && !(rc = ferry_fsio_fstat(in, &now)))
-                *changed = !ferry_copier_same_file(&now, &it->st);
+                *changed = !ferry_copier_same_source(&now, &it->st);
         if (rc || *changed)
                 return rc;
         uint8_t whole[16], zero[16] = {0};
@@ -205,7 +205,7 @@ int ferry_copier_repair(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                         bool *changed, const struct step **step)
 {
         *done = false;
-        if (!ferry_copier_same_file(before, &it->st)) {
+        if (!ferry_copier_same_source(before, &it->st)) {
                 *changed = true;
                 return 0;
         }

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void chunk_range(const struct job *j, uint32_t i, off_t *off, uint64_t *len)
 {
@@ -33,11 +34,11 @@ void chunk_digest(XXH3_state_t *x, uint8_t out[16])
         memcpy(out, canon.digest, 16);
 }
 
-static int src_unchanged(struct job *j, bool *changed)
+static int src_unchanged(struct job *j, int in, bool *changed)
 {
         struct ferry_stat now;
-        int rc = ferry_fsio_fstat(j->in, &now);
-        if (!rc && !ferry_copier_same_file(&now, &j->it->st))
+        int rc = ferry_fsio_fstat(in, &now);
+        if (!rc && !ferry_copier_same_source(&now, &j->it->st))
                 *changed = true;
         return rc;
 }
@@ -64,7 +65,10 @@ static int copy_range(struct job *j, struct stream *s, off_t off, uint64_t len,
         while (len) {
                 size_t want = len < s->len ? (size_t)len : s->len, got;
                 *step = &S_READ_SRC;
-                int rc = ferry_fsio_pread(j->in, s->buf, want, off, &got);
+                uint64_t t0 = chunk_now_ns();
+                int rc = ferry_fsio_pread(s->in, s->buf, want, off, &got);
+                s->read_ns += chunk_now_ns() - t0;
+                s->read_bytes += got;
                 if (rc)
                         return rc;
                 if (got < want) { /* shrank: not the scan's file */
@@ -102,7 +106,7 @@ static int copy_sparse(struct job *j, struct stream *s, off_t off, uint64_t len,
         while (off < end && !*changed) {
                 off_t data = end, hole = end;
                 *step = &S_READ_SRC;
-                int rc = ferry_fsio_seek_data(j->in, off, &data);
+                int rc = ferry_fsio_seek_data(s->in, off, &data);
                 if (rc && rc != ENXIO)
                         return rc;
                 if (rc || data > end)
@@ -121,7 +125,7 @@ static int copy_sparse(struct job *j, struct stream *s, off_t off, uint64_t len,
                 }
                 if ((off = data) >= end)
                         break;
-                if ((rc = ferry_fsio_seek_hole(j->in, off, &hole)))
+                if ((rc = ferry_fsio_seek_hole(s->in, off, &hole)))
                         return rc;
                 hole = hole > end ? end : hole;
                 if ((rc = copy_range(j, s, off, (uint64_t)(hole - off), whole,
@@ -161,7 +165,7 @@ int chunk_copy(struct job *j, struct stream *s, uint32_t i, XXH3_state_t *whole,
         uint64_t len;
         chunk_range(j, i, &off, &len);
         *step = &S_STAT_SRC;
-        int rc = src_unchanged(j, changed);
+        int rc = src_unchanged(j, s->in, changed);
         if (rc || *changed)
                 return rc;
         XXH3_128bits_reset(s->xxh);
@@ -169,20 +173,60 @@ int chunk_copy(struct job *j, struct stream *s, uint32_t i, XXH3_state_t *whole,
                        : copy_range(j, s, off, len, whole, changed, step);
         if (rc || *changed || __atomic_load_n(&j->failed, __ATOMIC_RELAXED))
                 return rc;
-        *step = &S_FSYNC;
-        if (!j->c->cfg.no_sync && (rc = ferry_fsio_fdatasync(j->out)))
-                return rc;
         *step = &S_STAT_SRC;
-        if ((rc = src_unchanged(j, changed)) || *changed)
+        if ((rc = src_unchanged(j, s->in, changed)) || *changed)
                 return rc;
         pthread_mutex_lock(&j->lock);
         chunk_digest(s->xxh, j->plan->chunks[i].hash);
         j->plan->chunks[i].state = CH_DONE;
         j->state[i] = CS_DONE;
+        j->unsynced[i] = 1;
         pthread_cond_broadcast(&j->cond);
         pthread_mutex_unlock(&j->lock);
-        report(j, i);
-        return 0;
+        *step = &S_FSYNC;
+        return chunk_sync(j, false);
+}
+
+uint64_t chunk_now_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int chunk_sync(struct job *j, bool force)
+{
+        bool sync = !j->c->cfg.no_sync;
+        pthread_mutex_lock(&j->lock);
+        while (force && j->syncing)
+                pthread_cond_wait(&j->cond, &j->lock);
+        if (j->syncing ||
+            (sync && !force &&
+             chunk_now_ns() - j->last_sync_ns < FERRY_CHUNK_SYNC_NS)) {
+                pthread_mutex_unlock(&j->lock);
+                return 0;
+        }
+        bool any = false;
+        for (uint32_t i = 0; i < j->plan->n; i++) {
+                j->snap[i] = j->unsynced[i];
+                any |= j->unsynced[i];
+                j->unsynced[i] = 0;
+        }
+        j->syncing = any;
+        pthread_mutex_unlock(&j->lock);
+        if (!any)
+                return 0;
+        /* data durable first, then its record: rule 1, per chunk */
+        int rc = sync ? ferry_fsio_fdatasync(j->out) : 0;
+        for (uint32_t i = 0; !rc && i < j->plan->n; i++)
+                if (j->snap[i])
+                        report(j, i);
+        pthread_mutex_lock(&j->lock);
+        j->syncing = false;
+        j->last_sync_ns = chunk_now_ns();
+        pthread_cond_broadcast(&j->cond);
+        pthread_mutex_unlock(&j->lock);
+        return rc;
 }
 
 /* Records a stream's failure (the first one wins); wakes the others. */

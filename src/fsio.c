@@ -192,16 +192,14 @@ int ferry_fsio_fdatasync(int fd)
         return fdatasync(fd) ? errno : 0;
 }
 
-int ferry_fsio_fallocate(int fd, off_t len)
+int ferry_fsio_room(int fd, uint64_t len)
 {
         FAULT(FSIO_WRITE);
-        if (len <= 0)
-                return 0;
-        int r;
-        do
-                r = fallocate(fd, 0, 0, len);
-        while (r && errno == EINTR);
-        return r ? errno : 0;
+        struct statvfs vfs;
+        if (fstatvfs(fd, &vfs))
+                return 0; /* cannot tell: the writes will */
+        uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+        return avail < len ? ENOSPC : 0;
 }
 
 int ferry_fsio_syncfs(int fd)

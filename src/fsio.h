@@ -154,9 +154,10 @@ int ferry_fsio_statat(int dirfd, const char *name, struct ferry_stat *st);
 int ferry_fsio_fsync(int fd);
 /* fdatasync (fault op "fsync"). */
 int ferry_fsio_fdatasync(int fd);
-/* fallocate(2) mode 0 of [0, len): blocks reserved, the size len
- * (fault op "write"); EOPNOTSUPP where the file system has none. */
-int ferry_fsio_fallocate(int fd, off_t len);
+/* ENOSPC when the file system of fd has less than len bytes free for
+ * this user (fstatvfs: f_bavail); 0 when it has, or cannot say (fault op
+ * "write"). */
+int ferry_fsio_room(int fd, uint64_t len);
 int ferry_fsio_syncfs(int fd);
 int ferry_fsio_ftruncate(int fd, off_t len);
 int ferry_fsio_renameat(int dirfd, const char *from, const char *to);

@@ -5,7 +5,7 @@
 #
 # DST is XFS on a loop device; `xfs_io -x -c shutdown` (no log flush: what
 # XFS had not written is lost, as in a power cut) cuts it once the manifest
-# (on another file system) holds 3 chunks of the 150 MiB file, which SRC
+# (on another file system) holds a first chunk of the 200 MiB file, which SRC
 # serves through bench/slowfs (20 ms per operation) so that the cut lands
 # mid-file. A chunk is recorded only after its data is durable in the temp
 # file (fdatasync) and the temp's name durable (the directory fsynced when
@@ -37,7 +37,7 @@ mount -t xfs "$LOOP" mnt 2>"$LOG/mount.err" ||
 	skip_all "cannot mount XFS from $LOOP: $(head -c 200 "$LOG/mount.err")"
 track_mount "$T/mnt"
 
-SIZE=$((150 << 20))
+SIZE=$((200 << 20))
 mkdir src
 head -c "$SIZE" /dev/urandom >src/big || die "cannot write the source"
 echo small >src/small
@@ -59,7 +59,7 @@ recorded() {
 	((n >= ${1:-3}))
 }
 cut=0
-if wait_until 120 eval 'recorded 3 || ! kill -0 "$BG_PID" 2>/dev/null' &&
+if wait_until 120 eval 'recorded 1 || ! kill -0 "$BG_PID" 2>/dev/null' &&
 	kill -0 "$BG_PID" 2>/dev/null; then
 	xfs_io -x -c shutdown "$T/mnt" 2>"$LOG/xfs_io.err" ||
 		die "xfs_io shutdown failed: $(cat "$LOG/xfs_io.err")"

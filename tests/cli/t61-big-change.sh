@@ -27,7 +27,10 @@ SIZE=$((200 << 20))
 mkdir src "$MNT"
 head -c "$SIZE" /dev/urandom >src/big || die "cannot write the source"
 echo small >src/small
-"$SLOWFS" --latency-us 15000 "$T/src" "$MNT" 2>"$LOG/slowfs.err" ||
+# no attribute cache: the copy's fstat sees the rewrite at once (with
+# FUSE's default 1 s, a change in the last second of a copy is not seen:
+# that is the share's cache, not ferry's check)
+"$SLOWFS" --latency-us 15000 "$T/src" "$MNT" -o attr_timeout=0,entry_timeout=0 2>"$LOG/slowfs.err" ||
 	skip_all "slowfs does not mount here: $(head -c 200 "$LOG/slowfs.err")"
 
 bg "$FERRY" --retries 0 "$MNT" dst
@@ -48,7 +51,7 @@ fi
 bg_wait
 check "SRC was rewritten while its copy ran" test "$changed_mid" = 1
 check "the run did not succeed (exit $BG_RC)" test "$BG_RC" != 0
-check "the run says the file changed" grep -qi 'changed' "$LOG/bg.err" "$LOG/bg.out"
+check "the run says the file changed" grep -q "'big': source changed" "$LOG/bg.err"
 show "$LOG/bg.err"
 check "dst/big is not there (never marked done)" test ! -e dst/big
 state=$(sqlite3 "file:$db?mode=ro" "SELECT state FROM files WHERE CAST(name AS TEXT) = 'big'" 2>/dev/null)
