@@ -81,6 +81,9 @@ struct ferry_progress {
         uint64_t files_done;  /* finished (copied, skipped, failed) */
         uint64_t bytes_total; /* bytes to copy in this run, known so far */
         uint64_t bytes_done;
+        /* of bytes_done, the chunks of large files that earlier runs
+         * copied (a resume counts them done at once): not in a rate */
+        uint64_t bytes_resumed;
         uint64_t errors;
         double elapsed; /* seconds since the run started */
         bool scanning;  /* the scan has not finished yet */
@@ -348,6 +351,9 @@ struct ferry_status_info {
          * has_control: a run holds the job and its control file is there */
         bool has_control;
         struct ferry_control control;
+        /* files copied in chunks, not done yet (counted in pending), and
+         * the bytes of their chunks already in DST's temp files */
+        struct ferry_state_count partial;
 };
 
 /*

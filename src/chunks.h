@@ -69,8 +69,10 @@ struct ferry_chunk_plan {
 static inline struct ferry_chunk_plan *
 ferry_item_plan(const struct ferry_batch *b, const struct ferry_item *it)
 {
-        return it->plan_off ? (struct ferry_chunk_plan *)(b->arena +
-                                                          it->plan_off)
+        /* plan_off is a multiple of 8 (ferry_batch_reserve): void * says
+         * the alignment is known (clang's -Wcast-align) */
+        return it->plan_off ? (struct ferry_chunk_plan *)(void *)(b->arena +
+                                                                  it->plan_off)
                             : NULL;
 }
 
@@ -83,7 +85,7 @@ struct ferry_chunk_msg {
         uint32_t idx;
         uint64_t chunk_size;
         uint8_t hash[16];
-        struct ferry_stat src;    /* SRC as the chunk was read from it */
+        struct ferry_stat src;     /* SRC as the chunk was read from it */
         uint64_t tmp_dev, tmp_ino; /* the temp file it is in */
 };
 

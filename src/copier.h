@@ -13,6 +13,10 @@
  *   copy_link.c  a hardlink follower: a link to its first name's copy;
  *   copy_meta.c  a row whose metadata alone is to be applied, in place;
  *   copy_special.c  FIFOs, sockets and devices;
+ *   copy_chunks.c a large file with a chunk plan (chunks.h): its temp
+ *                (kept for a resume), its streams, its whole-file hash;
+ *   copy_stream.c one stream's copy of a chunk (copy_chunks_impl.h);
+ *   copy_repair.c verify by chunk, and the repair of bad chunks in place;
  *   retry.c      the retry policy (retry.h), shared with the scanner.
  * A step that fails names its side and step (struct step, ferry.h's
  * struct ferry_failure); nothing reads the words of a message.
@@ -20,6 +24,7 @@
 #ifndef FERRY_COPIER_H
 #define FERRY_COPIER_H
 
+#include "chunks.h"
 #include "copy.h"
 #include "xattr.h"
 
@@ -129,6 +134,54 @@ int ferry_copier_data(struct ferry_copier *c, int in, int out,
                       const struct ferry_stat *before, struct ferry_item *it,
                       bool *changed, const struct step **step);
 
+/* copy_data.c: SRC's stat a equals b (size, mtime, ctime, dev, ino):
+ * rule 5's test of a source that did not change. */
+bool ferry_copier_same_file(const struct ferry_stat *a,
+                            const struct ferry_stat *b);
+/* copy_data.c: the same, but for the device number: SRC as the scan
+ * recorded it (a share's device number changes from one mount to the
+ * next, and the scan does not compare it either: a pending row keeps the
+ * one it was first seen with). */
+bool ferry_copier_same_source(const struct ferry_stat *a,
+                              const struct ferry_stat *b);
+/* copy_data.c: applies st's metadata (c->xa's xattrs) to the open DST
+ * file fd; a shortfall is kept in it->meta_fail and is no error. */
+int ferry_copier_file_meta(struct ferry_copier *c, int fd,
+                           const struct ferry_stat *st, struct ferry_item *it,
+                           const struct step **step);
+/* Adds n bytes written to DST to the shared counter (cfg.bytes_live). */
+static inline void ferry_copier_count(const struct ferry_copier *c, uint64_t n)
+{
+        if (c->cfg.bytes_live)
+                atomic_fetch_add_explicit(c->cfg.bytes_live, n,
+                                          memory_order_relaxed);
+}
+
+/* copy_chunks.c: the data and metadata of a file with a chunk plan
+ * (chunks.h), in src (open, its fstat before), into its temp tmp, made
+ * or (plan->resume) reopened: *out gets the temp's descriptor (-1 when
+ * none is open). Several streams copy chunks at once; each chunk is made
+ * durable and reported (cfg.chunk_inbox). *changed when SRC is not the
+ * scan's it->st before, during or after; *keep whether the temp is to be
+ * kept on failure (a later run resumes it). */
+int ferry_copier_chunked(struct ferry_copier *c, struct ferry_chunk_plan *plan,
+                         int in, const struct ferry_stat *before,
+                         struct ferry_item *it, const char *tmp, int *out,
+                         bool *changed, bool *keep, const struct step **step);
+/* copy_repair.c: a done file's CH_BAD chunks rewritten in DST's name in
+ * place (rule 9 checked first); 0 and *done when that made it whole,
+ * 0 and !*done when a full copy must be made instead (plan reset). */
+int ferry_copier_repair(struct ferry_copier *c, struct ferry_chunk_plan *plan,
+                        int in, const struct ferry_stat *before,
+                        struct ferry_item *it, const char *name, bool *done,
+                        bool *changed, const struct step **step);
+/* copy_repair.c: verify's hash of open fd (DST) with plan: the whole
+ * file's XXH3-128 in out, and each chunk whose hash differs from the
+ * plan's CH_DONE one set CH_BAD. */
+int ferry_copier_hash_planned(struct ferry_copier *c, int fd,
+                              struct ferry_chunk_plan *plan, uint8_t out[16],
+                              uint64_t *size);
+
 /* copy_verify.c: after it's content was found equal, compares DST's
  * entry's metadata with the row's (R_META_DIFFERS, it->differs, and the
  * parts named in it->why_off, into b's arena). */
@@ -148,6 +201,10 @@ bool ferry_copier_meta(struct ferry_copier *c, struct ferry_batch *b,
 /* copy_dst.c: creates temp file tmp in the DST directory (a leftover of a
  * crashed run is removed first). */
 int ferry_copier_create_temp(struct ferry_copier *c, const char *tmp, int *fd);
+/* The same, opened with access (O_WRONLY or O_RDWR: a chunked file's temp
+ * is read back). */
+int ferry_copier_create_temp_as(struct ferry_copier *c, const char *tmp,
+                                int access, int *fd);
 /* copy_dst.c: ferry_meta_apply failed with err at step on an entry whose
  * data is in place: true when that is a shortfall, kept in it->meta_fail
  * (ferry_copy_meta_shortfall). */

@@ -193,11 +193,12 @@ int ferry_copier_read_xattrs(struct ferry_copier *c, int fd, const char *name,
 }
 
 static int copy_once(struct ferry_copier *c, const char *name,
-                     struct ferry_item *it, bool *changed,
-                     const struct step **step)
+                     struct ferry_item *it, struct ferry_chunk_plan *plan,
+                     bool *changed, const struct step **step)
 {
         int in = -1, out = -1, rc;
         char tmp[NAME_MAX + 1];
+        bool keep = false; /* a chunked file's temp, for a resume */
         *changed = false;
         *step = &S_OPEN_SRC;
         if ((rc = ferry_copier_open_source(c, name, &in)))
@@ -210,10 +211,22 @@ static int copy_once(struct ferry_copier *c, const char *name,
                 goto out;
         }
         ferry_copy_temp_name(name, it->id, tmp);
-        *step = &S_CREATE;
-        if ((rc = ferry_copier_create_temp(c, tmp, &out)))
-                goto out;
-        rc = ferry_copier_data(c, in, out, &before, it, changed, step);
+        if (plan && plan->repair) { /* the bad chunks alone, in place */
+                bool done = false;
+                rc = ferry_copier_repair(c, plan, in, &before, it, name, &done,
+                                         changed, step);
+                if (rc || *changed || done)
+                        goto out;
+        }
+        if (plan) {
+                rc = ferry_copier_chunked(c, plan, in, &before, it, tmp, &out,
+                                          changed, &keep, step);
+        } else {
+                *step = &S_CREATE;
+                if ((rc = ferry_copier_create_temp(c, tmp, &out)))
+                        goto out;
+                rc = ferry_copier_data(c, in, out, &before, it, changed, step);
+        }
         if (!rc && !*changed && c->cfg.fsync_each &&
             (rc = ferry_fsio_fsync(out)))
                 *step = &S_FSYNC;
@@ -230,7 +243,8 @@ static int copy_once(struct ferry_copier *c, const char *name,
                         rc = ferry_copier_times_again(c, it, &before, name,
                                                       step);
         }
-        if (rc || *changed)
+        /* a chunked file's temp stays for a resume, unless SRC changed */
+        if ((rc || *changed) && !(keep && !*changed))
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
 out:
         ferry_fsio_close(&out);
@@ -318,7 +332,10 @@ static int copy_attempt(struct ferry_copier *c, const struct ferry_batch *b,
         ferry_copier_leave_leader(c);
         return it->type == FT_SPECIAL
                        ? ferry_copier_special_once(c, name, it, changed, step)
-                       : copy_once(c, name, it, changed, step);
+                       : copy_once(c, name, it,
+                                   it->type == FT_REG ? ferry_item_plan(b, it)
+                                                      : NULL,
+                                   changed, step);
 }
 
 /* Whether a failed enter_dir is worth another try: a transient error (an

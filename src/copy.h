@@ -14,7 +14,10 @@
  * with O_EXCL in the destination directory, read + XXH3-128 + write (holes
  * kept with SEEK_DATA/SEEK_HOLE), fstat again (a changed source is retried,
  * then reported), set owner/mode/xattrs and ACLs/times (SRC's xattrs read
- * from the open source), optionally fsync, rename into place.
+ * from the open source), optionally fsync, rename into place. A file with
+ * a chunk plan (chunks.h, item->plan_off) is copied in chunks, by several
+ * streams at once, into a temp file that survives a failure or a crash
+ * (copy_chunks.c); a done one's bad chunks are repaired in place.
  * The item's result fields say what happened; durability of the rename is
  * the coordinator's barrier, not the copier's business. A step on DST that
  * fails with an error DST itself may have (ferry_copy_dst_suspect) asks whether
@@ -31,6 +34,9 @@
 #include "retry.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
+
+struct ferry_queue;
 
 /* Descriptors one copier holds at most at once: the cached source and
  * destination directories, and the file being read and its temp file; a
@@ -54,6 +60,18 @@ struct ferry_copy_cfg {
         /* borrowed, shared by the workers: --bwlimit's bucket and the
          * pause (ratelimit.h); NULL: no limit */
         struct ferry_rate *rate;
+        /* issue 11, large files in chunks (copy_chunks.c): */
+        /* borrowed, may be NULL: every data byte written to DST (any
+         * file, a chunk, a repair) is added as it is written; never
+         * taken back (a failed attempt's bytes stay counted) */
+        _Atomic uint64_t *bytes_live;
+        /* borrowed, may be NULL: a chunk made durable in its temp file is
+         * pushed here as a malloc'd struct ferry_chunk_msg (MSG_CHUNK);
+         * the receiver frees it */
+        struct ferry_queue *chunk_inbox;
+        /* --durability=none: no fdatasync per chunk, no fsync of the DST
+         * directory once a chunked file's temp is made */
+        bool no_sync;
 };
 
 struct ferry_copier;

@@ -78,6 +78,8 @@ static int stream(struct ferry_copier *c, int in, int out, uint64_t size,
                         *step = &S_WRITE;
                         return rc;
                 }
+                if (out >= 0)
+                        ferry_copier_count(c, got);
                 *total += got;
                 if (got < want)
                         return 0;
@@ -120,10 +122,16 @@ static int stream_sparse(struct ferry_copier *c, int in, int out, uint64_t size,
                         if (!got)
                                 return 0; /* shrank: the fstat after sees it */
                         XXH3_128bits_update(c->xxh, c->buf, got);
+                        if ((rc = ferry_rate_take(c->cfg.rate, got,
+                                                  c->cfg.stop))) {
+                                *step = &S_COPY; /* stopped while it waited */
+                                return rc;
+                        }
                         if ((rc = ferry_fsio_pwrite(out, c->buf, got, off))) {
                                 *step = &S_WRITE;
                                 return rc;
                         }
+                        ferry_copier_count(c, got);
                         off += (off_t)got;
                 }
         }
@@ -132,14 +140,22 @@ static int stream_sparse(struct ferry_copier *c, int in, int out, uint64_t size,
         return ferry_fsio_ftruncate(out, end);
 }
 
-static bool same_file(const struct ferry_stat *a, const struct ferry_stat *b)
+bool ferry_copier_same_file(const struct ferry_stat *a,
+                            const struct ferry_stat *b)
 {
         return a->size == b->size && ferry_time_eq(a->mtime, b->mtime) &&
                ferry_time_eq(a->ctime, b->ctime) && a->ino == b->ino &&
                a->dev == b->dev;
 }
 
-static int apply_file_meta(struct ferry_copier *c, int fd,
+bool ferry_copier_same_source(const struct ferry_stat *a,
+                              const struct ferry_stat *b)
+{
+        return a->size == b->size && ferry_time_eq(a->mtime, b->mtime) &&
+               ferry_time_eq(a->ctime, b->ctime) && a->ino == b->ino;
+}
+
+int ferry_copier_file_meta(struct ferry_copier *c, int fd,
                            const struct ferry_stat *st, struct ferry_item *it,
                            const struct step **step)
 {
@@ -196,19 +212,21 @@ int ferry_copier_data(struct ferry_copier *c, int in, int out,
                 *step = &S_STAT_SRC;
                 return rc;
         }
-        *changed = !same_file(before, &after) || total != after.size;
+        *changed =
+                !ferry_copier_same_file(before, &after) || total != after.size;
         if (*changed)
                 return 0;
         hash_final(c->xxh, it->hash);
         it->st = after;
         it->bytes = total;
-        return apply_file_meta(c, out, before, it, step);
+        return ferry_copier_file_meta(c, out, before, it, step);
 }
 
 /* Hashes one side of a verify: the file, a symlink's target, or a
  * special's kind and device number. */
 static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
-                     enum ferry_ftype type, uint8_t out[16], uint64_t *size)
+                     enum ferry_ftype type, struct ferry_chunk_plan *plan,
+                     uint8_t out[16], uint64_t *size)
 {
         if (type == FT_SPECIAL) {
                 *size = 0; /* a special's content is its kind and rdev */
@@ -236,6 +254,11 @@ static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
                                              0, &fd);
         if (rc)
                 return rc;
+        if (plan) { /* chunk by chunk too (copy_repair.c) */
+                rc = ferry_copier_hash_planned(c, fd, plan, out, size);
+                ferry_fsio_close(&fd);
+                return rc;
+        }
         XXH3_128bits_reset(c->xxh);
         const struct step *step;
         *size = 0;
@@ -252,17 +275,18 @@ static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
 int ferry_copier_hash(struct ferry_copier *c, int dirfd, const char *name,
                       enum ferry_ftype type, uint8_t out[16], uint64_t *size)
 {
-        return hash_side(c, dirfd, name, type, out, size);
+        return hash_side(c, dirfd, name, type, NULL, out, size);
 }
 
 static void verify_side(struct ferry_copier *c, int dirfd, int dir_err,
                         const char *name, struct ferry_item *it,
-                        const struct step *side)
+                        struct ferry_chunk_plan *plan, const struct step *side)
 {
         uint8_t got[16];
         uint64_t size = 0;
-        int rc = dir_err ? dir_err
-                         : hash_side(c, dirfd, name, it->type, got, &size);
+        int rc =
+                dir_err ? dir_err
+                        : hash_side(c, dirfd, name, it->type, plan, got, &size);
         if (rc == ENOENT || rc == ENOTDIR || rc == ELOOP) {
                 it->result = R_MISSING;
                 it->fail = (struct ferry_failure){side->side,
@@ -289,9 +313,12 @@ static void verify_item(struct ferry_copier *c, struct ferry_batch *b,
         const char *name = ferry_batch_at(b, it->name_off);
         it->result = R_DONE;
         if (b->work & WORK_VERIFY_DST)
-                verify_side(c, c->dst_dir, c->dst_err, name, it, &S_VERIFY_DST);
+                verify_side(c, c->dst_dir, c->dst_err, name, it,
+                            it->type == FT_REG ? ferry_item_plan(b, it) : NULL,
+                            &S_VERIFY_DST);
         if (it->result == R_DONE && (b->work & WORK_VERIFY_SRC))
-                verify_side(c, c->src_dir, c->src_err, name, it, &S_VERIFY_SRC);
+                verify_side(c, c->src_dir, c->src_err, name, it, NULL,
+                            &S_VERIFY_SRC);
         /* content differing wins: metadata only of an equal copy */
         if (it->result == R_DONE && (b->work & WORK_VERIFY_DST))
                 ferry_copier_verify_meta(c, b, it);

@@ -126,7 +126,13 @@ static bool make_dir_writable(struct ferry_copier *c)
  * umask makes it what cp's would be (readable meanwhile, as cp's are). */
 int ferry_copier_create_temp(struct ferry_copier *c, const char *tmp, int *fd)
 {
-        const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
+        return ferry_copier_create_temp_as(c, tmp, O_WRONLY, fd);
+}
+
+int ferry_copier_create_temp_as(struct ferry_copier *c, const char *tmp,
+                                int access, int *fd)
+{
+        const int flags = access | O_CREAT | O_EXCL | O_NOFOLLOW;
         mode_t mode = c->cfg.meta.perms ? 0600 : 0666 & ~c->cfg.meta.umask;
         int rc = ferry_fsio_openat(c->dst_dir, tmp, flags, mode, fd);
         if (rc == EACCES && make_dir_writable(c))

@@ -49,9 +49,17 @@ int ferry_fsio_read(int fd, void *buf, size_t len, size_t *got)
         return 0;
 }
 
+#ifdef FERRY_TESTING
+void (*ferry_fsio_pread_hook)(int fd, size_t len, off_t off);
+#endif
+
 int ferry_fsio_pread(int fd, void *buf, size_t len, off_t off, size_t *got)
 {
         FAULT(FSIO_READ);
+#ifdef FERRY_TESTING
+        if (ferry_fsio_pread_hook)
+                ferry_fsio_pread_hook(fd, len, off);
+#endif
         size_t done = 0;
         while (done < len) {
                 ssize_t n = pread(fd, (char *)buf + done, len - done,
@@ -176,6 +184,22 @@ int ferry_fsio_fsync(int fd)
 {
         FAULT(FSIO_FSYNC);
         return fsync(fd) ? errno : 0;
+}
+
+int ferry_fsio_fdatasync(int fd)
+{
+        FAULT(FSIO_FSYNC);
+        return fdatasync(fd) ? errno : 0;
+}
+
+int ferry_fsio_room(int fd, uint64_t len)
+{
+        FAULT(FSIO_WRITE);
+        struct statvfs vfs;
+        if (fstatvfs(fd, &vfs))
+                return 0; /* cannot tell: the writes will */
+        uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+        return avail < len ? ENOSPC : 0;
 }
 
 int ferry_fsio_syncfs(int fd)

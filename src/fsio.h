@@ -152,6 +152,12 @@ int ferry_fsio_pwrite(int fd, const void *buf, size_t len, off_t off);
 int ferry_fsio_fstat(int fd, struct ferry_stat *st);
 int ferry_fsio_statat(int dirfd, const char *name, struct ferry_stat *st);
 int ferry_fsio_fsync(int fd);
+/* fdatasync (fault op "fsync"). */
+int ferry_fsio_fdatasync(int fd);
+/* ENOSPC when the file system of fd has less than len bytes free for
+ * this user (fstatvfs: f_bavail); 0 when it has, or cannot say (fault op
+ * "write"). */
+int ferry_fsio_room(int fd, uint64_t len);
 int ferry_fsio_syncfs(int fd);
 int ferry_fsio_ftruncate(int fd, off_t len);
 int ferry_fsio_renameat(int dirfd, const char *from, const char *to);
@@ -228,6 +234,13 @@ int ferry_fsio_probe_dir(int dirfd);
 
 /* Removes the tree at name under dirfd (used when a type changed). */
 int ferry_fsio_remove_tree(int dirfd, const char *name);
+
+#ifdef FERRY_TESTING
+/* Test builds: called before each ferry_fsio_pread (a unit test counts
+ * which descriptor is read, and how much). Not thread-safe to set while
+ * copies run. */
+extern void (*ferry_fsio_pread_hook)(int fd, size_t len, off_t off);
+#endif
 
 /* Test builds: _exit(86) when the crash point's counter reaches its nth. */
 void ferry_fsio_crashpoint(const char *point);

@@ -100,6 +100,33 @@
  *   (record_listing; dir_outcome DIR_FAILED), cleared by the next scan
  *   that reads it. A file row's error has its cause beside it the same way.
  *
+ * ---- The life of a partial row and its chunks (sql/009_chunks.sql) ----
+ *
+ *   A regular file of at least FERRY_CHUNK_MIN_FILE bytes (chunks.h) is
+ *   handed out with a plan built from them (handout; manifest/chunks.c).
+ *     (none) --> partial + chunks   a chunk durable in the row's temp file
+ *         (record_chunk); one of another temp file, SRC stat or chunk
+ *         size than the partial row's drops the row's partial and chunks
+ *         first (a done file's chunks too: a copy starts it anew)
+ *     partial + chunks --> resumed   a hand-out whose row's stat is the
+ *         partial row's SRC stat (size, mtime, ctime, dev, ino): the plan
+ *         says resume, with the temp file's identity and the done chunks;
+ *         any other partial row (and its chunks) is dropped there
+ *     partial + chunks --> chunks    the file done (record_outcomes
+ *         FO_DONE): its partial row goes, its chunks are written from the
+ *         plan the copier returned (bad 0), for --verify
+ *     chunks --> chunks, some bad   verify found those chunks differing
+ *         (record_outcomes FO_AGAIN with the plan); the row is pending, and
+ *         the next hand-out's plan says repair, CH_BAD for those
+ *     partial + chunks kept   a failed, vanished or interrupted copy (a
+ *         next run may resume), and the file row removed (until the temp
+ *         file or the row goes)
+ *     any --> (none)   the file changed in SRC (record_listing UP_CHANGED;
+ *         record_outcomes FO_FAILED with src_changed), DST was replaced
+ *         (reset_done), the end of the run removed its temp file
+ *         (temp_removed), the row was deleted (forget_file), or its file
+ *         row is gone (scan_complete's clean-up)
+ *
  *   manifest/internal.h names the steps inside each of these calls.
  */
 #ifndef FERRY_MANIFEST_H
@@ -309,6 +336,10 @@ int ferry_manifest_record_listing(struct ferry_manifest *m,
 struct ferry_chunk_msg;
 int ferry_manifest_record_chunk(struct ferry_manifest *m,
                                 const struct ferry_chunk_msg *c);
+/* The end of a run removes the temp file of row it (PASS_STALE_TEMPS):
+ * its partial row and chunks go too. */
+int ferry_manifest_temp_removed(struct ferry_manifest *m,
+                                const struct ferry_item *it);
 
 /* After a complete scan: the rows of directories it did not see are
  * removed, and hardlink groups whose first name is gone get another. */
@@ -377,6 +408,12 @@ struct ferry_outcome {
          * cleared out of the way, or will repair), or NULL */
         const struct ferry_dst_rec *claim;
         uint32_t meta_differs; /* FO_META_AGAIN: the MF_AP_* bits */
+        /* a file copied in chunks: its plan as the copier gave it back
+         * (FO_DONE: each chunk's hash, kept for --verify; FO_AGAIN from
+         * verify: the CH_BAD chunks, marked bad), or NULL */
+        const struct ferry_chunk_plan *plan;
+        bool src_changed; /* FO_FAILED: SRC changed while it was copied
+                             (R_CHANGED): its chunks are of old content */
 };
 
 /* Records n outcomes in order. *fresh (may be NULL) becomes true when

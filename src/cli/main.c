@@ -89,22 +89,26 @@ static void clear_line(struct out *o)
  * average with that time constant, so the rates follow the recent past. */
 static void rate_update(struct rate *r, const struct ferry_progress *p)
 {
+        /* a resume's chunks of earlier runs were not copied now */
+        uint64_t bytes = p->bytes_done > p->bytes_resumed
+                                 ? p->bytes_done - p->bytes_resumed
+                                 : 0;
         double dt = p->elapsed - r->t;
         if (p->elapsed <= 0 || dt <= 0)
                 return;
         if (p->elapsed < RATE_WINDOW) {
                 r->fps = (double)p->files_done / p->elapsed;
-                r->bps = (double)p->bytes_done / p->elapsed;
+                r->bps = (double)bytes / p->elapsed;
         } else {
                 double w = 1.0 - exp(-dt / RATE_WINDOW);
                 r->fps +=
                         w * ((double)(p->files_done - r->files) / dt - r->fps);
                 r->bps +=
-                        w * ((double)(p->bytes_done - r->bytes) / dt - r->bps);
+                        w * (((double)bytes - (double)r->bytes) / dt - r->bps);
         }
         r->t = p->elapsed;
         r->files = p->files_done;
-        r->bytes = p->bytes_done;
+        r->bytes = bytes;
 }
 
 /* Seconds to do the rest of total at rate; -1 when the rate is not known. */
@@ -140,14 +144,20 @@ static void on_progress(const struct ferry_progress *p, void *arg)
         human(p->bytes_total, total, sizeof(total));
         human((uint64_t)o->rate.bps, rate, sizeof(rate));
         /* the ETA at the recent rate of files or of bytes, whichever is
-         * later: small files are bound by their number, big ones by bytes */
+         * later: small files are bound by their number, big ones by bytes
+         * (which count as they are written: before the first file is
+         * done, a big one's bytes alone tell) */
         char eta[32] = "?";
         if (p->files_total && !p->scanning) {
                 double f =
                         time_left(p->files_total, p->files_done, o->rate.fps);
                 double b =
                         time_left(p->bytes_total, p->bytes_done, o->rate.bps);
-                put_eta(eta, sizeof(eta), f < 0 || b < 0 ? -1 : f > b ? f : b);
+                put_eta(eta, sizeof(eta),
+                        b < 0                     ? -1
+                        : f < 0 && !p->files_done ? b
+                        : f > b                   ? f
+                                                  : b);
         }
         if (o->tty)
                 fputs("\r\033[K", stderr);
@@ -223,7 +233,12 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
                 else if (o->cli->verbose || o->cli->opt.dry_run)
                         put_listed_why(o, "not deleting ", path, len, detail);
                 break;
-        case FERRY_EV_MISMATCH: put_listed(o, "mismatch: ", path, len); break;
+        case FERRY_EV_MISMATCH:
+                /* a file in chunks names the byte ranges that differ */
+                put_listed_why(o, "mismatch: ", path, len,
+                               detail && strstr(detail, ": bytes ") ? detail
+                                                                    : NULL);
+                break;
         case FERRY_EV_MISSING: put_listed(o, "missing: ", path, len); break;
         case FERRY_EV_FAILED:
                 if (o->cli->command == CMD_VERIFY)

@@ -54,6 +54,20 @@ static void put_time(const char *label, int64_t t)
         printf("%s%s", label, buf);
 }
 
+/* Done bytes count the chunks of unfinished files already in DST's temp
+ * files (chunks.h), and pending bytes what is left of those files. */
+static uint64_t done_bytes(const struct ferry_status_info *i)
+{
+        return i->done.bytes + i->partial.bytes;
+}
+
+static uint64_t pending_bytes(const struct ferry_status_info *i)
+{
+        return i->pending.bytes > i->partial.bytes
+                       ? i->pending.bytes - i->partial.bytes
+                       : 0;
+}
+
 static void status_text(const struct ferry_status_info *i)
 {
         printf("manifest: %s\nsource: %s\ndestination: %s\n", i->manifest,
@@ -75,14 +89,18 @@ static void status_text(const struct ferry_status_info *i)
                "not in source: %llu files\ndirectories: %llu\n"
                "metadata not applied: %llu\n",
                (unsigned long long)i->done.files,
-               (unsigned long long)i->done.bytes,
+               (unsigned long long)done_bytes(i),
                (unsigned long long)i->pending.files,
-               (unsigned long long)i->pending.bytes,
+               (unsigned long long)pending_bytes(i),
                (unsigned long long)i->failed.files,
                (unsigned long long)i->skipped.files,
                (unsigned long long)i->vanished.files,
                (unsigned long long)i->not_in_source,
                (unsigned long long)i->dirs, (unsigned long long)i->meta_failed);
+        if (i->partial.files)
+                printf("in progress: %llu files, %llu bytes copied\n",
+                       (unsigned long long)i->partial.files,
+                       (unsigned long long)i->partial.bytes);
 }
 
 static void status_json_head(const struct ferry_status_info *i)
@@ -113,17 +131,20 @@ static void status_json_head(const struct ferry_status_info *i)
                " \"skipped\": %llu, \"vanished\": %llu, \"not_in_source\": "
                "%llu,"
                " \"directories\": %llu, \"meta_failed\": %llu,"
+               " \"partial\": %llu, \"partial_bytes\": %llu,"
                " \"failures\": [",
                (long long)i->last_start, (long long)i->last_end, i->last_result,
                (unsigned long long)i->done.files,
-               (unsigned long long)i->done.bytes,
+               (unsigned long long)done_bytes(i),
                (unsigned long long)i->pending.files,
-               (unsigned long long)i->pending.bytes,
+               (unsigned long long)pending_bytes(i),
                (unsigned long long)i->failed.files,
                (unsigned long long)i->skipped.files,
                (unsigned long long)i->vanished.files,
                (unsigned long long)i->not_in_source,
-               (unsigned long long)i->dirs, (unsigned long long)i->meta_failed);
+               (unsigned long long)i->dirs, (unsigned long long)i->meta_failed,
+               (unsigned long long)i->partial.files,
+               (unsigned long long)i->partial.bytes);
 }
 
 static void on_info(const struct ferry_status_info *info, void *arg)

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "internal.h"
 
+#include "chunks.h"
 #include "copy.h"
 #include "failure.h"
 #include "fsio.h"
@@ -215,9 +216,10 @@ static uint32_t applied_also(const struct coord *c, const struct ferry_item *it)
 }
 
 /* A done row's counts and event: its metadata alone applied in place, a
- * hardlink name made as a link (no data), or a copy. */
+ * hardlink name made as a link (no data), or a copy. credit: its bytes
+ * the progress counted done at its hand-out (a resume's, progress.c). */
 static void count_done(struct coord *c, const struct ferry_batch *b,
-                       const struct ferry_item *it)
+                       const struct ferry_item *it, uint64_t credit)
 {
         if (it->need == MF_NEED_META) {
                 c->sum->meta_applied++;
@@ -229,9 +231,15 @@ static void count_done(struct coord *c, const struct ferry_batch *b,
                 emit_item(c, FERRY_EV_LINKED, b, it, NULL, NULL);
                 return;
         }
+        /* a file in chunks counts whole (its size, as a file copied
+         * at once does), whatever of it an earlier run wrote, or holes
+         * left unwritten; it->bytes is what this run wrote of it (the
+         * live byte count's share, settled in record_copy) */
+        uint64_t bytes = ferry_item_plan(b, it) ? it->st.size : it->bytes;
         c->sum->files_copied++;
-        c->sum->bytes_copied += it->bytes;
-        c->prog.bytes_done += it->bytes;
+        c->sum->bytes_copied += bytes;
+        /* progress (progress.c) */
+        c->bytes_committed += bytes > credit ? bytes - credit : 0;
         emit_item(c, FERRY_EV_COPIED, b, it, NULL, NULL);
 }
 
@@ -248,6 +256,15 @@ static void record_copy(struct coord *c, const struct ferry_batch *b,
         struct ferry_dst_rec *claim = &out->claim[k];
         *o = (struct ferry_outcome){.id = it->id};
         *fail = it->fail;
+        c->bytes_settled += it->bytes; /* no longer live (progress) */
+        /* a resume's earlier chunks, counted done at its hand-out: no
+         * more when the row stays to copy (a later pass credits it
+         * again; the progress shown never goes back, progress.c) */
+        uint64_t credit = it->plan_off ? take_credit(c, it->id) : 0;
+        if (it->result != R_DONE || !durable) {
+                c->bytes_committed -= credit;
+                c->prog.bytes_resumed -= credit;
+        }
         if (it->result == R_IN_WAY &&
             clear_way(c, b, it, why, size, fail, claim)) {
                 if (claim->type) /* stays pending: copied again later */
@@ -263,8 +280,9 @@ static void record_copy(struct coord *c, const struct ferry_batch *b,
                         break; /* stays pending: copied again later */
                 o->kind = FO_DONE;
                 o->item = it;
+                o->plan = ferry_item_plan(b, it); /* its chunks' hashes */
                 o->applied_also = applied_also(c, it);
-                count_done(c, b, it);
+                count_done(c, b, it, credit);
                 if (it->meta_fail.step) /* data there, metadata not all */
                         meta_shortfall(c, ferry_batch_at(b, it->dir_off),
                                        ferry_batch_at(b, it->name_off), false,
@@ -281,6 +299,8 @@ static void record_copy(struct coord *c, const struct ferry_batch *b,
                 o->kind = FO_FAILED;
                 o->why = why;
                 o->fail = fail;
+                /* its chunks are of a SRC that is no more */
+                o->src_changed = it->result == R_CHANGED;
                 c->sum->files_failed++;
                 c->prog.errors++;
                 emit_item(c, FERRY_EV_FAILED, b, it, why, fail);
@@ -353,6 +373,20 @@ void on_barrier(struct coord *c, struct barrier_job *job)
         free_list(job->list);
         free(job);
         commit(c);
+}
+
+/* A chunk durable in its temp file (the worker's fdatasync came first,
+ * so no barrier): its row goes with the next commit; one lost costs a
+ * copy of the chunk again, so it owes the -wal no sync. */
+void on_chunk(struct coord *c, struct ferry_chunk_msg *m)
+{
+        if (c->stop_code != FERRY_EMANIFEST && !c->opt->dry_run) {
+                if (ferry_manifest_record_chunk(c->m, m))
+                        manifest_error(c);
+                else
+                        c->dirty = true;
+        }
+        free(m);
 }
 
 static void start_barrier(struct coord *c)

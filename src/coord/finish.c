@@ -285,10 +285,14 @@ static void applied_dir(struct coord *c, const struct ferry_tree_job *t)
 }
 
 /* A pending row that the scan no longer sees may have left a temp file
- * (treework.c's remove_temp; nothing to record). */
+ * (treework.c's remove_temp), and a big file's chunks in it: they go
+ * with it. The temp files of rows still to copy stay: a next run resumes
+ * them (chunks.h). */
 static void remove_temp(struct coord *c, const struct ferry_batch *b,
                         const struct ferry_item *it)
 {
+        if (ferry_manifest_temp_removed(c->m, it))
+                manifest_error(c);
         no_memory(c, ferry_treework_add_file(c->fin.tree, TREE_TEMP, false, b,
                                              it));
 }

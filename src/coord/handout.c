@@ -231,6 +231,8 @@ void refill(struct coord *c)
                 }
                 h->outstanding += b->n;
                 h->in_flight++;
+                if (h->work_kind == WORK_COPY)
+                        credit_resumed(c, b); /* progress.c */
                 ferry_queue_push(&c->work, b);
         }
 }

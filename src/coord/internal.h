@@ -4,6 +4,7 @@
  *
  * The coordinator is one thread (coord.h); its files are its roles:
  *   run.c      the loop, dispatch, threads, the phase, errors, result codes
+ *   progress.c the progress snapshot (bytes as they are written)
  *   start.c    the start of a copy run: the run's row, the DST sample,
  *              what metadata DST holds (and so what is applied)
  *   metafail.c metadata shortfalls counted and named (a few per cause)
@@ -44,6 +45,7 @@
  */
 #ifndef FERRY_COORD_INTERNAL_H
 #define FERRY_COORD_INTERNAL_H
+struct ferry_chunk_msg;
 
 #include "coord.h"
 
@@ -56,6 +58,7 @@
 #include "workers.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 
 #define BATCH_ITEMS 32
@@ -65,6 +68,9 @@
 #define MAX_OUTSTANDING  4096 /* items handed out but not yet committed */
 #define LOW_ROWS         4096 /* changed rows the pass went past */
 #define MAX_PASSES       4
+#define RESUME_CREDITS                                                         \
+        64 /* resumed big files in flight whose earlier                        \
+              chunks count done (progress.c) */
 /* set_phase and assert_run_state check (a bug stops the run at once, as
  * assert would) in testing and debug builds */
 #if defined(FERRY_TESTING) || !defined(NDEBUG)
@@ -225,6 +231,20 @@ struct coord {
         struct finish fin;
         struct live_ctl ctl;
         struct ferry_progress prog;
+        /* byte progress inside files (progress, run.c): the copiers add
+         * each data write to bytes_live (copy.h); the bytes of recorded
+         * results are settled, those of done rows committed (by
+         * count_done); prog.bytes_done shows committed + live - settled,
+         * never less than it showed before */
+        _Atomic uint64_t bytes_live;
+        uint64_t bytes_settled, bytes_committed;
+        /* big files handed out to resume: their chunks of earlier runs,
+         * counted done at once (credit_resumed), not again when done */
+        struct resume_credit {
+                int64_t id;
+                uint64_t bytes;
+        } credit[RESUME_CREDITS];
+        unsigned n_credit;
         double t0, last_prog, last_commit;
         struct ferry_buf path; /* join_path's */
 };
@@ -254,7 +274,12 @@ void emit_item(struct coord *c, enum ferry_event ev,
                const struct ferry_batch *b, const struct ferry_item *it,
                const char *detail, const struct ferry_failure *fail);
 void commit(struct coord *c);
+/* progress.c: the snapshot; a batch's resumed big files, whose chunks
+ * of earlier runs count done as it is handed out; the bytes so counted
+ * of a planned row, when its result comes (0 for none) */
 void progress(struct coord *c, bool final);
+void credit_resumed(struct coord *c, const struct ferry_batch *b);
+uint64_t take_credit(struct coord *c, int64_t id);
 void free_list(struct ferry_batch *list);
 bool stop_for_dst(struct coord *c, int err);
 bool stops_run(struct coord *c, const struct ferry_item *it);
@@ -322,6 +347,9 @@ void refill(struct coord *c);
 
 /* barrier.c */
 void *barrier_main(void *arg);
+/* A chunk durable in its temp file (MSG_CHUNK): recorded in the open
+ * transaction, and freed. */
+void on_chunk(struct coord *c, struct ferry_chunk_msg *m);
 bool all_committed(const struct coord *c);
 void maybe_barrier(struct coord *c);
 void on_batch(struct coord *c, struct ferry_batch *b);

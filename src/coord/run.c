@@ -218,17 +218,6 @@ void commit(struct coord *c)
         c->dirty = c->fresh = false;
 }
 
-void progress(struct coord *c, bool final)
-{
-        if (!c->opt->progress)
-                return;
-        c->prog.elapsed = now() - c->t0;
-        c->prog.scanning = !c->in.scan_done;
-        c->prog.final = final;
-        c->opt->progress(&c->prog, c->opt->cb_arg);
-        c->last_prog = now();
-}
-
 /* ENOSPC or EDQUOT on the destination: the whole run stops (exit 11). */
 static bool dst_full(int err)
 {
@@ -316,7 +305,7 @@ static void handle(struct coord *c, void *p)
         case MSG_SCAN_DONE: on_scan_done(c); break;
         case MSG_BATCH: on_batch(c, p); break;
         case MSG_BARRIER: on_barrier(c, p); break;
-        case MSG_CHUNK: free(p); break; /* issue 11: not sent yet */
+        case MSG_CHUNK: on_chunk(c, p); break;
         }
 }
 
@@ -394,6 +383,10 @@ int start_threads(struct coord *c, bool scan, bool work)
                         .stop = c->cfg->stop,
                         .names = c->cfg->names,
                         .rate = c->ctl.rate,
+                        /* issue 11: byte progress, chunks recorded */
+                        .bytes_live = &c->bytes_live,
+                        .chunk_inbox = &c->inbox,
+                        .no_sync = c->opt->durability == FERRY_DURABLE_NONE,
                 };
                 cc.written_since = c->written_since;
                 /* the barrier thread starts with the first barrier
@@ -441,6 +434,8 @@ static void drain_inbox(struct coord *c)
                         struct barrier_job *job = p;
                         free_list(job->list);
                         free(job);
+                } else if (msg->kind == MSG_CHUNK) {
+                        free(p); /* not recorded: copied again */
                 }
         }
 }

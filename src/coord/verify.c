@@ -11,6 +11,7 @@
 #include "config.h"
 #include "internal.h"
 
+#include "chunks.h"
 #include "copy.h"
 #include "failure.h"
 #include "fsio.h"
@@ -45,6 +46,42 @@ static bool claim_mismatch(struct coord *c, const struct ferry_batch *b,
         return true;
 }
 
+/* The byte ranges of a chunked file's CH_BAD chunks, adjacent ones
+ * joined: "bytes 33554432-67108863 differ" (first and last byte, as dd
+ * and cmp count from 0), in buf; false when the plan names none (a size
+ * that differs: the whole file). Ranges that do not fit end in "...". */
+static bool bad_ranges(const struct ferry_chunk_plan *p, uint64_t size,
+                       char *buf, size_t len)
+{
+        size_t at = (size_t)snprintf(buf, len, "bytes ");
+        bool any = false;
+        for (uint32_t i = 0; i < p->n; i++) {
+                if (p->chunks[i].state != CH_BAD)
+                        continue;
+                uint32_t j = i;
+                while (j + 1 < p->n && p->chunks[j + 1].state == CH_BAD)
+                        j++;
+                uint64_t first = (uint64_t)i * p->chunk_size;
+                uint64_t end = (uint64_t)(j + 1) * p->chunk_size;
+                if (end > size)
+                        end = size;
+                char one[64];
+                snprintf(one, sizeof(one), "%s%llu-%llu", any ? ", " : "",
+                         (unsigned long long)first,
+                         (unsigned long long)end - 1);
+                if (at + strlen(one) + sizeof(", ... differ") >= len) {
+                        at += (size_t)snprintf(buf + at, len - at, ", ...");
+                        break;
+                }
+                at += (size_t)snprintf(buf + at, len - at, "%s", one);
+                any = true;
+                i = j;
+        }
+        if (any)
+                snprintf(buf + at, len - at, " differ");
+        return any;
+}
+
 /* --verify found DST's content equal but its metadata differing: the row
  * is pending again for that metadata (a link for a link), with what DST
  * holds now claimed as ferry's (the content is the copy's; rule 9). */
@@ -75,7 +112,7 @@ static int record_meta_differs(struct coord *c, const struct ferry_batch *b,
 void record_verify(struct coord *c, const struct ferry_batch *b,
                    const struct ferry_item *it)
 {
-        char why[512], what[64];
+        char why[512], what[64], ranges[384];
         struct ferry_dst_rec rec;
         int rc = 0;
         c->prog.files_done++;
@@ -89,8 +126,20 @@ void record_verify(struct coord *c, const struct ferry_batch *b,
         case R_MISMATCH:
         case R_MISSING: {
                 ferry_failure_message(&it->fail, false, what, sizeof(what));
-                snprintf(why, sizeof(why), "verify: %s %s", what,
-                         it->result == R_MISSING ? "is missing" : "differs");
+                /* a file in chunks: which of its bytes differ (the next
+                 * run rewrites only those chunks) */
+                const struct ferry_chunk_plan *plan =
+                        it->result == R_MISMATCH ? ferry_item_plan(b, it)
+                                                 : NULL;
+                bool ranged = plan && bad_ranges(plan, it->st.size, ranges,
+                                                 sizeof(ranges));
+                if (ranged)
+                        snprintf(why, sizeof(why), "verify: %s differs: %s",
+                                 what, ranges);
+                else
+                        snprintf(why, sizeof(why), "verify: %s %s", what,
+                                 it->result == R_MISSING ? "is missing"
+                                                         : "differs");
                 bool claim = it->result == R_MISMATCH &&
                              it->fail.side == FERRY_SIDE_DST &&
                              claim_mismatch(c, b, it, &rec);
@@ -102,6 +151,7 @@ void record_verify(struct coord *c, const struct ferry_batch *b,
                         .fail = &it->fail,
                         .dst_missing = it->result == R_MISSING,
                         .claim = claim ? &rec : NULL,
+                        .plan = ranged ? plan : NULL, /* chunks marked bad */
                 };
                 rc = ferry_manifest_record_outcomes(c->m, &o, 1, NULL);
                 c->sum->verified++;
@@ -109,7 +159,8 @@ void record_verify(struct coord *c, const struct ferry_batch *b,
                 emit_item(c,
                           it->result == R_MISSING ? FERRY_EV_MISSING
                                                   : FERRY_EV_MISMATCH,
-                          b, it, what, &it->fail);
+                          b, it, ranged ? why + strlen("verify: ") : what,
+                          &it->fail);
                 break;
         }
         case R_META_DIFFERS: rc = record_meta_differs(c, b, it); break;

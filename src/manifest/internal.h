@@ -60,6 +60,7 @@ enum mf_table {
         T_EXPORT,    /* export.c */
         T_CLASSIFY,  /* classify.c */
         T_SCAN_DIRS, /* scan_dirs.c */
+        T_CHUNKS,    /* chunks.c */
         MF_NTABLES
 };
 #define MF_TABLE_MAX 32 /* statements in one table, at most */
@@ -352,5 +353,23 @@ int mf_fill(struct ferry_manifest *m, enum mf_query q, int64_t gen,
             uint64_t max_bytes);
 /* The highest file row id, uncommitted rows included. */
 int mf_max_id(struct ferry_manifest *m, int64_t *id);
+
+/* chunks.c: large files in chunks (chunks.h). mf_chunk_plan gives item k
+ * of b, just read by query q, its plan (a regular file of at least
+ * FERRY_CHUNK_MIN_FILE bytes whose data is copied or verified): a resume
+ * when its partial row's SRC is the row's, a repair when verify marked
+ * chunks of the done file bad, else a fresh start, stale rows dropped.
+ * mf_chunk_outcome: what outcome o does to the row's partial row and
+ * chunks (after the row's own update). mf_chunks_drop: both go;
+ * mf_partial_drop: the partial row alone; mf_chunks_orphans: those of
+ * file rows that are gone. mf_chunk_status: unfinished files and the
+ * bytes of their committed chunks. */
+int mf_chunk_plan(struct ferry_manifest *m, enum mf_query q,
+                  struct ferry_batch *b, size_t k);
+int mf_chunk_outcome(struct ferry_manifest *m, const struct ferry_outcome *o);
+int mf_chunks_drop(struct ferry_manifest *m, int64_t id);
+int mf_partial_drop(struct ferry_manifest *m, int64_t id);
+int mf_chunks_orphans(struct ferry_manifest *m);
+int mf_chunk_status(struct ferry_manifest *m, uint64_t *files, uint64_t *bytes);
 
 #endif

@@ -1,10 +1,10 @@
 /*
  * manifest/query.c - reading rows out: the hand-out queries of the copy,
  * verify and clean-up passes (mf_fill: items and their paths
- * into a batch), the counts of rows still to copy, done, removed or not
- * done, and the even sample of done rows that checks DST. A verify with
- * a selection (ferry_manifest_set_keep) leaves out the rows it does not
- * select.
+ * into a batch, a big file with its chunk plan from chunks.c), the counts
+ * of rows still to copy, done, removed or not done, and the even sample of
+ * done rows that checks DST. A verify with a selection
+ * (ferry_manifest_set_keep) leaves out the rows it does not select.
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
@@ -94,7 +94,8 @@ static const char *const query_sql[S_NSTMTS] = {
                 " AND state = " SQL_REMOVED " AND id > ?1"
                 " ORDER BY id LIMIT ?2))"
                 " ORDER BY f.id LIMIT ?2",
-        /* pending rows not seen, and those removed by this scan */
+        /* pending rows not seen, those removed by this scan, and gone
+         * rows whose temp file holds chunks (partial: few rows) */
         [Q_STALE_TEMPS] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
                 " WHERE f.id IN (SELECT id FROM (SELECT id FROM files"
@@ -103,7 +104,10 @@ static const char *const query_sql[S_NSTMTS] = {
                 " FROM files WHERE state IN " SQL_GONE
                 " AND state = " SQL_REMOVED " AND gen = ?3 AND hash IS NULL"
                 " AND id > ?1"
-                " ORDER BY id LIMIT ?2))"
+                " ORDER BY id LIMIT ?2) UNION ALL SELECT file_id FROM"
+                " (SELECT p.file_id FROM partial p JOIN files g"
+                " ON g.id = p.file_id WHERE g.state IN " SQL_GONE
+                " AND p.file_id > ?1 ORDER BY p.file_id LIMIT ?2))"
                 " ORDER BY f.id LIMIT ?2",
         [Q_ONE_PENDING] =
                 "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
@@ -243,6 +247,12 @@ int mf_fill(struct ferry_manifest *m, enum mf_query q, int64_t gen,
                 if (read_item(b, s, q)) {
                         sqlite3_reset(s);
                         return mf_fail(m, "out of memory");
+                }
+                /* a big file's chunks (chunks.c) */
+                int plan = mf_chunk_plan(m, q, b, b->n - 1);
+                if (plan) {
+                        sqlite3_reset(s);
+                        return plan;
                 }
                 *cursor = b->items[b->n - 1].id;
                 bytes += b->items[b->n - 1].st.size;

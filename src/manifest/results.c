@@ -8,10 +8,14 @@
  * dir_known, whether ferry made a directory); failed rows
  * retried and done rows reset when DST was replaced; and the runs table
  * (a run's start and result, and since when earlier runs were cut short).
+ * What an outcome does to a big file's chunks is chunks.c's
+ * (mf_chunk_outcome, after the row's own update).
  * Also the commit policy (mf_sync_owed): which COMMIT syncs the -wal.
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
+
+#include "chunks.h"
 
 #include <string.h>
 #include <time.h>
@@ -76,7 +80,9 @@ static const char *const results_sql[S_NSTMTS] = {
         [S_RESET_DONE] =
                 "UPDATE files SET state = " SQL_PENDING ", hash = NULL,"
                 " need = " SQL_NEED_DATA " WHERE state = " SQL_DONE ";"
-                "UPDATE dirs SET state = " SQL_TO_APPLY ";",
+                "UPDATE dirs SET state = " SQL_TO_APPLY ";"
+                /* DST's chunks and temp files are not there any more */
+                "DELETE FROM partial; DELETE FROM chunks;",
         [S_RUN_START] =
                 "INSERT INTO runs (started, pid, command) VALUES (?1, ?2, ?3)",
         [S_RUN_FINISH] =
@@ -364,7 +370,8 @@ static int record_outcome(struct ferry_manifest *m,
                 break;
         case FO_CLAIM: break;
         }
-        return rc;
+        /* a big file's partial row and chunks (chunks.c) */
+        return rc ? rc : mf_chunk_outcome(m, o);
 }
 
 int ferry_manifest_record_outcomes(struct ferry_manifest *m,
@@ -385,6 +392,9 @@ int ferry_manifest_forget_file(struct ferry_manifest *m,
                                const struct ferry_item *it, bool deleted)
 {
         int rc = deleted ? mf_dir_touch(m, it->dir_id) : 0;
+        /* a big file's chunks go with it (a small one has none) */
+        if (!rc && it->type == FT_REG && it->st.size >= FERRY_CHUNK_MIN_FILE)
+                rc = mf_chunks_drop(m, it->id);
         return rc ? rc : mf_file_delete(m, it->id);
 }
 

@@ -15,6 +15,7 @@
 #include "manifest/internal.h"
 
 #include "buf.h"
+#include "chunks.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -193,9 +194,14 @@ static int upsert_found(struct ferry_manifest *m, bool marking,
                 o->res = UP_CHANGED;
                 return file_update(m, f.id, st, gen, how);
         }
+        /* a changed file's chunks are of its old content (a file too
+         * small for chunks has none: no lookup) */
+        int rc = 0;
+        if (!f.data_same && r->size >= FERRY_CHUNK_MIN_FILE &&
+            (rc = mf_chunks_drop(m, f.id)))
+                return rc;
         /* a pending row whose metadata moved: was it pending for its
          * metadata alone? (an interrupted run's; rare, so read apart) */
-        int rc;
         if (f.data_same && !f.meta_same && f.state == ST_PENDING &&
             (rc = mf_found_need(m, &f)))
                 return rc;
@@ -322,6 +328,8 @@ int ferry_manifest_scan_start(struct ferry_manifest *m, int64_t *gen,
 int ferry_manifest_scan_complete(struct ferry_manifest *m, int64_t gen)
 {
         int rc = mf_mark_unseen(m, gen);
+        if (!rc)
+                rc = mf_chunks_orphans(m);
         return rc ? rc : mf_elect_leaders(m);
 }
 

@@ -220,6 +220,11 @@ static int status_meta_count(struct ferry_manifest *m,
         int rc = version < 6 ? 0
                              : mf_select_ints(m, STMT(S_META_COUNT), 0, &n, 1);
         info->meta_failed = (uint64_t)n;
+        info->partial = (struct ferry_state_count){0, 0};
+        /* files copied in chunks, not done yet (schema 9 on) */
+        if (!rc && version >= 9)
+                rc = mf_chunk_status(m, &info->partial.files,
+                                     &info->partial.bytes);
         return rc;
 }
 
