@@ -74,8 +74,10 @@ int ferry_copier_new(const struct ferry_copy_cfg *cfg,
                 return ENOMEM;
         c->cfg = *cfg;
         c->xxh = XXH3_createState();
-        c->buf = malloc(BUF_SIZE);
-        if (!c->xxh || !c->buf) {
+        c->own = malloc(FERRY_COPIER_BUF);
+        c->buf = c->own;
+        c->buf_size = FERRY_COPIER_BUF;
+        if (!c->xxh || !c->own) {
                 ferry_copier_free(c);
                 return ENOMEM;
         }
@@ -104,8 +106,29 @@ void ferry_copier_free(struct ferry_copier *c)
         ferry_xattrs_release(&c->xa);
         if (c->xxh)
                 XXH3_freeState(c->xxh);
-        free(c->buf);
+        ferry_copier_unborrow(c);
+        free(c->own);
         free(c);
+}
+
+void ferry_copier_borrow(struct ferry_copier *c, uint64_t size)
+{
+        if (c->buf != c->own || size <= FERRY_COPIER_BUF)
+                return;
+        char *b = ferry_bufpool_try_get(c->cfg.bufs);
+        if (b) {
+                c->buf = b;
+                c->buf_size = ferry_bufpool_size(c->cfg.bufs);
+        }
+}
+
+void ferry_copier_unborrow(struct ferry_copier *c)
+{
+        if (c->buf == c->own)
+                return;
+        ferry_bufpool_put(c->cfg.bufs, c->buf);
+        c->buf = c->own;
+        c->buf_size = FERRY_COPIER_BUF;
 }
 
 /* Opens the directories of it (source, destination or both) unless cached. */

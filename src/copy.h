@@ -26,6 +26,7 @@
 
 #include "ferry.h"
 #include "batch.h"
+#include "bufpool.h"
 #include "meta.h"
 #include "names.h"
 #include "retry.h"
@@ -51,6 +52,9 @@ struct ferry_copy_cfg {
         atomic_bool *stop; /* borrowed */
         /* borrowed, shared by the workers; NULL: DST holds any name */
         struct ferry_names *names;
+        /* borrowed, shared by the workers (bufpool.h); NULL: each copier
+         * reads through its own small buffer alone */
+        struct ferry_bufpool *bufs;
 };
 
 struct ferry_copier;
