@@ -31,7 +31,7 @@
 #define BUF_SIZE (128 * 1024)
 /* Each copier's own buffer: one read for most files of a tree, and the
  * reads of any file when the pool has no buffer free. */
-#define FERRY_COPIER_BUF (32 * 1024)
+#define FERRY_COPIER_BUF (16 * 1024)
 
 struct ferry_copier {
         struct ferry_copy_cfg cfg;
