@@ -30,12 +30,20 @@
 
 #include <xxhash.h>
 
+/* A large file: above this, sparse ranges are looked for and reads are
+ * advised sequential; a read of one borrows a buffer of the job's pool
+ * (bufpool.h). */
 #define BUF_SIZE (128 * 1024)
+/* Each copier's own buffer: one read for most files of a tree, and the
+ * reads of any file when the pool has no buffer free. */
+#define FERRY_COPIER_BUF (16 * 1024)
 
 struct ferry_copier {
         struct ferry_copy_cfg cfg;
         XXH3_state_t *xxh;
-        char *buf;
+        char *buf;       /* what reads use now: own, or one borrowed */
+        size_t buf_size; /* its size */
+        char *own;       /* the copier's own, FERRY_COPIER_BUF bytes */
         bool root;
         bool mknod;     /* may make devices (ferry_copy_can_make_devices) */
         int64_t dir_id; /* the directory the fds below belong to */
@@ -79,6 +87,12 @@ extern const struct step S_RENAME;
 extern const struct step S_VERIFY_DST;
 extern const struct step S_VERIFY_SRC;
 extern const struct step S_XATTR_READ;
+
+/* copy.c: before streaming a file of size bytes: when it is larger than
+ * the copier's own buffer and the pool has one free, c->buf becomes a
+ * borrowed buffer (c->buf_size its size) until ferry_copier_unborrow. */
+void ferry_copier_borrow(struct ferry_copier *c, uint64_t size);
+void ferry_copier_unborrow(struct ferry_copier *c);
 
 /* copy_special.c: whether mode is a FIFO's, socket's or device's; what
  * identifies a special (its kind and, for a device, rdev: what the

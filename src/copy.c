@@ -74,8 +74,10 @@ int ferry_copier_new(const struct ferry_copy_cfg *cfg,
                 return ENOMEM;
         c->cfg = *cfg;
         c->xxh = XXH3_createState();
-        c->buf = malloc(BUF_SIZE);
-        if (!c->xxh || !c->buf) {
+        c->own = malloc(FERRY_COPIER_BUF);
+        c->buf = c->own;
+        c->buf_size = FERRY_COPIER_BUF;
+        if (!c->xxh || !c->own) {
                 ferry_copier_free(c);
                 return ENOMEM;
         }
@@ -104,8 +106,29 @@ void ferry_copier_free(struct ferry_copier *c)
         ferry_xattrs_release(&c->xa);
         if (c->xxh)
                 XXH3_freeState(c->xxh);
-        free(c->buf);
+        ferry_copier_unborrow(c);
+        free(c->own);
         free(c);
+}
+
+void ferry_copier_borrow(struct ferry_copier *c, uint64_t size)
+{
+        if (c->buf != c->own || size <= FERRY_COPIER_BUF)
+                return;
+        char *b = ferry_bufpool_try_get(c->cfg.bufs);
+        if (b) {
+                c->buf = b;
+                c->buf_size = ferry_bufpool_size(c->cfg.bufs);
+        }
+}
+
+void ferry_copier_unborrow(struct ferry_copier *c)
+{
+        if (c->buf == c->own)
+                return;
+        ferry_bufpool_put(c->cfg.bufs, c->buf);
+        c->buf = c->own;
+        c->buf_size = FERRY_COPIER_BUF;
 }
 
 /* Opens the directories of it (source, destination or both) unless cached. */
@@ -211,6 +234,8 @@ static int copy_once(struct ferry_copier *c, const char *name,
                 goto out;
         }
         ferry_copy_temp_name(name, it->id, tmp);
+        if (plan) /* ferry_copier_data borrows its own */
+                ferry_copier_borrow(c, it->st.size);
         if (plan && plan->repair) { /* the bad chunks alone, in place */
                 bool done = false;
                 rc = ferry_copier_repair(c, plan, in, &before, it, name, &done,
@@ -247,6 +272,7 @@ static int copy_once(struct ferry_copier *c, const char *name,
         if ((rc || *changed) && !(keep && !*changed))
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
 out:
+        ferry_copier_unborrow(c);
         ferry_fsio_close(&out);
         ferry_fsio_close(&in);
         return rc;

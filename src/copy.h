@@ -29,6 +29,7 @@
 
 #include "ferry.h"
 #include "batch.h"
+#include "bufpool.h"
 #include "meta.h"
 #include "names.h"
 #include "retry.h"
@@ -72,6 +73,9 @@ struct ferry_copy_cfg {
         /* --durability=none: no fdatasync per chunk, no fsync of the DST
          * directory once a chunked file's temp is made */
         bool no_sync;
+        /* borrowed, shared by the workers (bufpool.h); NULL: each copier
+         * reads through its own small buffer alone */
+        struct ferry_bufpool *bufs;
 };
 
 struct ferry_copier;

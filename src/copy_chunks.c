@@ -340,7 +340,7 @@ static int copy_chunks(struct ferry_copier *c, struct ferry_chunk_plan *plan,
          * made a local copy 4 x as slow (bench c, 4 x 512 MiB + 2 GiB,
          * --durability=none: 10.9 and 12.2 s against 2.4 and 2.9 s, the
          * kernel's copy into the page cache) */
-        struct stream s = {&j, in, c->buf, BUF_SIZE, XXH3_createState(),
+        struct stream s = {&j, in, c->buf, c->buf_size, XXH3_createState(),
                            0,  0,  0};
 #ifdef HAVE_POSIX_FADVISE
         posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);

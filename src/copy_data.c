@@ -46,10 +46,11 @@ static void hash_final(XXH3_state_t *xxh, uint8_t out[16])
  * /proc's): no more than is left, so that the read that would only meet
  * EOF is not made; a file that grew meanwhile has another size in the
  * fstat after (ferry_copier_data) and is copied again. */
-static size_t next_read(uint64_t size, uint64_t total)
+static size_t next_read(const struct ferry_copier *c, uint64_t size,
+                        uint64_t total)
 {
-        return size && size - total < BUF_SIZE ? (size_t)(size - total)
-                                               : BUF_SIZE;
+        return size && size - total < c->buf_size ? (size_t)(size - total)
+                                                  : c->buf_size;
 }
 
 /* Reads fd to EOF (or its size, above), hashing; writes to out unless
@@ -58,7 +59,7 @@ static int stream(struct ferry_copier *c, int in, int out, uint64_t size,
                   uint64_t *total, const struct step **step)
 {
         for (;;) {
-                size_t got, want = next_read(size, *total);
+                size_t got, want = next_read(c, size, *total);
                 if (!want)
                         return 0; /* all its size read */
                 int rc = ferry_fsio_read(in, c->buf, want, &got);
@@ -112,9 +113,9 @@ static int stream_sparse(struct ferry_copier *c, int in, int out, uint64_t size,
                 if (hole > end)
                         hole = end;
                 while (off < hole) {
-                        size_t want = (size_t)(hole - off) < BUF_SIZE
+                        size_t want = (size_t)(hole - off) < c->buf_size
                                               ? (size_t)(hole - off)
-                                              : BUF_SIZE;
+                                              : c->buf_size;
                         size_t got;
                         int rc = ferry_fsio_pread(in, c->buf, want, off, &got);
                         if (rc)
@@ -199,8 +200,10 @@ int ferry_copier_data(struct ferry_copier *c, int in, int out,
         if (before->size > BUF_SIZE)
                 posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
+        ferry_copier_borrow(c, before->size);
         int rc = sparse ? stream_sparse(c, in, out, before->size, &total, step)
                         : stream(c, in, out, before->size, &total, step);
+        ferry_copier_unborrow(c);
         if (rc)
                 return rc;
         /* before the second fstat: an xattr changed meanwhile changes the
@@ -284,9 +287,11 @@ static void verify_side(struct ferry_copier *c, int dirfd, int dir_err,
 {
         uint8_t got[16];
         uint64_t size = 0;
+        ferry_copier_borrow(c, it->st.size);
         int rc =
                 dir_err ? dir_err
                         : hash_side(c, dirfd, name, it->type, plan, got, &size);
+        ferry_copier_unborrow(c);
         if (rc == ENOENT || rc == ENOTDIR || rc == ELOOP) {
                 it->result = R_MISSING;
                 it->fail = (struct ferry_failure){side->side,

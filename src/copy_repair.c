@@ -61,7 +61,8 @@ int ferry_copier_hash_planned(struct ferry_copier *c, int fd,
 #endif
         for (;;) {
                 uint64_t left = cs - off % cs;
-                size_t want = left < BUF_SIZE ? (size_t)left : BUF_SIZE, got;
+                size_t want = left < c->buf_size ? (size_t)left : c->buf_size,
+                       got;
                 if ((rc = ferry_fsio_pread(fd, c->buf, want, (off_t)off, &got)))
                         break;
                 if (!got)
@@ -105,8 +106,8 @@ static int rewrite(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                 off + plan->chunk_size < size ? off + plan->chunk_size : size;
         XXH3_128bits_reset(x);
         while (off < end) {
-                size_t want = end - off < BUF_SIZE ? (size_t)(end - off)
-                                                   : BUF_SIZE,
+                size_t want = end - off < c->buf_size ? (size_t)(end - off)
+                                                      : c->buf_size,
                        got;
                 *step = &S_READ_SRC;
                 int rc = ferry_fsio_pread(in, c->buf, want, (off_t)off, &got);

@@ -5,14 +5,27 @@
  */
 #include "tune.h"
 
-#define TUNE_GAIN   0.08 /* a step must raise the rate this much to count */
-#define TUNE_MOVED  0.35 /* a held rate this far off: the source changed */
-#define TUNE_MOVES  2    /* ... for this many intervals in a row */
-#define PROBE_EVERY 6    /* held intervals between probes */
-#define PROBE_STEP  1.5  /* a probe's factor; a climb's is 2 */
+#define TUNE_GAIN 0.08 /* a step must raise the rate this much to count */
+/* ... and a step to more than TUNE_DEAR copies this much: each copy in
+ * flight costs memory (its buffer, stack and batches: bench/RESULTS.md,
+ * "Issue 13: memory of -j auto"), and on a shared machine a rate jitters
+ * by 10% from one interval to the next; a latency-bound source that needs
+ * that many gains far more from each doubling */
+#define TUNE_DEAR      64
+#define TUNE_GAIN_DEAR 0.25
+#define TUNE_MOVED     0.35 /* a held rate this far off: the source changed */
+#define TUNE_MOVES     2    /* ... for this many intervals in a row */
+#define PROBE_EVERY    6    /* held intervals between probes */
+#define PROBE_STEP     1.5  /* a probe's factor; a climb's is 2 */
 /* busy below this share of the limit: the copies lacked work (the scan
  * had not found enough), and the interval says nothing about the limit */
 #define STARVED 0.8
+
+/* The gain a step from n to m copies must bring to count. */
+static double gain(unsigned n, unsigned m)
+{
+        return m > n && m > TUNE_DEAR ? TUNE_GAIN_DEAR : TUNE_GAIN;
+}
 
 /* n moved by factor f in direction dir, at least by one, within range. */
 static unsigned step(const struct ferry_tune *t, unsigned n, int dir, double f)
@@ -91,7 +104,7 @@ void ferry_tune_init(struct ferry_tune *t, unsigned lo, unsigned hi,
 static void on_climb(struct ferry_tune *t, double rate)
 {
         t->steps++;
-        if (rate > t->best_rate * (1 + TUNE_GAIN)) {
+        if (rate > t->best_rate * (1 + gain(t->best_n, t->cur))) {
                 unsigned n = t->cur;
                 t->best_n = n;
                 t->best_rate = rate;
@@ -140,7 +153,7 @@ static void on_hold(struct ferry_tune *t, double rate)
 static void on_probe(struct ferry_tune *t, double rate)
 {
         int dir = t->cur > t->held ? 1 : -1;
-        if (rate > t->ref * (1 + TUNE_GAIN)) {
+        if (rate > t->ref * (1 + gain(t->held, t->cur))) {
                 /* the step paid: climb on that way (the other was not
                  * tried: flipped stays false only at the held limit) */
                 climb(t, t->cur, rate, dir, true);

@@ -5,11 +5,12 @@
  * synthetic throughput curves.
  *
  * It climbs: doubling the limit while each step raises the rate by more
- * than TUNE_GAIN, then holds the best; every few intervals it probes one
- * step up or down (alternating) and keeps the step when it pays; a rate
- * that moves far from what the limit gave before (the source slowed down
- * or sped up) starts a climb again from where it is. Intervals in which
- * the workers lacked work (busy well below the limit) teach nothing about
+ * than TUNE_GAIN (a step to more than TUNE_DEAR copies, which cost
+ * memory, by more than TUNE_GAIN_DEAR), then holds the best; every few
+ * intervals it probes one step up or down (alternating) and keeps the step when
+ * it pays; a rate that moves far from what the limit gave before (the source
+ * slowed down or sped up) starts a climb again from where it is. Intervals in
+ * which the workers lacked work (busy well below the limit) teach nothing about
  * the limit and are not judged: while the scan is what holds a run back,
  * more copies would only compete with it for the source.
  *

@@ -1,8 +1,9 @@
 /*
  * workers.c - the copy/verify thread pool (workers.h).
  * A worker owns its copier; the shared things are the two queues, the
- * limit (atomic; a worker at or above it parks on the pool's condition)
- * and the counters the -j auto tuner reads (atomic).
+ * limit (atomic; a worker at or above it parks on the pool's condition),
+ * the counters the -j auto tuner reads (atomic) and the pool of large
+ * buffers the copiers borrow from (bufpool.h), freed at the join.
  * Once the work queue closed, a worker frees its copier and stays for the
  * end-of-run tree work (treework.h) until the pool is joined.
  * Descriptors: each holds at most FERRY_COPIER_FDS (fdlimit.h fits the
@@ -28,7 +29,8 @@ struct worker {
 };
 
 struct ferry_workers {
-        struct ferry_copy_cfg cfg; /* for the copiers of threads to come */
+        struct ferry_copy_cfg cfg;  /* for the copiers of threads to come */
+        struct ferry_bufpool *bufs; /* the copiers' large buffers (cfg.bufs) */
         struct ferry_queue *work, *inbox;
         atomic_bool *stop;
         atomic_uint limit;
@@ -167,17 +169,25 @@ int ferry_workers_start(const struct ferry_copy_cfg *cfg, unsigned max,
         if (!p)
                 return ENOMEM;
         p->cfg = *cfg;
+        if (ferry_bufpool_new(FERRY_BUFPOOL_BUDGET, FERRY_BUFPOOL_SIZE,
+                              &p->bufs)) {
+                free(p);
+                return ENOMEM;
+        }
+        p->cfg.bufs = p->bufs;
         p->work = work;
         p->inbox = inbox;
         p->stop = cfg->stop;
         p->max = max;
         atomic_init(&p->limit, limit < 1 ? 1 : limit > max ? max : limit);
         if (pthread_mutex_init(&p->lock, NULL)) {
+                ferry_bufpool_free(p->bufs);
                 free(p);
                 return EAGAIN;
         }
         if (pthread_cond_init(&p->cond, NULL)) {
                 pthread_mutex_destroy(&p->lock);
+                ferry_bufpool_free(p->bufs);
                 free(p);
                 return EAGAIN;
         }
@@ -304,5 +314,6 @@ void ferry_workers_join(struct ferry_workers *p)
         }
         pthread_cond_destroy(&p->cond);
         pthread_mutex_destroy(&p->lock);
+        ferry_bufpool_free(p->bufs); /* every copier gave its buffer back */
         free(p);
 }

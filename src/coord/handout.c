@@ -57,7 +57,7 @@ static void keep_pass(struct handout *h, enum ferry_pass p, int64_t gen)
 static int fill(struct handout *h, struct ferry_manifest *m,
                 struct ferry_batch **out)
 {
-        struct ferry_batch *b = ferry_batch_new(h->work_kind, BATCH_ITEMS);
+        struct ferry_batch *b = ferry_batch_new(h->work_kind, h->batch_items);
         if (!b)
                 return FERRY_EINTERNAL;
         if (ferry_manifest_handout(m, &h->at, b, h->batch_items, BATCH_BYTES)) {
@@ -77,7 +77,7 @@ static int fill_low(struct handout *h, struct ferry_manifest *m,
 {
         if (!h->n_low)
                 return 0;
-        struct ferry_batch *b = ferry_batch_new(h->work_kind, BATCH_ITEMS);
+        struct ferry_batch *b = ferry_batch_new(h->work_kind, h->batch_items);
         if (!b)
                 return FERRY_EINTERNAL;
         uint64_t bytes = 0; /* as fill's limit: big files spread out */
