@@ -171,6 +171,9 @@ static inline void ferry_copier_count(const struct ferry_copier *c, uint64_t n)
                                           memory_order_relaxed);
 }
 
+/* copy_chunks.c: the plan of a fresh copy: no chunk kept, no resume (SRC
+ * changed, or the temp's data is not known to be durable). */
+void ferry_copier_plan_forget(struct ferry_chunk_plan *plan);
 /* copy_chunks.c: the data and metadata of a file with a chunk plan
  * (chunks.h), in src (open, its fstat before), into its temp tmp, made
  * or (plan->resume) reopened: *out gets the temp's descriptor (-1 when

@@ -253,12 +253,21 @@ static int copy_once(struct ferry_copier *c, const char *name,
                 rc = ferry_copier_data(c, in, out, &before, it, changed, step);
         }
         if (!rc && !*changed && c->cfg.fsync_each &&
-            (rc = ferry_fsio_fsync(out)))
+            (rc = ferry_fsio_fsync(out))) {
                 *step = &S_FSYNC;
+                if (plan) { /* rule 3: its data is not to be trusted */
+                        ferry_copier_plan_forget(plan);
+                        keep = false;
+                }
+        }
         int crc = ferry_fsio_close(&out);
         if (!rc && crc) {
                 rc = crc;
                 *step = &S_CLOSE;
+                if (plan) { /* a write-back error told at close */
+                        ferry_copier_plan_forget(plan);
+                        keep = false;
+                }
         }
         if (!rc && !*changed) {
                 ferry_fsio_crashpoint("after_write");

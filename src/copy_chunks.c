@@ -320,7 +320,8 @@ static int run_streams(struct job *j, struct stream *s, bool *changed,
 
 static int copy_chunks(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                        int in, int out, struct ferry_item *it, bool sparse,
-                       bool *changed, const struct step **step)
+                       bool *changed, bool *sync_failed,
+                       const struct step **step)
 {
         struct job j = {.c = c, .it = it, .plan = plan, .in = in, .out = out};
         j.sparse = sparse;
@@ -352,7 +353,15 @@ static int copy_chunks(struct ferry_copier *c, struct ferry_chunk_plan *plan,
         pthread_mutex_destroy(&j.lock);
         free(j.state);
         it->bytes += atomic_load(&j.written); /* this attempt's too */
+        *sync_failed = j.sync_failed;
         return rc;
+}
+
+void ferry_copier_plan_forget(struct ferry_chunk_plan *plan)
+{
+        plan->resume = false;
+        for (uint32_t i = 0; i < plan->n; i++)
+                plan->chunks[i].state = CH_TODO;
 }
 
 int ferry_copier_chunked(struct ferry_copier *c, struct ferry_chunk_plan *plan,
@@ -375,18 +384,24 @@ int ferry_copier_chunked(struct ferry_copier *c, struct ferry_chunk_plan *plan,
              fresh;
         int rc = open_temp(c, plan, it, tmp, sparse, out, &fresh, step);
         if (rc) {
-                *keep = !fresh;
+                /* not unlinked: the name may hold what another made
+                 * meanwhile (O_EXCL refused it); a temp of ours left here
+                 * is removed by the next create or the end-of-run pass */
+                *keep = true;
                 return rc;
         }
-        if ((rc = copy_chunks(c, plan, in, *out, it, sparse, changed, step)))
-                return rc;
-        if (*changed) { /* its chunks are of another content */
+        bool sync_failed = false;
+        rc = copy_chunks(c, plan, in, *out, it, sparse, changed, &sync_failed,
+                         step);
+        if (sync_failed || *changed) {
+                /* of another content, or not known to be durable (rule 3:
+                 * a failed fdatasync is never retried on the same data) */
+                ferry_copier_plan_forget(plan);
                 *keep = false;
-                plan->resume = false;
-                for (uint32_t i = 0; i < plan->n; i++)
-                        plan->chunks[i].state = CH_TODO;
-                return 0;
+                return rc;
         }
+        if (rc)
+                return rc;
         chunk_digest(c->xxh, it->hash);
         if ((rc = ferry_copier_read_xattrs(c, in, NULL, before, it, step)))
                 return rc;

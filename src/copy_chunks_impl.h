@@ -38,6 +38,9 @@ struct job {
         uint64_t last_sync_ns;
         uint32_t fold; /* the owner's: chunks folded into the whole hash */
         bool failed, changed;
+        /* an fdatasync of the temp failed: what it held is not known to be
+         * durable, and a retry must not trust its page cache (rule 3) */
+        bool sync_failed;
         int err;
         const struct step *step;
 };

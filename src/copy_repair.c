@@ -160,8 +160,8 @@ static int open_ours(struct ferry_copier *c, const struct ferry_item *it,
  * every chunk now hashes as the plan says (and the whole file as the row
  * expects, when it->hash holds that). */
 static int mend(struct ferry_copier *c, struct ferry_chunk_plan *plan, int in,
-                int dfd, struct ferry_item *it, bool *whole_ok, bool *changed,
-                const struct step **step)
+                int dfd, struct ferry_item *it, bool *whole_ok, bool *wrote,
+                bool *changed, const struct step **step)
 {
         XXH3_state_t *x = XXH3_createState();
         if (!x)
@@ -174,6 +174,7 @@ static int mend(struct ferry_copier *c, struct ferry_chunk_plan *plan, int in,
                                      &written, changed, step);
                 }
         XXH3_freeState(x);
+        *wrote = written > 0;
         it->bytes += written; /* a fallback's copy adds its own */
         struct ferry_stat now;
         *step = &S_STAT_SRC;
@@ -226,11 +227,20 @@ int ferry_copier_repair(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                         full_copy(plan);
                 return rc;
         }
-        bool ok = false;
-        rc = mend(c, plan, in, dfd, it, &ok, changed, step);
-        if (!rc && !*changed && ok && c->cfg.meta.times) {
-                *step = &S_COPY;
-                rc = ferry_fsio_futimens(dfd, it->st.atime, it->st.mtime);
+        bool ok = false, wrote = false;
+        rc = mend(c, plan, in, dfd, it, &ok, &wrote, changed, step);
+        if (!rc && !*changed && ok) {
+                /* the write moved DST's mtime, and may have cleared its
+                 * setuid bits and capabilities: all of its metadata again */
+                rc = ferry_copier_read_xattrs(c, in, NULL, before, it, step);
+                if (!rc)
+                        rc = ferry_copier_file_meta(c, dfd, &it->st, it, step);
+        } else if (wrote) {
+                /* DST as ferry recorded it, so the full copy that follows
+                 * (now, or in a later run) may replace it (rule 9): it is
+                 * still the file ferry wrote, its mtime put back */
+                ferry_fsio_futimens(dfd, it->dst.mtime, it->dst.mtime);
+                ferry_fsio_fsync(dfd);
         }
         if (!rc && !*changed && ok && !c->cfg.no_sync) {
                 *step = &S_FSYNC;
@@ -243,10 +253,6 @@ int ferry_copier_repair(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                 full_copy(plan);
                 return 0;
         }
-        it->applied = it->rec_applied;
-        it->has_xdigest = it->rec_has_xdigest;
-        it->xdigest = it->rec_xdigest;
-        it->meta_fail = (struct ferry_failure){0};
         *done = true;
         return 0;
 }

@@ -152,7 +152,9 @@ static void report(struct job *j, uint32_t i)
         m->file_id = j->it->id;
         m->idx = i;
         m->chunk_size = j->plan->chunk_size;
+        pthread_mutex_lock(&j->lock); /* the owner may re-copy it meanwhile */
         memcpy(m->hash, j->plan->chunks[i].hash, 16);
+        pthread_mutex_unlock(&j->lock);
         m->src = j->it->st;
         m->tmp_dev = j->tmp_dev;
         m->tmp_ino = j->tmp_ino;
@@ -226,6 +228,8 @@ int chunk_sync(struct job *j, bool force)
                 if (j->snap[i])
                         report(j, i);
         pthread_mutex_lock(&j->lock);
+        if (rc)
+                j->sync_failed = true;
         j->syncing = false;
         j->last_sync_ns = chunk_now_ns();
         pthread_cond_broadcast(&j->cond);

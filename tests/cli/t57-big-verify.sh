@@ -15,7 +15,12 @@
 #    cmp SRC DST equal, xxh128sum equal, a second --verify exit 0;
 #  - two bytes in the first and the last chunk: both ranges named, the
 #    last one ending at the file's end; repaired the same way;
-#  - three adjacent chunks corrupted are named as one range.
+#  - three adjacent chunks corrupted are named as one range;
+#  - a chunk corrupted after the verify (so the in-place repair's read-back
+#    still differs): the run falls back to a whole copy into a temp and a
+#    rename, which its own in-place writes must not block (rule 9 compares
+#    DST with the recorded mtime: the repair puts it back), exit 0, cmp
+#    equal, no temp file left, --verify clean.
 . "$(dirname "$0")/lib.sh" || exit 1
 need_cmd xxh128sum cmp dd
 need_strace
@@ -90,6 +95,17 @@ repair $((32 * MIB + 4 * MIB + MIB))
 corrupt $((33 * MIB)) $((65 * MIB)) $((97 * MIB))
 verify_names "bytes 33554432-104857599 differ"
 repair $((72 * MIB + MIB))
+
+# --- chunk 0 named by verify, then chunk 2 corrupted too: the fall-back
+corrupt 100
+verify_names "bytes 0-33554431 differ"
+corrupt $((64 * MIB + 5))
+expect_code 0 "$FERRY" -q src dst
+check "cmp SRC DST: identical after the fall-back copy" cmp -s src/big dst/big
+check "the mtime is SRC's after the fall-back" \
+	test "$(stat -c %Y.%y src/big)" = "$(stat -c %Y.%y dst/big)"
+no_temp_files dst
+expect_code 0 "$FERRY" --verify src dst
 
 no_temp_files dst
 finish
