@@ -182,6 +182,14 @@ int chunk_copy(struct job *j, struct stream *s, uint32_t i, XXH3_state_t *whole,
         *step = &S_STAT_SRC;
         if ((rc = src_unchanged(j, s->in, changed)) || *changed)
                 return rc;
+        /* the chunk's write-back started now, so that the fdatasync that
+         * makes it durable (chunk_sync, about once a second) finds little
+         * left to write: a dirty page cache of gigabytes made that sync
+         * take seconds, and a kill lost every chunk it had not reported
+         * (bench resume). Advice only: the fdatasync tells of errors. */
+        if (!j->c->cfg.no_sync)
+                sync_file_range(j->out, off, (off_t)len,
+                                SYNC_FILE_RANGE_WRITE);
         pthread_mutex_lock(&j->lock);
         chunk_digest(s->xxh, j->plan->chunks[i].hash);
         j->plan->chunks[i].state = CH_DONE;

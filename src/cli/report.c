@@ -1,11 +1,13 @@
 /*
- * report.c - standard output as a sink, and the lines that name a path
- * (report.h).
+ * report.c - standard output as a sink, the lines that name a path
+ * (report.h), and a path or name written escaped, quoted or as JSON
+ * (cli.h: ferry_cli_put_path, ferry_cli_put_json, ferry_cli_utf8_valid).
  */
 #include "report.h"
 #include "cli.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool ferry_sink_ready(const struct sink *s)
@@ -65,4 +67,60 @@ void ferry_report_count(FILE *f, uint64_t n)
                         fputc(',', f);
                 fputc(digits[i], f);
         }
+}
+
+/* Writes s escaped as flags say (ferry_escape, the library's one
+ * escaper): from a buffer on the stack, or the heap for a long one. */
+static void put_escaped(FILE *out, const char *s, size_t len, unsigned flags)
+{
+        char small[1024];
+        size_t n = ferry_escape(small, sizeof(small), s, len, flags);
+        char *big = n < sizeof(small) ? NULL : malloc(n + 1);
+        if (big)
+                ferry_escape(big, n + 1, s, len, flags);
+        else if (n >= sizeof(small))
+                n = sizeof(small) - 1; /* out of memory: cut short */
+        fwrite(big ? big : small, 1, n, out);
+        free(big);
+}
+
+void ferry_cli_put_path(FILE *out, const char *path, size_t len, bool quote)
+{
+        put_escaped(out, path, len,
+                    FERRY_ESC_TERMINAL | (quote ? FERRY_ESC_QUOTE : 0));
+}
+
+void ferry_cli_put_json(FILE *out, const char *s, size_t len)
+{
+        put_escaped(out, s, len, FERRY_ESC_JSON);
+}
+
+/* s is valid UTF-8 (no overlong forms, surrogates or values past
+ * U+10FFFF). */
+bool ferry_cli_utf8_valid(const char *str, size_t len)
+{
+        const unsigned char *s = (const unsigned char *)str;
+        size_t i = 0;
+        while (i < len) {
+                unsigned c = s[i];
+                size_t n = c < 0x80             ? 0
+                           : (c & 0xe0) == 0xc0 ? 1
+                           : (c & 0xf0) == 0xe0 ? 2
+                           : (c & 0xf8) == 0xf0 ? 3
+                                                : 9;
+                if (n == 9 || i + n >= len)
+                        return false;
+                uint32_t v = n ? c & (0x3f >> n) : c;
+                for (size_t k = 1; k <= n; k++) {
+                        if ((s[i + k] & 0xc0) != 0x80)
+                                return false;
+                        v = v << 6 | (s[i + k] & 0x3f);
+                }
+                static const uint32_t least[] = {0, 0x80, 0x800, 0x10000};
+                if (v < least[n] || v > 0x10ffff ||
+                    (v >= 0xd800 && v <= 0xdfff))
+                        return false;
+                i += n + 1;
+        }
+        return true;
 }

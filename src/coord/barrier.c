@@ -384,7 +384,7 @@ void on_chunk(struct coord *c, struct ferry_chunk_msg *m)
                 if (ferry_manifest_record_chunk(c->m, m))
                         manifest_error(c);
                 else
-                        c->dirty = true;
+                        c->dirty = c->chunks = true;
         }
         free(m);
 }

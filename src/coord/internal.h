@@ -218,6 +218,7 @@ struct coord {
                               for the tree work (treework.h) */
         /* the open write transaction: not phase, but what a COMMIT owes */
         bool dirty;   /* scan rows not committed yet */
+        bool chunks;  /* chunk rows among them: committed sooner */
         bool fresh;   /* among them, rows that may be handed out */
         mode_t umask; /* the process umask, for --no-perms */
         struct ferry_dst_caps dst_caps; /* what DST holds (dstcaps.h) */

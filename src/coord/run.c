@@ -35,6 +35,7 @@
 
 #define INBOX_CAP      128
 #define COMMIT_SECONDS 1.0
+#define CHUNK_COMMIT_SECONDS 0.25
 #define LISTING_CHUNK  128
 
 /* ---- the run's phase --------------------------------------------------- */
@@ -215,7 +216,7 @@ void commit(struct coord *c)
         }
         ferry_fsio_crashpoint("after_commit");
         c->last_commit = now();
-        c->dirty = c->fresh = false;
+        c->dirty = c->fresh = c->chunks = false;
 }
 
 /* ENOSPC or EDQUOT on the destination: the whole run stops (exit 11). */
@@ -332,7 +333,9 @@ static void tick(struct coord *c)
         control_tick(c, t);
         if (t - c->last_prog >= 1.0)
                 progress(c, false);
-        if (!c->bar.running && t - c->last_commit >= COMMIT_SECONDS)
+        /* a chunk's row is what a resume keeps: not left a second */
+        double gap = c->chunks ? CHUNK_COMMIT_SECONDS : COMMIT_SECONDS;
+        if (!c->bar.running && t - c->last_commit >= gap)
                 commit(c);
 }
 
