@@ -243,6 +243,12 @@ static void plant(struct fixture *fx, struct ferry_batch *b,
         }
 }
 
+#ifndef FERRY_TESTING
+/* a build without fsio's test hooks (the fuzz build only compiles this
+ * file): the tests that count or change SRC's reads skip */
+static void (*ferry_fsio_pread_hook)(int fd, size_t len, off_t off);
+#endif
+
 static uint64_t resume_reads(uint32_t done, int bad, bool wrong_ino)
 {
         struct fixture fx;
@@ -457,6 +463,12 @@ static void test_repair_falls_back(void)
 int main(int argc, char **argv)
 {
         unit_init(argc, argv);
+#ifndef FERRY_TESTING
+        fprintf(stderr, "SKIP (built without FERRY_TESTING: no fsio hooks, "
+                        "no FERRY_CHUNK_STREAMS)\n");
+        atomic_fetch_add(&unit_skipped, 1);
+        return unit_done();
+#endif
         RUN(test_copy_one_stream);
         RUN(test_copy_streams);
         RUN(test_resume_keeps_done_chunks);
