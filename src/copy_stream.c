@@ -188,8 +188,7 @@ int chunk_copy(struct job *j, struct stream *s, uint32_t i, XXH3_state_t *whole,
          * take seconds, and a kill lost every chunk it had not reported
          * (bench resume). Advice only: the fdatasync tells of errors. */
         if (!j->c->cfg.no_sync)
-                sync_file_range(j->out, off, (off_t)len,
-                                SYNC_FILE_RANGE_WRITE);
+                sync_file_range(j->out, off, (off_t)len, SYNC_FILE_RANGE_WRITE);
         pthread_mutex_lock(&j->lock);
         chunk_digest(s->xxh, j->plan->chunks[i].hash);
         j->plan->chunks[i].state = CH_DONE;

@@ -33,10 +33,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define INBOX_CAP      128
-#define COMMIT_SECONDS 1.0
+#define INBOX_CAP            128
+#define COMMIT_SECONDS       1.0
 #define CHUNK_COMMIT_SECONDS 0.25
-#define LISTING_CHUNK  128
+#define LISTING_CHUNK        128
 
 /* ---- the run's phase --------------------------------------------------- */
 
