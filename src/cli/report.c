@@ -3,12 +3,14 @@
  * (report.h), and a path or name written escaped, quoted or as JSON
  * (cli.h: ferry_cli_put_path, ferry_cli_put_json, ferry_cli_utf8_valid).
  */
+#define _GNU_SOURCE /* localtime_r */
 #include "report.h"
 #include "cli.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 bool ferry_sink_ready(const struct sink *s)
 {
@@ -123,4 +125,16 @@ bool ferry_cli_utf8_valid(const char *str, size_t len)
                 i += n + 1;
         }
         return true;
+}
+
+void ferry_report_time(const char *label, int64_t t)
+{
+        char buf[64] = "never";
+        if (t) {
+                time_t tt = (time_t)t;
+                struct tm tm;
+                strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S",
+                         localtime_r(&tt, &tm));
+        }
+        printf("%s%s", label, buf);
 }

@@ -82,4 +82,8 @@ int ferry_cli_set(const struct ferry_cli *cli, struct sink *so);
 /* n with a comma between groups of three digits ("1,204"). */
 void ferry_report_count(FILE *f, uint64_t n);
 
+/* Writes label and the local time t (seconds since the epoch), or
+ * "never" for 0, to standard output. */
+void ferry_report_time(const char *label, int64_t t);
+
 #endif

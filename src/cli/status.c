@@ -42,18 +42,6 @@ struct status_out {
         size_t n_fail_causes; /* of causes, those of failures (first) */
 };
 
-static void put_time(const char *label, int64_t t)
-{
-        char buf[64] = "never";
-        if (t) {
-                time_t tt = (time_t)t;
-                struct tm tm;
-                strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S",
-                         localtime_r(&tt, &tm));
-        }
-        printf("%s%s", label, buf);
-}
-
 /* Done bytes count the chunks of unfinished files already in DST's temp
  * files (chunks.h), and pending bytes what is left of those files. */
 static uint64_t done_bytes(const struct ferry_status_info *i)
@@ -76,9 +64,9 @@ static void status_text(const struct ferry_status_info *i)
         ferry_report_running(stdout, i);
         putchar('\n');
         ferry_cli_put_control(stdout, i, false); /* set.c: live settings */
-        put_time("last run: ", i->last_start);
+        ferry_report_time("last run: ", i->last_start);
         if (i->last_start) {
-                put_time(", finished ", i->last_end);
+                ferry_report_time(", finished ", i->last_end);
                 if (i->last_result >= 0)
                         printf(", result %d (%s)", i->last_result,
                                ferry_code_str(i->last_result));

@@ -45,18 +45,6 @@ void ferry_report_running(FILE *f, const struct ferry_status_info *i)
                 fputs("no", f);
 }
 
-static void put_time(const char *label, int64_t t)
-{
-        char buf[64] = "never";
-        if (t) {
-                time_t tt = (time_t)t;
-                struct tm tm;
-                strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S",
-                         localtime_r(&tt, &tm));
-        }
-        printf("%s%s", label, buf);
-}
-
 /* Files and bytes to copy, those done among them. */
 static struct ferry_state_count total_of(const struct ferry_status_info *i)
 {
@@ -87,9 +75,9 @@ static void text_job(const struct ferry_job_entry *e)
         printf("\n  failed: %llu files, metadata not applied: %llu\n",
                (unsigned long long)i->failed.files,
                (unsigned long long)i->meta_failed);
-        put_time("  last run: ", i->last_start);
+        ferry_report_time("  last run: ", i->last_start);
         if (i->last_start) {
-                put_time(", finished ", i->last_end);
+                ferry_report_time(", finished ", i->last_end);
                 if (i->last_result >= 0)
                         printf(", result %d (%s)", i->last_result,
                                ferry_code_str(i->last_result));
