@@ -37,6 +37,7 @@
 
 #include "batch.h"
 #include "retry.h"
+#include "thread.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -88,14 +89,20 @@ static bool inbox_has_room(const struct ferry_scan *sc)
  * more work than waiting threads, the limit allows, the coordinator keeps
  * up, and stats are slow round trips or threads fewer than cpu_threads
  * (cheap stats are work for the CPUs, no more threads than they run).
- * Under sc->lock. */
+ * The first thread starts even when a stop was asked (a signal at start):
+ * it sees the stop and ends, and the run stops as asked instead of
+ * failing to start. Under sc->lock. */
 static void wake_one(struct ferry_scan *sc)
 {
         if (sc->n_chunks + sc->n_stack > sc->waiting && !sc->finished &&
             sc->n_threads < sc->limit && sc->n_threads < sc->cfg.threads &&
-            !atomic_load(sc->cfg.stop) && inbox_has_room(sc) &&
+            (!sc->n_threads || !atomic_load(sc->cfg.stop)) &&
+            inbox_has_room(sc) &&
             (sc->n_threads < sc->cpu_threads || scan_stats_slow(sc)) &&
-            !pthread_create(&sc->threads[sc->n_threads], NULL, scan_thread, sc))
+            !(sc->n_threads
+                      ? pthread_create(&sc->threads[sc->n_threads], NULL,
+                                       scan_thread, sc)
+                      : ferry_thread_start(&sc->threads[0], scan_thread, sc)))
                 sc->n_threads++;
         else if (sc->waiting)
                 pthread_cond_signal(&sc->wake);

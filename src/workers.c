@@ -15,6 +15,7 @@
 
 #include "fsio.h"
 #include "treework.h"
+#include "thread.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -207,7 +208,9 @@ static int start_one(struct ferry_workers *p)
         pthread_mutex_lock(&p->lock);
         p->copying++;
         pthread_mutex_unlock(&p->lock);
-        if (pthread_create(&w->thread, NULL, worker_main, w)) {
+        /* the first thread the run needs; more can wait for a later try */
+        if (p->n ? pthread_create(&w->thread, NULL, worker_main, w)
+                 : ferry_thread_start(&w->thread, worker_main, w)) {
                 pthread_mutex_lock(&p->lock);
                 p->copying--;
                 pthread_mutex_unlock(&p->lock);

@@ -429,13 +429,16 @@ static int run_job(struct ferry_cli *cli, struct sink *so, int argc,
                 return code;
         }
         ferry_log_start(o.log, cli, argc, argv);
+        /* before the job opens: opening probes DST (files appear there)
+         * and may take long on a slow share; a signal meanwhile is a stop
+         * that the run then sees at once */
+        install_signals();
         code = ferry_job_open(&cli->opt, &job, &err);
         if (code) {
                 fprintf(stderr, "ferry: %s\n", err.msg);
                 run_end(&o, &sum, code, NULL, err.msg);
                 return code;
         }
-        install_signals();
         code = cli->command == CMD_VERIFY
                        ? ferry_job_verify(job, cli->verify, &sum, &err)
                        : ferry_job_run(job, &sum, &err);

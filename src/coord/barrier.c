@@ -24,6 +24,7 @@
 #include "failure.h"
 #include "fsio.h"
 #include "owner.h"
+#include "thread.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -392,9 +393,9 @@ void on_chunk(struct coord *c, struct ferry_chunk_msg *m)
 static void start_barrier(struct coord *c)
 {
         /* a run with nothing to make durable starts no thread for it */
-        int err = c->bar.started ? 0
-                                 : pthread_create(&c->bar.thread, NULL,
-                                                  barrier_main, c);
+        int err = c->bar.started
+                          ? 0
+                          : ferry_thread_start(&c->bar.thread, barrier_main, c);
         if (err) {
                 set_error(c, FERRY_EINTERNAL, "cannot start threads: %s",
                           strerror(err));

@@ -188,6 +188,30 @@ interrupt_and_resume HUP
 second_signal_ends_at_once INT
 second_signal_ends_at_once INT TERM
 
+# A signal in the first moments of a run, once the handler is in place
+# (before the scanner or a worker has started, at times): a stop as asked,
+# exit 20, never "cannot start threads" (exit 6, seen under ASan when the
+# stop came before the scanner's first thread). Then the copy completes.
+# (ferry's own handler: the forked shell before its exec has one too)
+ferry_caught() {
+	[[ $(readlink "/proc/$1/exe") == "$(readlink -f "$FERRY")" ]] && caught "$1" TERM
+}
+early_rcs=()
+for delay in 0 0 0.005 0.01 0.02 0.05 0.1; do
+	rm -rf dst-early
+	bg "$FERRY" src dst-early
+	wait_until 10 ferry_caught "$BG_PID"
+	sleep "$delay"
+	kill -TERM "$BG_PID"
+	bg_wait
+	early_rcs+=("$BG_RC")
+	[[ $BG_RC == 20 ]] || show "$LOG/bg.err"
+done
+check "SIGTERM at start: exit 20 every time (got ${early_rcs[*]})" \
+	test "${early_rcs[*]}" = "20 20 20 20 20 20 20"
+expect_code 0 "$FERRY" src dst-early
+tree_equal src dst-early
+
 # Under nohup (SIGHUP ignored when ferry starts) SIGHUP stays ignored: the
 # copy goes on to the end; SIGINT still stops it cleanly.
 sig_ignored_bit() {

@@ -1,0 +1,22 @@
+/* thread.c - see thread.h */
+#define _GNU_SOURCE
+#include "thread.h"
+
+#include <errno.h>
+#include <time.h>
+
+int ferry_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+        /* 10 ms, doubling to 320 ms: 20 tries, about 2.2 s in all */
+        long wait_ms = 10;
+        int rc;
+        for (unsigned attempt = 0;; attempt++) {
+                rc = pthread_create(t, NULL, fn, arg);
+                if (rc != EAGAIN || attempt == 19)
+                        return rc;
+                struct timespec ts = {0, wait_ms * 1000000L};
+                nanosleep(&ts, NULL);
+                if (wait_ms < 320)
+                        wait_ms *= 2;
+        }
+}
