@@ -1,0 +1,112 @@
+# pg-lib.sh - a throw-away PostgreSQL cluster and network namespaces for
+# the tests of the shared (PostgreSQL) manifest. Source it after lib.sh.
+#
+# pg_need: skip unless this machine can run them (root, Debian's
+#   PostgreSQL server binaries, ip(8) and network namespaces).
+# pg_init: initdb in $T/pg as the unprivileged user nobody (PostgreSQL
+#   refuses to run as root), superuser "ferry", trust authentication (the
+#   cluster listens only on its Unix socket in $T/pg/sock and on addresses
+#   inside namespaces this test made).
+# pg_start [NETNS ADDR]: starts it (inside NETNS, listening on ADDR too)
+#   and waits until it accepts connections; pg_stop stops it (fast
+#   shutdown; SIGKILL of its own postmaster, by pid, if that fails).
+# netns_add NAME: a namespace of this test, with its loopback up;
+#   netns_link DBNS WNS I: a veth pair between them, 10.231.I.1/30 on the
+#   DBNS side, 10.231.I.2/30 on the WNS side (I in 1..250).
+# pg_ns_cleanup runs from the EXIT trap, even when a test fails: the
+# cluster stops and every namespace of the test goes (their veths with
+# them). Nothing outside the namespaces this test made is ever contacted.
+
+PG_DIR=$T/pg
+PG_NETNS=()
+PG_STARTED=
+
+pg_cleanup() {
+	[[ -n $PG_STARTED ]] && pg_stop
+	local ns
+	for ns in "${PG_NETNS[@]}"; do
+		ip netns del "$ns" 2>/dev/null
+	done
+	PG_NETNS=()
+}
+trap 'pg_cleanup; cleanup' EXIT
+
+pg_need() {
+	[[ $(id -u) == 0 ]] || skip_all "needs root: network namespaces, and initdb as nobody"
+	need_cmd ip setpriv psql
+	PG_BIN=${FERRY_PG_BINDIR:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
+	[[ -x $PG_BIN/initdb && -x $PG_BIN/pg_ctl ]] ||
+		skip_all "needs the PostgreSQL server (Debian's postgresql package; or FERRY_PG_BINDIR)"
+	local probe=ferry-probe-$$
+	ip netns add "$probe" 2>"$LOG/netns.err" ||
+		skip_all "cannot make a network namespace: $(head -c 200 "$LOG/netns.err")"
+	ip netns del "$probe"
+}
+
+# as_pg CMD...: CMD as nobody, in $PG_DIR
+as_pg() {
+	(cd "$PG_DIR" && setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@")
+}
+
+pg_init() {
+	mkdir -p "$PG_DIR/sock" && chown -R nobody:nogroup "$PG_DIR" || die "cannot make $PG_DIR"
+	as_pg "$PG_BIN/initdb" -D "$PG_DIR/data" -U ferry --auth=trust -E UTF8 \
+		--no-sync >"$LOG/initdb.out" 2>&1 || {
+		show "$LOG/initdb.out"
+		die "initdb failed"
+	}
+	# the workers' links: 10.231.I.2 of netns_link (a namespace of this test)
+	echo 'host all ferry 10.231.0.0/16 trust' >>"$PG_DIR/data/pg_hba.conf"
+}
+
+pg_start() {
+	local ns=${1-} addr=${2-} run=()
+	[[ -n $ns ]] && run=(ip netns exec "$ns")
+	"${run[@]}" setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
+		"$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/log" -w -t 60 \
+		-o "-k $PG_DIR/sock -c listen_addresses='$addr' -c port=5432" \
+		start >"$LOG/pg_ctl.out" 2>&1 || {
+		show "$LOG/pg_ctl.out"
+		show "$PG_DIR/log"
+		die "the PostgreSQL cluster did not start"
+	}
+	PG_STARTED=1
+}
+
+# pg_pid: the postmaster's pid (first line of postmaster.pid)
+pg_pid() { head -1 "$PG_DIR/data/postmaster.pid" 2>/dev/null; }
+
+pg_stop() {
+	local pid
+	pid=$(pg_pid)
+	as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m fast -w -t 30 stop \
+		>"$LOG/pg_stop.out" 2>&1 ||
+		{ [[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null; }
+	PG_STARTED=
+}
+
+# pg_gone PID: the process has ended (gone, or a zombie not yet reaped)
+pg_gone() {
+	[[ ! -e /proc/$1 || $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) == Z ]]
+}
+
+# pg_url [HOST]: a libpq connection string to the test database (the
+# socket directory, or an address)
+pg_url() { printf 'host=%s port=5432 user=ferry dbname=postgres connect_timeout=3' "${1:-$PG_DIR/sock}"; }
+
+netns_add() {
+	ip netns add "$1" || die "cannot add network namespace $1"
+	PG_NETNS+=("$1")
+	ip -n "$1" link set lo up
+}
+
+netns_link() {
+	local db=$1 w=$2 i=$3
+	local a=fd$$x$i b=fw$$x$i
+	ip link add "$a" netns "$db" type veth peer name "$b" netns "$w" ||
+		die "cannot add a veth pair $a/$b"
+	ip -n "$db" addr add "10.231.$i.1/30" dev "$a"
+	ip -n "$w" addr add "10.231.$i.2/30" dev "$b"
+	ip -n "$db" link set "$a" up
+	ip -n "$w" link set "$b" up
+}
