@@ -51,6 +51,7 @@ struct ferry_copy_cfg {
         struct ferry_meta_cfg meta; /* what metadata to apply (meta.h) */
         bool specials, devices, trust_mtime;
         bool fsync_each; /* --durability=file */
+        bool adopt;      /* --adopt (copy_adopt.c) */
         unsigned retries;
         /* when runs that may have left copies without done marks began
          * (seconds since the epoch), or 0: see ferry_copy_is_ours */

@@ -198,6 +198,29 @@ static int resolve_paths(struct ferry_job *job, struct ferry_error *err)
         return 0;
 }
 
+/* --adopt: a job whose SRC or DST moved is pointed at the paths given;
+ * its rows stay, so what is still in DST as recorded costs nothing (its
+ * DST identity and SRC identity are checked at the start as on any run:
+ * coord/start.c, coord/ingest.c). One warning says what moved. */
+static int repoint(struct ferry_job *job, bool *moved, struct ferry_error *err)
+{
+        char was[4200], why[8600];
+        if (ferry_manifest_repoint_job(job->m, job->src, job->dst,
+                                       job->opt.dry_run, was, sizeof(was)))
+                return ferry_job_errf(err, FERRY_EMANIFEST, "%s",
+                                      ferry_manifest_errmsg(job->m));
+        *moved = was[0] != '\0';
+        if (*moved && job->opt.event) {
+                snprintf(why, sizeof(why),
+                         "--adopt: the job of %s %s '%s' -> '%s'", was,
+                         job->opt.dry_run ? "would copy" : "now copies",
+                         job->src, job->dst);
+                job->opt.event(FERRY_EV_WARNING, "", 0, why, NULL,
+                               job->opt.cb_arg);
+        }
+        return 0;
+}
+
 static int open_manifest(struct ferry_job *job, struct ferry_error *err)
 {
         int rc = job->opt.manifest
@@ -222,7 +245,11 @@ static int open_manifest(struct ferry_job *job, struct ferry_error *err)
                                            &job->lockfd, &job->lock_path, err)))
                 return rc;
         rc = ferry_manifest_open(job->manifest_path, flags, &job->m, err);
-        if (!rc && ferry_manifest_bind_job(job->m, job->src, job->dst))
+        bool moved = false; /* a dry run's: the manifest still says not */
+        if (!rc && job->opt.adopt)
+                rc = repoint(job, &moved, err);
+        if (!rc && !moved &&
+            ferry_manifest_bind_job(job->m, job->src, job->dst))
                 rc = ferry_job_errf(err, FERRY_EMANIFEST, "%s",
                                     ferry_manifest_errmsg(job->m));
         return rc;

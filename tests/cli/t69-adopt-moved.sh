@@ -1,0 +1,149 @@
+#!/bin/bash
+# t69-adopt-moved: a job whose DST or SRC moved is pointed at the new paths
+# with `ferry --adopt --manifest OLD NEWSRC NEWDST`, without a copy; and an
+# adopting run killed in the middle finishes when run again.
+#
+# Oracles: strace (bytes that write/pwrite64 put into files under DST, and
+# the files under DST opened, with openat or openat2), find (DST's inodes
+# and mtimes), the manifest's meta table read with sqlite3, diff -r,
+# `ferry --verify`.
+#
+# Proves:
+#  A. `mv dst dst2`, then the old manifest with the new DST and no --adopt:
+#     refused, exit 3, one message naming the job's recorded paths and
+#     --adopt, and the manifest still names the old paths;
+#  B. with --adopt: exit 0, a warning says what moved, nothing copied and
+#     nothing adopted (the rows are trusted as a re-run trusts them: no
+#     file under DST is even opened for reading), nothing written into DST,
+#     the manifest and `ferry status` (of the job and the job list) name
+#     the new paths, --verify clean;
+#  C. SRC copied elsewhere (cp -a: new inodes, the scan sees every file
+#     changed), re-pointed with --adopt: every file adopted after hashing
+#     both sides, no data written into DST, --verify clean; without
+#     --adopt the same move would have rewritten every file (shown on a
+#     scratch copy of the job: files_copied is the file count);
+#  D. --dry-run --adopt with the old manifest changes nothing in it;
+#  E. an adopting run that dies (FERRY_CRASH, exit 86) right after its
+#     first barrier, before the COMMIT, and one that dies before the
+#     second barrier, each run again with the same command: exit 0, rows
+#     all done, no data written by either run, --verify clean, diff -r.
+. "$(dirname "$0")/lib.sh" || exit 1
+need_cmd sqlite3
+need_strace
+
+mkdir -p src/d src/e
+for i in $(seq 1 30); do head -c $((i * 300)) /dev/urandom >"src/d/f$i"; done
+for i in $(seq 1 10); do printf 'e %s\n' "$i" >"src/e/g$i"; done
+ln -s d/f1 src/sym
+set_times src
+NFILES=41
+
+dst_written() {
+	awk -v d="$2/" '/^(write|pwrite64)\(/ {
+		if (index($0, "<" d) == 0) next
+		n = $NF; if (n ~ /^[0-9]+$/) s += n
+	} END { print s + 0 }' "$1".*
+}
+# regular files under DIR opened (for reading) by a traced run
+dst_opened() {
+	grep -hE '^openat2?\(' "$1".* | grep -F "$2/" | grep -v 'O_DIRECTORY' |
+		grep -vc 'ferry-part' || true
+}
+mtimes() { (cd "$1" && find . -type f -printf '%i %T@ %P\n' | sort -k3); }
+meta() { sqlite3 -readonly "$M" "SELECT CAST(value AS TEXT) FROM meta WHERE key = '$1'"; }
+traced() {
+	local tr=$1
+	shift
+	expect_code 0 env "$(no_leak_check_env)" strace -ff -y -qq \
+		-e trace=write,pwrite64,openat,openat2 -o "$T/$tr" "$FERRY" "$@"
+}
+
+expect_code 0 "$FERRY" src dst
+M=$(manifest_path src dst)
+check "the job's manifest exists" test -f "$M"
+
+# ---- A: DST moved, no --adopt ----------------------------------------------
+mv dst dst2
+mtimes dst2 >"$LOG/before"
+expect_code 3 "$FERRY" --manifest "$M" src dst2
+check "A: the refusal names the recorded job" grep -q "belongs to another job: '$T/src' -> '$T/dst'" "$LOG/err"
+check "A: and says how to re-point it (--adopt)" grep -q -- '--adopt points it at the new paths' "$LOG/err"
+check "A: the manifest still names the old DST" test "$(meta dst)" = "$T/dst"
+
+# ---- B: DST moved, --adopt ---------------------------------------------------
+traced trB --adopt --json --manifest "$M" src dst2
+check "B: a warning says what moved" grep -q "the job of '$T/src' -> '$T/dst' now copies '$T/src' -> '$T/dst2'" "$LOG/err"
+check "B: nothing copied" test "$(json_get "$LOG/out" files_copied)" = 0
+check "B: nothing adopted (the rows are trusted)" test "$(json_get "$LOG/out" files_adopted)" = 0
+check "B: all $NFILES unchanged" test "$(json_get "$LOG/out" files_unchanged)" = "$NFILES"
+w=$(dst_written "$T/trB" "$T/dst2")
+check "B: no data written into DST (got $w bytes)" test "$w" = 0
+o=$(dst_opened "$T/trB" "$T/dst2")
+check "B: no file under DST opened (got $o)" test "$o" = 0
+mtimes dst2 >"$LOG/after"
+check "B: DST's inodes and mtimes unchanged" cmp -s "$LOG/before" "$LOG/after"
+check "B: the manifest names the new DST" test "$(meta dst)" = "$T/dst2"
+expect_code 0 "$FERRY" status --manifest "$M"
+check "B: ferry status shows the new destination" grep -qx "destination: $T/dst2" "$LOG/out"
+expect_code 0 "$FERRY" status
+check "B: the job list shows the new destination" grep -q "destination: $T/dst2\$" "$LOG/out"
+expect_code 0 "$FERRY" --verify --manifest "$M" src dst2
+
+# ---- C: SRC moved (copied: new inodes), --adopt ----------------------------
+cp -a src src2
+cp -a dst2 scratch
+sqlite3 -readonly "$M" ".backup '$T/scratch.db'"
+expect_code 0 "$FERRY" --adopt --manifest "$T/scratch.db" src scratch
+mtimes dst2 >"$LOG/before"
+traced trC --adopt --json --manifest "$M" src2 dst2
+check "C: all $NFILES adopted" test "$(json_get "$LOG/out" files_adopted)" = "$NFILES"
+check "C: nothing copied" test "$(json_get "$LOG/out" files_copied)" = 0
+o=$(dst_opened "$T/trC" "$T/dst2")
+check "C: DST's 40 files were read to be hashed (opened: $o)" test "$o" -ge 40
+w=$(dst_written "$T/trC" "$T/dst2")
+check "C: no data written into DST (got $w bytes)" test "$w" = 0
+mtimes dst2 >"$LOG/after"
+check "C: DST's inodes and mtimes unchanged" cmp -s "$LOG/before" "$LOG/after"
+check "C: the manifest names the new SRC" test "$(meta src)" = "$T/src2"
+expect_code 0 "$FERRY" --verify --manifest "$M" src2 dst2
+diff -r src2 dst2 >"$LOG/diff" 2>&1
+check "C: diff -r src2 dst2" test ! -s "$LOG/diff"
+# what the move costs without --adopt: the scratch job, pointed at src2 by
+# hand (as an older ferry would have needed), rewrites every file
+sqlite3 "$T/scratch.db" "UPDATE meta SET value = CAST('$T/src2' AS BLOB) WHERE key = 'src'"
+expect_code 0 "$FERRY" --json --manifest "$T/scratch.db" src2 scratch
+check "C: without --adopt the moved SRC costs a copy of all $NFILES" \
+	test "$(json_get "$LOG/out" files_copied)" = "$NFILES"
+
+# ---- D: --dry-run --adopt writes nothing into the manifest ---------------
+sum=$(sqlite3 -readonly "$M" "SELECT group_concat(key || '=' || CAST(value AS TEXT)) FROM meta WHERE key IN ('src', 'dst')")
+expect_code 0 "$FERRY" --dry-run --adopt --manifest "$M" src dst2
+check "D: the dry run says what would move" grep -q "would copy '$T/src' -> '$T/dst2'" "$LOG/err"
+check "D: the manifest's paths are unchanged" \
+	test "$(sqlite3 -readonly "$M" "SELECT group_concat(key || '=' || CAST(value AS TEXT)) FROM meta WHERE key IN ('src', 'dst')")" = "$sum"
+
+# ---- E: killed in the middle of an adopting run ----------------------------
+if "$FERRY" --version 2>/dev/null | grep -q '^test build:'; then
+	mkdir -p many
+	for i in $(seq 1 3000); do printf 'n %s\n' "$i" >"many/n$i"; done
+	for point in after_barrier:1 before_barrier:2; do
+		rm -rf "cp.${point%:*}"
+		cp -a many "cp.${point%:*}"
+		D=$T/cp.${point%:*}
+		expect_code 86 env FERRY_CRASH=$point "$FERRY" --adopt many "$D"
+		traced "trE.${point%:*}" --adopt --json many "$D"
+		w=$(dst_written "$T/trE.${point%:*}" "$D")
+		check "E ($point): the second run writes no data (got $w bytes)" test "$w" = 0
+		ME=$(manifest_path many "$D")
+		check "E ($point): every row done" \
+			test "$(sqlite3 -readonly "$ME" 'SELECT count(*) FROM files WHERE state != 1')" = 0
+		check "E ($point): 3000 rows" \
+			test "$(sqlite3 -readonly "$ME" 'SELECT count(*) FROM files')" = 3000
+		expect_code 0 "$FERRY" --verify many "$D"
+		diff -r many "$D" >"$LOG/diff" 2>&1
+		check "E ($point): diff -r" test ! -s "$LOG/diff"
+	done
+else
+	say "E skipped: not a test build (FERRY_CRASH needs -DFERRY_TESTING=ON)"
+fi
+finish
