@@ -128,20 +128,19 @@ static int stored_path(struct ferry_manifest *m, const char *key, char *buf,
 }
 
 int ferry_manifest_repoint_job(struct ferry_manifest *m, const char *src,
-                               const char *dst, bool dry_run, char *was,
-                               size_t size)
+                               const char *dst, bool dry_run, char *old_src,
+                               char *old_dst, size_t size)
 {
-        char old_src[2048], old_dst[2048];
-        was[0] = '\0';
         int rc = ferry_manifest_begin(m);
+        old_src[0] = old_dst[0] = '\0';
         if (!rc)
-                rc = stored_path(m, "src", old_src, sizeof(old_src));
+                rc = stored_path(m, "src", old_src, size);
         if (!rc)
-                rc = stored_path(m, "dst", old_dst, sizeof(old_dst));
+                rc = stored_path(m, "dst", old_dst, size);
         bool moved = !rc && old_src[0] && old_dst[0] &&
                      (strcmp(old_src, src) || strcmp(old_dst, dst));
-        if (moved)
-                snprintf(was, size, "'%s' -> '%s'", old_src, old_dst);
+        if (!moved)
+                old_src[0] = old_dst[0] = '\0';
         if (moved && !dry_run && !(rc = meta_set_text(m, "src", src)))
                 rc = meta_set_text(m, "dst", dst);
         if (rc || dry_run) {

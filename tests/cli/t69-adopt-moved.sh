@@ -16,12 +16,15 @@
 #     nothing adopted (the rows are trusted as a re-run trusts them: no
 #     file under DST is even opened for reading), nothing written into DST,
 #     the manifest and `ferry status` (of the job and the job list) name
-#     the new paths, --verify clean;
+#     the new paths; the manifest, the default one of the old pair, is
+#     now the default one of the new pair (the old file gone), so a plain
+#     `ferry src dst2` finds the job (nothing copied), --verify clean;
 #  C. SRC copied elsewhere (cp -a: new inodes, the scan sees every file
 #     changed), re-pointed with --adopt: every file adopted after hashing
 #     both sides, no data written into DST, --verify clean; without
 #     --adopt the same move would have rewritten every file (shown on a
-#     scratch copy of the job: files_copied is the file count);
+#     scratch copy of the job: files_copied is the file count); a
+#     manifest outside the state directory stays where it is;
 #  D. --dry-run --adopt with the old manifest changes nothing in it;
 #  E. an adopting run that dies (FERRY_CRASH, exit 86) right after its
 #     first barrier, before the COMMIT, and one that dies before the
@@ -82,7 +85,17 @@ o=$(dst_opened "$T/trB" "$T/dst2")
 check "B: no file under DST opened (got $o)" test "$o" = 0
 mtimes dst2 >"$LOG/after"
 check "B: DST's inodes and mtimes unchanged" cmp -s "$LOG/before" "$LOG/after"
+check "B: a warning says where the manifest is now" grep -q "the job's manifest is now '" "$LOG/err"
+check "B: the old manifest's name is gone" test ! -e "$M"
+OLDM=$M
+M=$(manifest_path src dst2)
+check "B: the new pair's default manifest is the job's" test -f "$M"
+check "B: its lock file went with it" test ! -e "$OLDM.lock"
 check "B: the manifest names the new DST" test "$(meta dst)" = "$T/dst2"
+expect_code 0 "$FERRY" --json src dst2
+check "B: a plain run on the new paths finds the job: nothing copied" \
+	test "$(json_get "$LOG/out" files_copied)" = 0
+check "B: all $NFILES unchanged" test "$(json_get "$LOG/out" files_unchanged)" = "$NFILES"
 expect_code 0 "$FERRY" status --manifest "$M"
 check "B: ferry status shows the new destination" grep -qx "destination: $T/dst2" "$LOG/out"
 expect_code 0 "$FERRY" status
@@ -94,6 +107,7 @@ cp -a src src2
 cp -a dst2 scratch
 sqlite3 -readonly "$M" ".backup '$T/scratch.db'"
 expect_code 0 "$FERRY" --adopt --manifest "$T/scratch.db" src scratch
+check "C: a manifest outside the state directory stays" test -f "$T/scratch.db"
 mtimes dst2 >"$LOG/before"
 traced trC --adopt --json --manifest "$M" src2 dst2
 check "C: all $NFILES adopted" test "$(json_get "$LOG/out" files_adopted)" = "$NFILES"
@@ -104,8 +118,9 @@ w=$(dst_written "$T/trC" "$T/dst2")
 check "C: no data written into DST (got $w bytes)" test "$w" = 0
 mtimes dst2 >"$LOG/after"
 check "C: DST's inodes and mtimes unchanged" cmp -s "$LOG/before" "$LOG/after"
+M=$(manifest_path src2 dst2)
 check "C: the manifest names the new SRC" test "$(meta src)" = "$T/src2"
-expect_code 0 "$FERRY" --verify --manifest "$M" src2 dst2
+expect_code 0 "$FERRY" --verify src2 dst2
 diff -r src2 dst2 >"$LOG/diff" 2>&1
 check "C: diff -r src2 dst2" test ! -s "$LOG/diff"
 # what the move costs without --adopt: the scratch job, pointed at src2 by
@@ -119,6 +134,7 @@ check "C: without --adopt the moved SRC costs a copy of all $NFILES" \
 sum=$(sqlite3 -readonly "$M" "SELECT group_concat(key || '=' || CAST(value AS TEXT)) FROM meta WHERE key IN ('src', 'dst')")
 expect_code 0 "$FERRY" --dry-run --adopt --manifest "$M" src dst2
 check "D: the dry run says what would move" grep -q "would copy '$T/src' -> '$T/dst2'" "$LOG/err"
+check "D: the manifest stays where it is" test -f "$M"
 check "D: the manifest's paths are unchanged" \
 	test "$(sqlite3 -readonly "$M" "SELECT group_concat(key || '=' || CAST(value AS TEXT)) FROM meta WHERE key IN ('src', 'dst')")" = "$sum"
 
