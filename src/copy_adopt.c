@@ -19,6 +19,9 @@
  * copy of this very version by size and mtime, which rule 9 lets ferry
  * replace), anything of another type, size or mtime meets rule 9 as
  * without --adopt: left alone and reported when ferry did not write it.
+ * A DST file with more names (links) than SRC's is not adopted: applying
+ * metadata in place would reach names ferry does not copy to, which
+ * the rename of a copy leaves alone.
  * A hardlink follower is never adopted here: it is linked to its first
  * name's copy (copy_link.c), which replaces an equal copy (rsync -a
  * without -H) and leaves a name that already is that link as it is.
@@ -118,7 +121,11 @@ static bool adopt_file(struct ferry_copier *c, const char *name,
         bool equal = false;
         if (ferry_copier_open_source(c, name, &in))
                 return false;
+        /* a DST inode with more names than SRC's has names ferry does not
+         * copy to (cp -al snapshots beside it): its metadata applied in
+         * place would change theirs too; a copy replaces this name alone */
         if (!ferry_fsio_fstat(in, &before) && S_ISREG(before.mode) &&
+            d->nlink <= before.nlink &&
             ferry_copier_same_source(&it->st, &before) &&
             ferry_copy_same_version(&c->cfg, FT_REG, &before, d) &&
             !compare_files(c, in, &before, name, d, it, &out, &equal) &&

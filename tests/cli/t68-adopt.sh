@@ -21,7 +21,10 @@
 #     mtime but another content is copied again (a warning names it), a
 #     file of another size is left alone and fails with rule 9's reason
 #     (exit 23, its bytes intact), a file whose mode differs is adopted and
-#     its mode fixed in place (same inode), the others adopted;
+#     its mode fixed in place (same inode), a file with a second name in
+#     DST that SRC lacks is copied (a new inode: metadata applied in place
+#     would change that other name too), the others adopted; --verify
+#     finds every done file as recorded;
 #  C. over an rsync -aH'd DST: adopted, no data written, hard links as in
 #     SRC (rsync -anciH finds nothing); over an rsync -a'd DST (no -H: the
 #     pair is two files) the second name becomes a link again;
@@ -92,9 +95,11 @@ touch -r src/c/g3 dst2/c/g3
 printf 'edited by the user\n' >dst2/c/g4 # another size
 chmod 0604 dst2/c/g5
 ino5=$(stat -c %i dst2/c/g5)
+chmod 0600 dst2/c/g6
+ln dst2/c/g6 dst2/extra-name # a name SRC does not have
 expect_code 23 "$FERRY" --adopt --json src dst2
-check "B: the summary counts 42 adopted" test "$(json_get "$LOG/out" files_adopted)" = 42
-check "B: one file copied (g3)" test "$(json_get "$LOG/out" files_copied)" = 1
+check "B: the summary counts 41 adopted" test "$(json_get "$LOG/out" files_adopted)" = 41
+check "B: two files copied (g3, g6)" test "$(json_get "$LOG/out" files_copied)" = 2
 check "B: a warning names c/g3" grep -q "'c/g3': --adopt: .*another content: copied again" "$LOG/err"
 check "B: c/g3 now is SRC's" cmp -s src/c/g3 dst2/c/g3
 check "B: c/g4 fails with rule 9's reason" \
@@ -102,6 +107,10 @@ check "B: c/g4 fails with rule 9's reason" \
 check "B: c/g4 keeps the user's bytes" grep -qx 'edited by the user' dst2/c/g4
 check "B: c/g5's mode is SRC's again" test "$(stat -c %a dst2/c/g5)" = "$(stat -c %a src/c/g5)"
 check "B: c/g5 is the same inode (fixed in place)" test "$(stat -c %i dst2/c/g5)" = "$ino5"
+check "B: c/g6 (two names in DST, one in SRC) was copied, not changed in place" \
+	test "$(stat -c %i dst2/c/g6)" != "$(stat -c %i dst2/extra-name)"
+check "B: c/g6 has SRC's mode" test "$(stat -c %a dst2/c/g6)" = "$(stat -c %a src/c/g6)"
+check "B: the name SRC does not have keeps its mode" test "$(stat -c %a dst2/extra-name)" = 600
 # the row of c/g4 is not done: verify says so (exit 5), nothing differs
 expect_code 5 "$FERRY" --verify src dst2
 check "B: --verify: every done file is as recorded" grep -q ' 0 differ or are missing' "$LOG/err"
