@@ -121,6 +121,8 @@ enum ferry_event {
                                       names those; one warning at the end
                                       counts the rest): for a log */
         FERRY_EV_ADOPTED,          /* --adopt: DST's entry found equal, kept */
+        FERRY_EV_WOULD_ADOPT,      /* dry run, --adopt: DST holds a file of
+                                      the size and mtime (not read) */
 };
 
 /*

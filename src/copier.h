@@ -221,12 +221,6 @@ int ferry_copier_hash_fd(struct ferry_copier *c, int fd, uint8_t out[16],
  * (it->adopt_differs when only the content differed). */
 bool ferry_copier_adopt(struct ferry_copier *c, struct ferry_batch *b,
                         struct ferry_item *it);
-/* copy_dst.c: d is a copy of this very version of SRC's src, of type t:
- * the same type and size, and, when times are kept, mtime (within a
- * FAT's 2 s) */
-bool ferry_copy_same_version(const struct ferry_copy_cfg *cfg,
-                             enum ferry_ftype t, const struct ferry_stat *src,
-                             const struct ferry_stat *d);
 
 /* copy_meta.c: a row that needs its metadata alone (MF_NEED_META),
  * applied in place; true when that gave it its result, false when its

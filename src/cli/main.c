@@ -229,6 +229,7 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
                         put_listed(o, "deleting ", path, len);
                 break;
         case FERRY_EV_WOULD_COPY: put_listed(o, "", path, len); break;
+        case FERRY_EV_WOULD_ADOPT: put_listed(o, "adopt: ", path, len); break;
         case FERRY_EV_WOULD_DELETE:
                 /* with a reason: kept (--max-delete, a refused --delete),
                  * listed as a dry run lists, and under -v */
@@ -380,7 +381,13 @@ static void print_summary(const struct ferry_cli *cli,
                 (unsigned long long)s->files_vanished,
                 (unsigned long long)s->files_skipped,
                 (unsigned long long)s->files_deleted, s->seconds);
-        if (s->files_adopted)
+        if (s->files_adopted && cli->opt.dry_run)
+                fprintf(stderr,
+                        "ferry: dry run: %llu to adopt (the destination holds "
+                        "them by size and mtime; the run hashes both sides, "
+                        "and copies those that differ)\n",
+                        (unsigned long long)s->files_adopted);
+        else if (s->files_adopted)
                 fprintf(stderr,
                         "ferry: %llu adopted (found equal in the destination, "
                         "kept: no data written)\n",

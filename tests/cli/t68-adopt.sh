@@ -28,7 +28,10 @@
 #  C. over an rsync -aH'd DST: adopted, no data written, hard links as in
 #     SRC (rsync -anciH finds nothing); over an rsync -a'd DST (no -H: the
 #     pair is two files) the second name becomes a link again;
-#  D. --adopt with --verify, status or export is a usage error (exit 1).
+#  D. --adopt with --verify, status or export is a usage error (exit 1);
+#  E. --adopt --dry-run over a cp -a'd DST lists each file it would adopt
+#     ("adopt: PATH", 44 of them), copies and writes nothing, makes no
+#     manifest.
 . "$(dirname "$0")/lib.sh" || exit 1
 need_cmd rsync sqlite3 xxh128sum
 need_strace
@@ -139,4 +142,16 @@ expect_code 0 "$FERRY" --verify src dst4
 expect_code 1 "$FERRY" --adopt --verify src dst
 expect_code 1 "$FERRY" status --adopt src dst
 expect_code 1 "$FERRY" export --adopt src dst
+
+# ---- E: --adopt --dry-run ------------------------------------------------
+cp -a src dst5
+mtimes dst5 >"$LOG/before5"
+expect_code 0 "$FERRY" --adopt --dry-run src dst5
+check "E: 44 'adopt:' lines" test "$(grep -c '^adopt: ' "$LOG/out")" = 44
+check "E: nothing listed to copy but the link" \
+	test "$(grep -vc '^adopt: ' "$LOG/out")" = 1
+check "E: the summary counts 44 to adopt" grep -q '^ferry: dry run: 44 to adopt' "$LOG/err"
+mtimes dst5 >"$LOG/after5"
+check "E: DST unchanged" cmp -s "$LOG/before5" "$LOG/after5"
+check "E: no manifest made" test ! -e "$(manifest_path src dst5)"
 finish
