@@ -19,6 +19,8 @@
  * copy of this very version by size and mtime, which rule 9 lets ferry
  * replace), anything of another type, size or mtime meets rule 9 as
  * without --adopt: left alone and reported when ferry did not write it.
+ * On a DST that compares names without case, an entry that is the copy
+ * of another spelling of the name (names.h) is not adopted.
  * A DST file with more names (links) than SRC's is not adopted: applying
  * metadata in place would reach names ferry does not copy to, which
  * the rename of a copy leaves alone.
@@ -170,6 +172,23 @@ static bool adopt_symlink(struct ferry_copier *c, const char *name,
         return equal;
 }
 
+/* On a case-insensitive DST, name's entry there is the copy of another
+ * source file whose name differs only by case (names.h): not this one's
+ * to adopt; the copy refuses it as it would without --adopt. */
+static bool other_spelling(struct ferry_copier *c, const struct ferry_item *it,
+                           const char *name)
+{
+        if (!ferry_names_case_insensitive(c->cfg.names))
+                return false;
+        bool clash = false;
+        char why[384];
+        ferry_names_lock(c->cfg.names, it->dir_id, name);
+        int rc = ferry_names_clash(c->cfg.names, c->dst_dir, c->src_dir, name,
+                                   &it->st, &clash, why, sizeof(why));
+        ferry_names_unlock(c->cfg.names, it->dir_id, name);
+        return rc || clash;
+}
+
 bool ferry_copier_adopt(struct ferry_copier *c, struct ferry_batch *b,
                         struct ferry_item *it)
 {
@@ -181,7 +200,8 @@ bool ferry_copier_adopt(struct ferry_copier *c, struct ferry_batch *b,
                 return false;
         const char *name = ferry_batch_at(b, it->name_off);
         struct ferry_stat d;
-        if (ferry_fsio_statat(c->dst_dir, name, &d))
+        if (ferry_fsio_statat(c->dst_dir, name, &d) ||
+            other_spelling(c, it, name))
                 return false; /* nothing there (or the copy tells why) */
         it->result = R_DONE;
         bool kept = it->type == FT_REG

@@ -38,8 +38,9 @@
 #     recovery every row the manifest marks done is in DST with its
 #     content (--verify exit 0, diff -r): the barrier covered the files
 #     cp had left in the page cache. The same steps with
-#     --durability=none (no barrier) are shown to lose data, so the check
-#     can see a missing barrier.
+#     --durability=none (no barrier) are shown (said, not checked: the
+#     kernel may write back first) to lose data, so the check can see a
+#     missing barrier.
 . "$(dirname "$0")/lib.sh" || exit 1
 need_cmd sqlite3
 need_strace
@@ -239,10 +240,11 @@ if [[ -z $why ]]; then
 		test "$(sqlite3 -readonly "$MF" 'SELECT count(*) FROM files WHERE state != 1')" = 0
 	# the same without a barrier: the oracle sees what a missing barrier loses
 	rm -rf mnt/dst "$MF"
+	# (said, not checked: the kernel's writeback, or another test's
+	# sync, may have written the files before the cut)
 	if power_cut none; then
 		run "$FERRY" --verify many mnt/dst
-		say "with --durability=none the verify after the cut exits $RC"
-		check "F: without a barrier the cut loses adopted files (verify exit $RC)" test "$RC" != 0
+		say "with --durability=none (no barrier) the verify after the cut exits $RC (5: files lost)"
 	else
 		fail "F: the cut with --durability=none"
 	fi
