@@ -120,6 +120,9 @@ enum ferry_event {
                                       first few of its cause (a listing
                                       names those; one warning at the end
                                       counts the rest): for a log */
+        FERRY_EV_ADOPTED,          /* --adopt: DST's entry found equal, kept */
+        FERRY_EV_WOULD_ADOPT,      /* dry run, --adopt: DST holds a file of
+                                      the size and mtime (not read) */
 };
 
 /*
@@ -258,6 +261,11 @@ struct ferry_options {
          * wrap midnight: start > end) */
         uint64_t bwlimit;
         int window_start, window_end;
+        /* --adopt: a file or symlink to be copied that DST already holds,
+         * of SRC's type, size and (with times) mtime, is read and hashed
+         * on both sides and, equal, recorded as done without a copy; a
+         * manifest of other SRC and DST paths is pointed at these */
+        bool adopt;
 };
 
 struct ferry_summary {
@@ -270,6 +278,7 @@ struct ferry_summary {
         uint64_t files_skipped; /* special files the options leave out */
         uint64_t files_deleted; /* --delete */
         uint64_t files_linked;  /* made as hard links (no data) */
+        uint64_t files_adopted; /* --adopt: found equal in DST, kept */
         uint64_t meta_applied;  /* metadata alone applied in place */
         uint64_t meta_failed;   /* data arrived, some metadata did not */
         uint64_t meta_differs;  /* verify: metadata differs */

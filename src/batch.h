@@ -125,6 +125,10 @@ struct ferry_item {
          * did not (step FERRY_STEP_NONE: all of it did) */
         struct ferry_failure meta_fail;
         uint32_t differs; /* verify: the MF_AP_* bits that differ in DST */
+        /* --adopt (copy_adopt.c): DST's entry was found equal and kept
+         * (R_DONE, nothing written), or was of the same size and mtime
+         * but another content (copied as any other) */
+        bool adopted, adopt_differs;
 };
 
 struct ferry_batch {

@@ -209,6 +209,19 @@ void ferry_copier_verify_meta(struct ferry_copier *c, struct ferry_batch *b,
 int ferry_copier_hash(struct ferry_copier *c, int dirfd, const char *name,
                       enum ferry_ftype type, uint8_t out[16], uint64_t *size);
 
+/* copy_data.c: the same of the open file fd, read from where it is to
+ * its end (a descriptor just opened: all of it). */
+int ferry_copier_hash_fd(struct ferry_copier *c, int fd, uint8_t out[16],
+                         uint64_t *size);
+/* copy_adopt.c: --adopt: when DST already holds an entry equal to SRC's
+ * file or symlink (same type, size and, with times, mtime: what cp -a and
+ * rsync -a leave), both are read and hashed; equal, SRC's metadata is
+ * applied to it in place and the item is done (it->adopted), no data
+ * written: true. false: the item is to be copied as any other
+ * (it->adopt_differs when only the content differed). */
+bool ferry_copier_adopt(struct ferry_copier *c, struct ferry_batch *b,
+                        struct ferry_item *it);
+
 /* copy_meta.c: a row that needs its metadata alone (MF_NEED_META),
  * applied in place; true when that gave it its result, false when its
  * data is to be copied after all (it->need is MF_NEED_DATA then). */

@@ -495,6 +495,12 @@ static void copy_item(struct ferry_copier *c, struct ferry_batch *b,
         if (it->need == MF_NEED_META && ferry_copier_meta(c, b, it))
                 return;
         const char *name = ferry_batch_at(b, it->name_off);
+        /* --adopt: DST's equal entry kept, no data written */
+        if (ferry_copier_adopt(c, b, it)) {
+                if (it->result == R_DONE)
+                        record_dst(c, it, name);
+                return;
+        }
         for (unsigned attempt = 0;; attempt++) {
                 bool changed = false;
                 const struct step *step = &S_COPY;

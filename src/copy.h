@@ -51,6 +51,7 @@ struct ferry_copy_cfg {
         struct ferry_meta_cfg meta; /* what metadata to apply (meta.h) */
         bool specials, devices, trust_mtime;
         bool fsync_each; /* --durability=file */
+        bool adopt;      /* --adopt (copy_adopt.c) */
         unsigned retries;
         /* when runs that may have left copies without done marks began
          * (seconds since the epoch), or 0: see ferry_copy_is_ours */
@@ -126,6 +127,12 @@ bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,
                         const struct ferry_item *it,
                         const struct ferry_stat *src,
                         const struct ferry_stat *d);
+/* d is a copy of this very version of SRC's src, of type t: the same
+ * type and size and, when times are kept, mtime (within a FAT's 2 s);
+ * --adopt's test before it hashes (copy_adopt.c, the dry run's too). */
+bool ferry_copy_same_version(const struct ferry_copy_cfg *cfg,
+                             enum ferry_ftype t, const struct ferry_stat *src,
+                             const struct ferry_stat *d);
 /* "file", "symlink", "directory" or "special file": static. */
 const char *ferry_copy_kind(const struct ferry_stat *d);
 /* The reason an entry d in the way of item it is not replaced. */

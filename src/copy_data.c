@@ -257,19 +257,23 @@ static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
                                              0, &fd);
         if (rc)
                 return rc;
-        if (plan) { /* chunk by chunk too (copy_repair.c) */
-                rc = ferry_copier_hash_planned(c, fd, plan, out, size);
-                ferry_fsio_close(&fd);
-                return rc;
-        }
+        /* chunk by chunk too (copy_repair.c) */
+        rc = plan ? ferry_copier_hash_planned(c, fd, plan, out, size)
+                  : ferry_copier_hash_fd(c, fd, out, size);
+        ferry_fsio_close(&fd);
+        return rc;
+}
+
+int ferry_copier_hash_fd(struct ferry_copier *c, int fd, uint8_t out[16],
+                         uint64_t *size)
+{
         XXH3_128bits_reset(c->xxh);
         const struct step *step;
         *size = 0;
 #ifdef HAVE_POSIX_FADVISE
         posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
-        rc = stream(c, fd, -1, 0, size, &step); /* all of it, to EOF */
-        ferry_fsio_close(&fd);
+        int rc = stream(c, fd, -1, 0, size, &step); /* all of it, to EOF */
         if (!rc)
                 hash_final(c->xxh, out);
         return rc;

@@ -218,11 +218,18 @@ bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,
                 return true;
         if (!is_type(d, it->type))
                 return false;
-        if (ferry_copy_dst_size(it->type, d) ==
-                    ferry_copy_dst_size(it->type, src) &&
-            cfg->meta.times && near_time(d->mtime, src->mtime))
+        if (cfg->meta.times && ferry_copy_same_version(cfg, it->type, src, d))
                 return true;
         return cfg->written_since && d->ctime.sec >= cfg->written_since;
+}
+
+bool ferry_copy_same_version(const struct ferry_copy_cfg *cfg,
+                             enum ferry_ftype t, const struct ferry_stat *src,
+                             const struct ferry_stat *d)
+{
+        return is_type(d, t) &&
+               ferry_copy_dst_size(t, d) == ferry_copy_dst_size(t, src) &&
+               (!cfg->meta.times || near_time(d->mtime, src->mtime));
 }
 
 const char *ferry_copy_kind(const struct ferry_stat *d)

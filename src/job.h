@@ -28,6 +28,16 @@ int ferry_job_resolve_dst(const char *dst, char **out, bool *exists,
  * (a run; status only reads). Caller frees *out. */
 int ferry_job_default_manifest(const char *src, const char *dst, bool create,
                                char **out, struct ferry_error *err);
+/* job_move.c: --adopt re-pointed the manifest at path from old_src and
+ * old_dst to src and dst; true when path is the default manifest of the
+ * old pair and the new pair has none: *to gets its path (caller frees). */
+bool ferry_job_move_wanted(const char *path, const char *old_src,
+                           const char *old_dst, const char *src,
+                           const char *dst, char **to);
+/* Renames the closed manifest from to to (and makes that durable), unless
+ * SQLite left a -wal, -shm or -journal of it (EBUSY: it stays). */
+int ferry_job_move_files(const char *from, const char *to);
+
 /* The manifest of a job for a reader (status, export): manifest when
  * given, else the default one of SRC and DST (resolved, not made). */
 int ferry_job_manifest_of(const char *manifest, const char *src,

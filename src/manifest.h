@@ -178,6 +178,14 @@ const char *ferry_manifest_errmsg(const struct ferry_manifest *m);
 /* Records src/dst in a new manifest, or checks they match an old one. */
 int ferry_manifest_bind_job(struct ferry_manifest *m, const char *src,
                             const char *dst);
+/* --adopt: a manifest of another SRC or DST (the job's trees moved) is
+ * pointed at src and dst; its rows stay. old_src and old_dst (size bytes
+ * each) get the paths it named when they changed, "" otherwise (a new
+ * manifest: bind_job records them). dry_run: nothing is written, they
+ * say what would change. */
+int ferry_manifest_repoint_job(struct ferry_manifest *m, const char *src,
+                               const char *dst, bool dry_run, char *old_src,
+                               char *old_dst, size_t size);
 
 int ferry_manifest_begin(struct ferry_manifest *m);
 int ferry_manifest_commit(struct ferry_manifest *m);

@@ -37,6 +37,7 @@ enum opt_id {
         O_NO_TIMES,
         O_ATIMES,
         O_TRUST_MTIME,
+        O_ADOPT,
         O_NO_SPECIALS,
         O_NO_DEVICES,
         O_NO_XATTRS,
@@ -106,6 +107,10 @@ static const struct opt_def opts[] = {
          "keep access times too; a re-run applies a changed one"},
         {"trust-mtime", no_argument, O_TRUST_MTIME, NULL,
          "a change of ctime alone is metadata: do not re-read SRC"},
+        {"adopt", no_argument, O_ADOPT, NULL,
+         "take over a copy made by cp -a, rsync or a moved job: a DST file "
+         "of SRC's size and mtime is hashed on both sides and, equal, kept; "
+         "a manifest of other paths is pointed at SRC and DST"},
         {"no-specials", no_argument, O_NO_SPECIALS, NULL,
          "do not copy FIFOs and sockets"},
         {"no-devices", no_argument, O_NO_DEVICES, NULL,
@@ -398,6 +403,7 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
         case O_NO_TIMES: cli->opt.times = false; return 0;
         case O_ATIMES: cli->opt.atimes = true; return 0;
         case O_TRUST_MTIME: cli->opt.trust_mtime = true; return 0;
+        case O_ADOPT: cli->opt.adopt = true; return 0;
         case O_NO_SPECIALS: cli->opt.specials = false; return 0;
         case O_NO_DEVICES: cli->opt.devices = false; return 0;
         case O_ONE_FILE_SYSTEM: cli->opt.one_file_system = true; return 0;
@@ -531,6 +537,8 @@ int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
         cli->opt.verify = cli->command == CMD_VERIFY ? cli->verify : 0;
         if (cli->command == CMD_VERIFY && cli->opt.dry_run)
                 return usage(err, "--verify and --dry-run do not go together");
+        if (cli->opt.adopt && cli->command != CMD_COPY)
+                return usage(err, "--adopt goes with a copy only");
         if (cli->failures &&
             (cli->command == CMD_COPY || cli->command == CMD_VERIFY))
                 return usage(err, "--failures goes with status only");

@@ -235,6 +235,8 @@ static const char *event_name(enum ferry_event ev)
         case FERRY_EV_META_FAILED_MORE: return "metadata_failed";
         case FERRY_EV_META_DIFFERS: return "metadata_differs";
         case FERRY_EV_LINKED: return "linked";
+        case FERRY_EV_ADOPTED: return "adopted";
+        case FERRY_EV_WOULD_ADOPT: return "would_adopt";
         case FERRY_EV_VERIFIED: return "verified";
         }
         return "other";
@@ -316,9 +318,9 @@ static void put_options(struct ferry_log *log, const struct ferry_cli *cli)
                 tf(o->xattrs), tf(o->acls));
         put_fmt(log,
                 ", \"specials\": %s, \"devices\": %s, \"trust_mtime\": %s, "
-                "\"one_file_system\": %s",
+                "\"one_file_system\": %s, \"adopt\": %s",
                 tf(o->specials), tf(o->devices), tf(o->trust_mtime),
-                tf(o->one_file_system));
+                tf(o->one_file_system), tf(o->adopt));
         put_key_str(log, "verify",
                     cli->command == CMD_VERIFY ? verify_name(cli->verify)
                                                : NULL);
@@ -386,10 +388,12 @@ static void put_counters(struct ferry_log *log, const struct ferry_summary *s)
                 (ull)s->files_vanished);
         put_fmt(log,
                 ", \"files_skipped\": %llu, \"files_deleted\": %llu, "
-                "\"files_linked\": %llu, \"meta_applied\": %llu, "
+                "\"files_linked\": %llu, \"files_adopted\": %llu, "
+                "\"meta_applied\": %llu, "
                 "\"meta_failed\": %llu, \"meta_differs\": %llu",
                 (ull)s->files_skipped, (ull)s->files_deleted,
-                (ull)s->files_linked, (ull)s->meta_applied, (ull)s->meta_failed,
+                (ull)s->files_linked, (ull)s->files_adopted,
+                (ull)s->meta_applied, (ull)s->meta_failed,
                 (ull)s->meta_differs);
         put_fmt(log,
                 ", \"verified\": %llu, \"mismatched\": %llu, \"scan_errors\": "

@@ -213,6 +213,10 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
                 if (o->cli->verbose)
                         put_listed(o, "", path, len);
                 break;
+        case FERRY_EV_ADOPTED:
+                if (o->cli->verbose)
+                        put_listed(o, "adopted: ", path, len);
+                break;
         case FERRY_EV_META:
                 if (o->cli->verbose)
                         put_listed(o, "metadata: ", path, len);
@@ -225,6 +229,7 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
                         put_listed(o, "deleting ", path, len);
                 break;
         case FERRY_EV_WOULD_COPY: put_listed(o, "", path, len); break;
+        case FERRY_EV_WOULD_ADOPT: put_listed(o, "adopt: ", path, len); break;
         case FERRY_EV_WOULD_DELETE:
                 /* with a reason: kept (--max-delete, a refused --delete),
                  * listed as a dry run lists, and under -v */
@@ -327,7 +332,8 @@ static void print_json_summary(const struct ferry_cli *cli,
                "\"files_failed\": %llu, \"files_vanished\": %llu, "
                "\"files_skipped\": %llu, \"files_deleted\": %llu, "
                "\"scan_errors\": %llu, \"files_linked\": %llu, "
-               "\"meta_applied\": %llu, \"meta_failed\": %llu, "
+               "\"files_adopted\": %llu, \"meta_applied\": %llu, "
+               "\"meta_failed\": %llu, "
                "\"dry_run\": %s, \"jobs\": %s%s%s, \"jobs_peak\": %u, "
                "\"workers\": %u, \"seconds\": %.3f, \"exit_code\": %d}\n",
                (unsigned long long)s->files_seen,
@@ -340,6 +346,7 @@ static void print_json_summary(const struct ferry_cli *cli,
                (unsigned long long)s->files_deleted,
                (unsigned long long)s->scan_errors,
                (unsigned long long)s->files_linked,
+               (unsigned long long)s->files_adopted,
                (unsigned long long)s->meta_applied,
                (unsigned long long)s->meta_failed,
                cli->opt.dry_run ? "true" : "false", jobs[0] == 'a' ? "\"" : "",
@@ -374,6 +381,17 @@ static void print_summary(const struct ferry_cli *cli,
                 (unsigned long long)s->files_vanished,
                 (unsigned long long)s->files_skipped,
                 (unsigned long long)s->files_deleted, s->seconds);
+        if (s->files_adopted && cli->opt.dry_run)
+                fprintf(stderr,
+                        "ferry: dry run: %llu to adopt (the destination holds "
+                        "them by size and mtime; the run hashes both sides, "
+                        "and copies those that differ)\n",
+                        (unsigned long long)s->files_adopted);
+        else if (s->files_adopted)
+                fprintf(stderr,
+                        "ferry: %llu adopted (found equal in the destination, "
+                        "kept: no data written)\n",
+                        (unsigned long long)s->files_adopted);
         if (s->meta_failed)
                 fprintf(stderr,
                         "ferry: metadata not applied: %llu (their data "

@@ -227,6 +227,17 @@ static void count_done(struct coord *c, const struct ferry_batch *b,
                 emit_item(c, FERRY_EV_META, b, it, NULL, NULL);
                 return;
         }
+        if (it->adopted) {
+                c->sum->files_adopted++;
+                emit_item(c, FERRY_EV_ADOPTED, b, it, NULL, NULL);
+                return;
+        }
+        if (it->adopt_differs) /* then copied as any other */
+                emit_item(c, FERRY_EV_WARNING, b, it,
+                          "--adopt: the destination's file has the size and "
+                          "mtime of the source's but another content: "
+                          "copied again",
+                          NULL);
         if (it->link_off && !it->bytes) {
                 c->sum->files_linked++;
                 emit_item(c, FERRY_EV_LINKED, b, it, NULL, NULL);

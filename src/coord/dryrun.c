@@ -4,7 +4,9 @@
  * Owns what a dry run does after its scan (phase FINISHING, with no worker
  * and nothing handed out): each pending row reported as a would-be copy,
  * or a would-be failure where DST holds what the copy would refuse to
- * replace (rule 9), and each removed row as a would-be deletion. Its one
+ * replace (rule 9), or, with --adopt, a would-be adoption where DST holds
+ * a file of its size and mtime (the run hashes both; a dry run reads no
+ * file), and each removed row as a would-be deletion. Its one
  * transaction is rolled back: the manifest stays as it was.
  */
 #define _GNU_SOURCE
@@ -22,9 +24,10 @@
 #include <sys/stat.h>
 
 /* Dry run: what copying it would remove or refuse to replace in DST, by
- * the rules the copy follows (rule 9): a refusal is a would-be failure. */
+ * the rules the copy follows (rule 9): a refusal is a would-be failure.
+ * *same: DST holds a file of this very version (copy_adopt.c's test). */
 static bool would_place(struct coord *c, const struct ferry_batch *b,
-                        const struct ferry_item *it)
+                        const struct ferry_item *it, bool *same)
 {
         const char *dir = ferry_batch_at(b, it->dir_off);
         const char *name = ferry_batch_at(b, it->name_off);
@@ -37,10 +40,14 @@ static bool would_place(struct coord *c, const struct ferry_batch *b,
         int rc = ferry_fsio_open_dir(c->cfg->dstfd, dir, &dfd);
         if (rc == ENOTDIR || rc == ELOOP)
                 err = ENOTDIR;
-        else if (!rc && !ferry_fsio_statat(dfd, name, &st))
+        else if (!rc && !ferry_fsio_statat(dfd, name, &st)) {
                 err = S_ISDIR(st.mode)                            ? EISDIR
                       : ferry_copy_is_ours(&cc, it, &it->st, &st) ? 0
                                                                   : EEXIST;
+                *same = it->type == FT_REG && S_ISREG(st.mode) &&
+                        st.nlink <= it->st.nlink &&
+                        ferry_copy_same_version(&cc, FT_REG, &it->st, &st);
+        }
         ferry_fsio_close(&dfd);
         if (!err)
                 return true;
@@ -68,8 +75,15 @@ static bool would_place(struct coord *c, const struct ferry_batch *b,
 static void would_copy(struct coord *c, const struct ferry_batch *b,
                        const struct ferry_item *it)
 {
-        if (!would_place(c, b, it))
+        bool same = false;
+        if (!would_place(c, b, it, &same))
                 return;
+        if (same && c->opt->adopt && it->need == MF_NEED_DATA &&
+            !it->link_off) {
+                c->sum->files_adopted++;
+                emit_item(c, FERRY_EV_WOULD_ADOPT, b, it, NULL, NULL);
+                return;
+        }
         if (it->need == MF_NEED_META) { /* in place: no data would move */
                 c->sum->meta_applied++;
                 emit_item(c, FERRY_EV_WOULD_COPY, b, it, NULL, NULL);

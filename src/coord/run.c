@@ -381,6 +381,7 @@ int start_threads(struct coord *c, bool scan, bool work)
                         .specials = c->opt->specials && c->dst_caps.specials,
                         .devices = c->opt->devices,
                         .trust_mtime = c->opt->trust_mtime,
+                        .adopt = c->opt->adopt,
                         .fsync_each = c->opt->durability == FERRY_DURABLE_FILE,
                         .retries = c->opt->retries,
                         .stop = c->cfg->stop,

@@ -1,7 +1,8 @@
 /*
  * manifest/meta.c - the meta table and the transactions: binding a
- * manifest to its job (SRC and DST), notes kept under a key, the scan
- * generation, DST's recorded identity; begin, commit and rollback.
+ * manifest to its job (SRC and DST) and pointing it at new ones, notes kept
+ * under a key, the scan generation, DST's recorded identity; begin, commit and
+ * rollback.
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"
@@ -110,9 +111,41 @@ int ferry_manifest_bind_job(struct ferry_manifest *m, const char *src,
                         check_path(m, "src", src, old_src, sizeof(old_src));
                 return mf_fail(m,
                                "manifest '%s' belongs to another job: '%s' -> "
-                               "'%s'",
+                               "'%s' (if that job's source or destination "
+                               "moved here, --adopt points it at the new "
+                               "paths)",
                                m->path, old_src[0] ? old_src : src,
                                old_dst[0] ? old_dst : dst);
+        }
+        return ferry_manifest_commit(m);
+}
+
+/* The stored path of key into buf ("" when none). */
+static int stored_path(struct ferry_manifest *m, const char *key, char *buf,
+                       size_t size)
+{
+        return ferry_manifest_note(m, key, buf, size);
+}
+
+int ferry_manifest_repoint_job(struct ferry_manifest *m, const char *src,
+                               const char *dst, bool dry_run, char *old_src,
+                               char *old_dst, size_t size)
+{
+        int rc = ferry_manifest_begin(m);
+        old_src[0] = old_dst[0] = '\0';
+        if (!rc)
+                rc = stored_path(m, "src", old_src, size);
+        if (!rc)
+                rc = stored_path(m, "dst", old_dst, size);
+        bool moved = !rc && old_src[0] && old_dst[0] &&
+                     (strcmp(old_src, src) || strcmp(old_dst, dst));
+        if (!moved)
+                old_src[0] = old_dst[0] = '\0';
+        if (moved && !dry_run && !(rc = meta_set_text(m, "src", src)))
+                rc = meta_set_text(m, "dst", dst);
+        if (rc || dry_run) {
+                ferry_manifest_rollback(m);
+                return rc;
         }
         return ferry_manifest_commit(m);
 }

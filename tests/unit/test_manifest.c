@@ -521,6 +521,36 @@ static void test_bind_job(void)
         fx_close(&fx);
 }
 
+/* --adopt: a job whose trees moved is pointed at the new paths; a dry
+ * run says what would change and writes nothing */
+static void test_repoint_job(void)
+{
+        struct fixture fx;
+        char src[64], dst[64];
+        fx_open(&fx); /* bound to /the/src -> /the/dst */
+        CHECK_EQ(ferry_manifest_repoint_job(fx.m, "/the/src", "/the/dst", false,
+                                            src, dst, sizeof(src)),
+                 0);
+        CHECK_STR(src, ""); /* nothing moved */
+        CHECK_STR(dst, "");
+        CHECK_EQ(ferry_manifest_repoint_job(fx.m, "/the/src", "/new/dst", true,
+                                            src, dst, sizeof(src)),
+                 0);
+        CHECK_STR(src, "/the/src");
+        CHECK_STR(dst, "/the/dst");
+        CHECK_EQ(ferry_manifest_bind_job(fx.m, "/the/src", "/new/dst"),
+                 FERRY_EMANIFEST); /* the dry run changed nothing */
+        CHECK_EQ(ferry_manifest_repoint_job(fx.m, "/new/src", "/new/dst", false,
+                                            src, dst, sizeof(src)),
+                 0);
+        CHECK_STR(src, "/the/src");
+        CHECK_STR(dst, "/the/dst");
+        CHECK_EQ(ferry_manifest_bind_job(fx.m, "/new/src", "/new/dst"), 0);
+        CHECK_EQ(ferry_manifest_bind_job(fx.m, "/the/src", "/the/dst"),
+                 FERRY_EMANIFEST);
+        fx_close(&fx);
+}
+
 /* ---- rows ---- */
 
 struct named {
@@ -2485,6 +2515,7 @@ int main(int argc, char **argv)
         RUN(test_wal_left_by_a_crash);
         RUN(test_status_leaves_no_wal);
         RUN(test_bind_job);
+        RUN(test_repoint_job);
         RUN(test_upserts_and_byte_names);
         RUN(test_classify_metadata);
         RUN(test_hardlinks);

@@ -1,0 +1,217 @@
+/*
+ * copy_adopt.c - --adopt: a file or symlink that DST already holds, as
+ * cp -a, rsync -a or a moved ferry job left it, recorded as done without
+ * a copy (copier.h: ferry_copier_adopt).
+ *
+ * Owns the test and the in-place action. A regular file is adopted when
+ * DST's entry is a regular file of SRC's size and (unless --no-times)
+ * mtime within a FAT's 2 s, and the XXH3-128 of both sides, each read in
+ * full, is the same; a symlink when DST's is a symlink to the same target.
+ * SRC must stay the file the scan saw while it is read (rule 5), DST the
+ * entry that was stat'ed. Then SRC's metadata is applied to DST's entry in
+ * place, as a row whose metadata alone moved (copy_meta.c), and the item
+ * is R_DONE with the hash of SRC: its done mark waits for the same
+ * barrier as a copy's (coord/barrier.c: a syncfs of DST, an fsync of its
+ * directory; --durability=file: the file's own fsync here), so a file cp
+ * wrote a moment ago and that sits in the page cache is durable before
+ * the manifest says so. Anything else goes the normal way: the same size
+ * and mtime with another content is copied (a temp and a rename: it is a
+ * copy of this very version by size and mtime, which rule 9 lets ferry
+ * replace), anything of another type, size or mtime meets rule 9 as
+ * without --adopt: left alone and reported when ferry did not write it.
+ * On a DST that compares names without case, an entry that is the copy
+ * of another spelling of the name (names.h) is not adopted.
+ * A DST file with more names (links) than SRC's is not adopted: applying
+ * metadata in place would reach names ferry does not copy to, which
+ * the rename of a copy leaves alone.
+ * A hardlink follower is never adopted here: it is linked to its first
+ * name's copy (copy_link.c), which replaces an equal copy (rsync -a
+ * without -H) and leaves a name that already is that link as it is.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "copier.h"
+
+#include "fsio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* The DST entry read is still the one stat'ed first. */
+static bool same_entry(const struct ferry_stat *a, const struct ferry_stat *b)
+{
+        return a->ino == b->ino && a->dev == b->dev && a->size == b->size &&
+               ferry_time_eq(a->mtime, b->mtime);
+}
+
+/* Applies SRC's st (and c->xa when xa) to DST's entry name (fd, or -1
+ * for a symlink) in place; a shortfall is kept in it->meta_fail. 0, or
+ * the errno that fails the item (*step). */
+static int apply_in_place(struct ferry_copier *c, struct ferry_item *it, int fd,
+                          const char *name, const struct ferry_stat *st,
+                          bool xa, const struct step **step)
+{
+        struct ferry_meta_target t = {fd, c->dst_dir, name, true};
+        enum ferry_step fs = FERRY_STEP_NONE;
+        it->meta_fail = (struct ferry_failure){0};
+        int rc = ferry_meta_apply(&c->cfg.meta, &t, st, xa ? &c->xa : NULL,
+                                  &it->applied, &fs);
+        if (rc && ferry_copier_meta_failed(c, it, rc, fs))
+                rc = 0; /* the data is there: a shortfall */
+        if (rc) {
+                *step = ferry_copier_dst_step(fs);
+                return rc;
+        }
+        /* --durability=file: no syncfs makes it durable at the barrier */
+        if (fd >= 0 && c->cfg.fsync_each && (rc = ferry_fsio_fsync(fd)))
+                *step = &S_FSYNC;
+        return rc;
+}
+
+/* Reads and hashes SRC's open file in (its fstat before) and DST's entry
+ * name (its stat d); *equal when both hold the same bytes and neither
+ * moved meanwhile. SRC's xattrs are read into c->xa. */
+static int compare_files(struct ferry_copier *c, int in,
+                         const struct ferry_stat *before, const char *name,
+                         const struct ferry_stat *d, struct ferry_item *it,
+                         int *out, bool *equal)
+{
+        uint8_t sh[16], dh[16];
+        uint64_t ssize = 0, dsize = 0;
+        struct ferry_stat after, d2;
+        const struct step *step;
+        *equal = false;
+        ferry_copier_borrow(c, before->size);
+        int rc = ferry_copier_hash_fd(c, in, sh, &ssize);
+        if (!rc)
+                rc = ferry_copier_read_xattrs(c, in, NULL, before, it, &step);
+        if (!rc)
+                rc = ferry_fsio_fstat(in, &after);
+        if (rc || !ferry_copier_same_file(before, &after) ||
+            ssize != after.size)
+                goto out; /* the normal copy tells (rule 5) */
+        rc = ferry_fsio_openat(c->dst_dir, name,
+                               O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0, out);
+        if (!rc)
+                rc = ferry_fsio_fstat(*out, &d2);
+        if (rc || !S_ISREG(d2.mode) || !same_entry(d, &d2))
+                goto out;
+        rc = ferry_copier_hash_fd(c, *out, dh, &dsize);
+        if (!rc)
+                rc = ferry_fsio_fstat(*out, &d2);
+        if (rc || !same_entry(d, &d2))
+                goto out;
+        *equal = dsize == ssize && !memcmp(sh, dh, 16);
+        it->adopt_differs = !*equal;
+        if (*equal) {
+                memcpy(it->hash, sh, 16);
+                it->st = after;
+        }
+out:
+        ferry_copier_unborrow(c);
+        return rc;
+}
+
+static bool adopt_file(struct ferry_copier *c, const char *name,
+                       struct ferry_item *it, const struct ferry_stat *d)
+{
+        int in = -1, out = -1;
+        struct ferry_stat before;
+        bool equal = false;
+        if (ferry_copier_open_source(c, name, &in))
+                return false;
+        /* a DST inode with more names than SRC's has names ferry does not
+         * copy to (cp -al snapshots beside it): its metadata applied in
+         * place would change theirs too; a copy replaces this name alone */
+        if (!ferry_fsio_fstat(in, &before) && S_ISREG(before.mode) &&
+            d->nlink <= before.nlink &&
+            ferry_copier_same_source(&it->st, &before) &&
+            ferry_copy_same_version(&c->cfg, FT_REG, &before, d) &&
+            !compare_files(c, in, &before, name, d, it, &out, &equal) &&
+            equal) {
+                const struct step *step = &S_COPY;
+                int rc = apply_in_place(c, it, out, name, &it->st, true, &step);
+                if (rc && !ferry_copier_dst_gone(c, it, rc, step))
+                        ferry_copier_set_result(it, rc, step);
+        }
+        ferry_fsio_close(&out);
+        ferry_fsio_close(&in);
+        return equal;
+}
+
+static bool adopt_symlink(struct ferry_copier *c, const char *name,
+                          struct ferry_item *it)
+{
+        struct ferry_stat st, again;
+        char *src = NULL, *dst = NULL;
+        size_t slen = 0, dlen = 0;
+        bool equal = !ferry_fsio_statat(c->src_dir, name, &st) &&
+                     S_ISLNK(st.mode) &&
+                     !ferry_fsio_readlinkat(c->src_dir, name, &src, &slen) &&
+                     !ferry_fsio_readlinkat(c->dst_dir, name, &dst, &dlen) &&
+                     slen == dlen && !memcmp(src, dst, slen);
+        const struct step *step = &S_COPY;
+        equal = equal && !ferry_copier_read_xattrs(c, -1, name, &st, it, &step);
+        /* rule 5: still the link the target was read of */
+        equal = equal && !ferry_fsio_statat(c->src_dir, name, &again) &&
+                ferry_copier_same_file(&st, &again);
+        if (equal) {
+                XXH128_canonical_t canon;
+                XXH128_canonicalFromHash(&canon, XXH3_128bits(src, slen));
+                memcpy(it->hash, canon.digest, 16);
+                it->st = st;
+                int rc = apply_in_place(c, it, -1, name, &st, true, &step);
+                if (rc && !ferry_copier_dst_gone(c, it, rc, step))
+                        ferry_copier_set_result(it, rc, step);
+        }
+        free(src);
+        free(dst);
+        return equal;
+}
+
+/* On a case-insensitive DST, name's entry there is the copy of another
+ * source file whose name differs only by case (names.h): not this one's
+ * to adopt; the copy refuses it as it would without --adopt. */
+static bool other_spelling(struct ferry_copier *c, const struct ferry_item *it,
+                           const char *name)
+{
+        if (!ferry_names_case_insensitive(c->cfg.names))
+                return false;
+        bool clash = false;
+        char why[384];
+        ferry_names_lock(c->cfg.names, it->dir_id, name);
+        int rc = ferry_names_clash(c->cfg.names, c->dst_dir, c->src_dir, name,
+                                   &it->st, &clash, why, sizeof(why));
+        ferry_names_unlock(c->cfg.names, it->dir_id, name);
+        return rc || clash;
+}
+
+bool ferry_copier_adopt(struct ferry_copier *c, struct ferry_batch *b,
+                        struct ferry_item *it)
+{
+        const struct ferry_chunk_plan *plan = ferry_item_plan(b, it);
+        /* a chunked copy under way or a repair is ferry's own work */
+        if (!c->cfg.adopt || it->need != MF_NEED_DATA || it->link_off ||
+            (it->type != FT_REG && it->type != FT_LINK) ||
+            (plan && (plan->resume || plan->repair)))
+                return false;
+        const char *name = ferry_batch_at(b, it->name_off);
+        struct ferry_stat d;
+        if (ferry_fsio_statat(c->dst_dir, name, &d) ||
+            other_spelling(c, it, name))
+                return false; /* nothing there (or the copy tells why) */
+        it->result = R_DONE;
+        bool kept = it->type == FT_REG
+                            ? S_ISREG(d.mode) && adopt_file(c, name, it, &d)
+                            : S_ISLNK(d.mode) && adopt_symlink(c, name, it);
+        if (!kept) {
+                it->result = R_NONE;
+                return false;
+        }
+        it->adopted = it->result == R_DONE;
+        it->bytes = 0;
+        return true;
+}
