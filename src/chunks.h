@@ -8,8 +8,9 @@
  * do per file: the chunk's data is durable in the temp file first, then
  * its hash is committed (ferry_manifest_record_chunk). A resumed run
  * keeps the done chunks of a temp file whose identity (device, inode) and
- * source (size, mtime, ctime, device, inode) are the ones recorded with
- * them, and copies the rest; anything else starts the file again.
+ * source (size, mtime, ctime, inode: not its device, which a remounted
+ * share changes) are the ones recorded with them, and copies the rest;
+ * anything else starts the file again.
  *
  * The whole-file XXH3-128 stays every file's hash: the copier computes it
  * in file order, from SRC's bytes while it streams them and from the temp

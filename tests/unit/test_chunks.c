@@ -298,6 +298,56 @@ static void test_plan_resume_and_fresh(void)
         fx_close(&f);
 }
 
+/* The row's SRC with another st_dev (a share remounted: the same inode,
+ * size and times) keeps the chunks for a resume; another inode drops
+ * them. The partial row is the oracle's (sqlite3), the plan the hand-out's. */
+static void test_remounted_src(void)
+{
+        struct fx f;
+        fx_open(&f);
+        struct ferry_stat src = file_stat(BIG, 1000, 10);
+        struct ferry_chunk_msg c = chunk_msg(f.big, 1, &src, 650);
+        CHECK_EQ(ferry_manifest_record_chunk(f.m, &c), 0);
+        /* recorded with another device than the row's */
+        CHECK_EQ(ferry_manifest_commit(f.m), 0);
+        sqlite3 *h = NULL;
+        CHECK_EQ(sqlite3_open(f.db, &h), SQLITE_OK);
+        CHECK_EQ(sqlite3_exec(h, "UPDATE partial SET src_dev = 77", NULL, NULL,
+                              NULL),
+                 SQLITE_OK);
+        sqlite3_close(h);
+        CHECK_EQ(ferry_manifest_begin(f.m), 0);
+        struct ferry_batch *b = hand_out(&f, PASS_COPY_FIRST);
+        struct ferry_item *it = item_of(b, f.big);
+        const struct ferry_chunk_plan *p = it ? ferry_item_plan(b, it) : NULL;
+        CHECK(p && p->resume && p->n == NCH);
+        CHECK(p && p->chunks[1].state == CH_DONE &&
+              p->chunks[0].state == CH_TODO);
+        ferry_batch_free(b);
+        /* a chunk of the resumed run, read from the remounted SRC: added to
+         * the kept ones */
+        struct ferry_stat remounted = src;
+        remounted.dev = 78;
+        c = chunk_msg(f.big, 2, &remounted, 650);
+        CHECK_EQ(ferry_manifest_record_chunk(f.m, &c), 0);
+        CHECK_EQ(n_chunks(&f, f.big), 2);
+        /* another inode (the same size and times): another file */
+        struct ferry_stat other = src;
+        other.ino = 99;
+        c = chunk_msg(f.big, 3, &other, 650);
+        CHECK_EQ(ferry_manifest_record_chunk(f.m, &c), 0);
+        CHECK_EQ(n_chunks(&f, f.big), 1);
+        b = hand_out(&f, PASS_COPY_FIRST);
+        it = item_of(b, f.big);
+        p = it ? ferry_item_plan(b, it) : NULL;
+        CHECK(p && !p->resume);
+        for (uint32_t i = 0; p && i < p->n; i++)
+                CHECK_EQ(p->chunks[i].state, CH_TODO);
+        ferry_batch_free(b);
+        CHECK_EQ(n_chunks(&f, f.big), 0);
+        fx_close(&f);
+}
+
 /* Done keeps the chunks (bad 0) and drops the partial row; verify gets
  * them; verify's CH_BAD marks them; the next copy repairs those; done
  * again clears the marks. */
@@ -591,6 +641,7 @@ int main(int argc, char **argv)
         unit_init(argc, argv);
         RUN(test_record_chunk);
         RUN(test_plan_resume_and_fresh);
+        RUN(test_remounted_src);
         RUN(test_done_verify_repair);
         RUN(test_invalidation);
         RUN(test_stale_temps);
