@@ -5,6 +5,8 @@
 #
 # big1 (one big file, 4 GiB, read through slowfs at 1 ms per operation:
 # ferry, ferry base, rclone with 8 streams and with its defaults, cp -a),
+# big1m (the same with SRC's backing file and DST on a tmpfs: latency and
+# CPU the only costs),
 # resume (the same file: ferry is killed with SIGKILL at about half of it,
 # then the same command again; what the resumed run reads from SRC and
 # writes to DST) and targets11, the "Targets of issue 11" table (it also
@@ -110,6 +112,11 @@ declare -A R_SRCREAD R_KILLW R_KILLR R_WB R_RB R_KILLNOTE
 # "Skipped" line) without FUSE.
 big_setup() {
 	gen_big big1 "$BIG_SIZE"
+	big_setup_at "$1"
+}
+
+# big_setup_at ID: slowfs over TREE (as big_setup, TREE made already).
+big_setup_at() {
 	SLOW_SRC=$TREE SLOW_STATS=$WORK/slowfs-stats
 	LATENCY_SAVED=$LATENCY_US
 	LATENCY_US=$BIG_LATENCY_US
@@ -129,29 +136,96 @@ big_done() {
 
 # ---- big1: one big file through slowfs ------------------------------------
 
-scenario_big1() {
-	local t tools=(ferry) peers=(rclone-mt8 rclone-big cp) line
-	[ -n "$FERRY_BASE" ] && tools+=(base)
-	[ "$TOOLS_SET" = 1 ] && peers=("${PEER_LIST[@]}")
-	tools+=("${peers[@]}")
-	section "big1) one $BIG_SIZE file through slowfs, $BIG_LATENCY_US µs per operation, cold cache, durable" \
-		"Source: one file of $BIG_BYTES random bytes on ext4, read through \`slowfs --latency-us $BIG_LATENCY_US\` (remounted before every run), copied to ext4. \"ferry base\" is the binary given with \`--ferry-base\` (the single stream of before issue 11). Read from SRC: what slowfs served (\`--stats-file\`'s read_bytes), in % of the file, each run."
-	big_setup big1 || return 0
+# big_copies ID TOOLS...: the big file copied by each tool, REPS times, from
+# slowfs over SLOW_SRC; the table and the bytes each run read from SRC.
+big_copies() {
+	local id=$1 t line
+	shift
 	HOOK_PRE=mount_big HOOK_POST=umount_big FID_OPTS=()
 	for REP in $(seq "$REPS"); do
-		for t in "${tools[@]}"; do
-			BIG_KEY="big1|$t"
-			fresh_copy big1 "$t" "$MNT" "$SLOW_SRC"
+		for t in "$@"; do
+			BIG_KEY="$id|$t"
+			fresh_copy "$id" "$t" "$MNT" "$SLOW_SRC"
 		done
 	done
 	HOOK_PRE="" HOOK_POST=""
-	big_done
-	REPORT+=$(table big1 ferry "${tools[@]}")$'\n'
+	REPORT+=$(table "$id" ferry "$@")$'\n'
 	line=""
-	for t in "${tools[@]}"; do
-		[ -n "${R_SRCREAD[big1|$t]:-}" ] && line+="${line:+; }$(tool_label "$t"):${R_SRCREAD[big1|$t]} %"
+	for t in "$@"; do
+		[ -n "${R_SRCREAD[$id|$t]:-}" ] && line+="${line:+; }$(tool_label "$t"):${R_SRCREAD[$id|$t]} %"
 	done
 	[ -n "$line" ] && REPORT+=$'\n'"Read from SRC (slowfs), each run: $line."$'\n'
+}
+
+# big_tools: ferry, ferry base (with --ferry-base) and the peers (--tools).
+big_tools() {
+	BIG_TOOLS=(ferry)
+	local peers=(rclone-mt8 rclone-big cp)
+	[ -n "$FERRY_BASE" ] && BIG_TOOLS+=(base)
+	[ "$TOOLS_SET" = 1 ] && peers=("${PEER_LIST[@]}")
+	BIG_TOOLS+=("${peers[@]}")
+}
+
+scenario_big1() {
+	section "big1) one $BIG_SIZE file through slowfs, $BIG_LATENCY_US µs per operation, cold cache, durable" \
+		"Source: one file of $BIG_BYTES random bytes on ext4, read through \`slowfs --latency-us $BIG_LATENCY_US\` (remounted before every run), copied to ext4. \"ferry base\" is the binary given with \`--ferry-base\` (the single stream of before issue 11). Read from SRC: what slowfs served (\`--stats-file\`'s read_bytes), in % of the file, each run."
+	big_setup big1 || return 0
+	big_tools
+	big_copies big1 "${BIG_TOOLS[@]}"
+	big_done
+	return 0
+}
+
+# ---- big1m: the same, memory-backed (latency the only cost) ----------------
+
+BIG1M_DIR="" BIG1M_MOUNTED=0
+
+# cleanup11: big1m's tmpfs unmounted (bench/run's cleanup, on any exit).
+cleanup11() {
+	[ "$BIG1M_MOUNTED" = 1 ] || return 0
+	mountpoint -q "$MNT" 2>/dev/null && { fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT"; }
+	umount "$BIG1M_DIR" 2>/dev/null || umount -l "$BIG1M_DIR" || log "cannot unmount '$BIG1M_DIR'"
+	BIG1M_MOUNTED=0
+	rmdir "$BIG1M_DIR" 2>/dev/null
+}
+
+# big1m: big1 with SRC's backing file and DST on a tmpfs of their own, so
+# that neither the disk nor the page cache's misses are in the time: what is
+# left is slowfs's latency (and the CPU). On this bench machine big1 on ext4
+# is bound by the disk's buffered write (dd conv=fdatasync of 4 GiB: 6.8 to
+# 13.4 s), which hides what the streams gain.
+scenario_big1m() {
+	local size
+	section "big1m) one $BIG_SIZE file through slowfs, $BIG_LATENCY_US µs per operation, memory-backed, durable" \
+		"Source: the file of big1 copied onto a tmpfs, read through \`slowfs --latency-us $BIG_LATENCY_US\` (remounted before every run: FUSE's page cache is empty), copied to a directory on the same tmpfs (the manifest stays on the work directory's disk). No disk in the time: slowfs's latency and the CPU are the cost. Read from SRC: slowfs's read_bytes, in % of the file, each run."
+	if [ "$(id -u)" != 0 ]; then
+		REPORT+=$'\n'"Skipped: mounting a tmpfs needs root."$'\n'
+		return 0
+	fi
+	gen_big big1 "$BIG_SIZE"
+	BIG1M_DIR=$WORK/tmpfs-big1m
+	mkdir -p "$BIG1M_DIR"
+	size=$((BIG_BYTES * 2 + (512 << 20)))
+	if ! mount -t tmpfs -o size="$size" tmpfs "$BIG1M_DIR"; then
+		REPORT+=$'\n'"Skipped: cannot mount a tmpfs of $size bytes."$'\n'
+		return 0
+	fi
+	BIG1M_MOUNTED=1
+	mkdir -p "$BIG1M_DIR/src"
+	if ! cp -a "$TREE/." "$BIG1M_DIR/src"; then
+		cleanup11
+		REPORT+=$'\n'"Skipped: cannot copy the file onto the tmpfs."$'\n'
+		return 0
+	fi
+	local tree=$TREE
+	TREE=$BIG1M_DIR/src
+	big_setup_at big1m || { TREE=$tree; cleanup11; return 0; }
+	big_tools
+	DST_ROOT=$BIG1M_DIR big_copies big1m "${BIG_TOOLS[@]}"
+	DST_ROOT=""
+	big_done
+	TREE=$tree
+	cleanup11
 	return 0
 }
 
@@ -334,7 +408,7 @@ t11_pct() {
 
 targets11() {
 	local any=0 s v
-	for s in c big1 resume; do wants "$s" && any=1; done
+	for s in c big1 big1m resume; do wants "$s" && any=1; done
 	[ "$any" = 1 ] || return 0
 	T11=""
 	if wants c; then
@@ -349,6 +423,15 @@ targets11() {
 		fi
 		t11_ratio big1 ferry rclone-mt8 1.00 "big1: ferry ÷ rclone --multi-thread-streams 8" strict
 		t11_rss big1 ferry "big1: ferry's peak RSS"
+	fi
+	if wants big1m; then
+		if [ -n "$FERRY_BASE" ]; then
+			t11_ratio big1m ferry base 0.33 "big1m: $BIG_SIZE through slowfs, 1 ms, memory-backed: ferry ÷ ferry base"
+		else
+			t11_row "big1m: ferry ÷ ferry base" "not measured (no --ferry-base)" "≤ 0.33 ×" "—"
+		fi
+		t11_ratio big1m ferry rclone-mt8 1.00 "big1m: ferry ÷ rclone --multi-thread-streams 8" strict
+		t11_rss big1m ferry "big1m: ferry's peak RSS"
 	fi
 	if wants resume; then
 		t11_pct resume\|ferry "${R_SRCREAD[resume|ferry]:-}" "resume: the resumed run's bytes read from SRC (slowfs), % of the file"

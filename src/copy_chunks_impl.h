@@ -12,7 +12,7 @@
 
 /* How often at most the streams of a file make what they wrote durable
  * (fdatasync) and report it: a flush per chunk would stall every stream
- * on every 32 MiB (on the bench machine's disk that made a local copy
+ * on every chunk (on the bench machine's disk that made a local copy
  * several times slower); a crash loses at most this much of copying.
  * Each chunk's write-back is started as it is written (sync_file_range),
  * so the sync finds little left to do: a quarter of a second keeps what a

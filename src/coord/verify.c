@@ -47,7 +47,7 @@ static bool claim_mismatch(struct coord *c, const struct ferry_batch *b,
 }
 
 /* The byte ranges of a chunked file's CH_BAD chunks, adjacent ones
- * joined: "bytes 33554432-67108863 differ" (first and last byte, as dd
+ * joined: "bytes 16777216-33554431 differ" (first and last byte, as dd
  * and cmp count from 0), in buf; false when the plan names none (a size
  * that differs: the whole file). Ranges that do not fit end in "...". */
 static bool bad_ranges(const struct ferry_chunk_plan *p, uint64_t size,

@@ -114,11 +114,13 @@ static bool same_time(struct ferry_time a, struct ferry_time b)
         return a.sec == b.sec && a.nsec == b.nsec;
 }
 
+/* SRC as its chunks were read, and as it is: the copier's rule
+ * (ferry_copier_same_source), without st_dev, which a share remounted
+ * (a reboot) changes for the same files. */
 static bool same_src(const struct ferry_stat *a, const struct ferry_stat *b)
 {
         return a->size == b->size && same_time(a->mtime, b->mtime) &&
-               same_time(a->ctime, b->ctime) && a->dev == b->dev &&
-               a->ino == b->ino;
+               same_time(a->ctime, b->ctime) && a->ino == b->ino;
 }
 
 static int partial_get(struct ferry_manifest *m, int64_t id, struct partial *p,

@@ -2,15 +2,15 @@
 # t57-big-verify: --verify of a file copied in chunks names the byte ranges
 # that differ, and the next run rewrites only those chunks, in place.
 #
-# SRC holds a 100 MiB file of random bytes (chunks of 32 MiB: 0-33554431,
-# 33554432-67108863, 67108864-100663295 and a short last one to
-# 104857599) and a small one. After the copy, one byte of DST's big file
+# SRC holds a 100 MiB file of random bytes (7 chunks of 16 MiB: 0-16777215,
+# 16777216-33554431, 33554432-50331647, ..., 83886080-100663295 and a short
+# last one to 104857599) and a small one. After the copy, one byte of DST's big file
 # at offset 40000000 is changed with dd conv=notrunc (and its mtime put
 # back: a bit flip on disk leaves the times alone). Proves:
 #  - ferry --verify exits 5 and lists "mismatch: big: ... bytes
-#    33554432-67108863 differ": exactly the second chunk's range;
+#    33554432-50331647 differ": exactly the third chunk's range;
 #  - the repair run writes about one chunk to DST's file (strace -y sums of
-#    pwrite64/write on it: > 0 and <= 32 MiB + 1 MiB) and nothing to a temp
+#    pwrite64/write on it: > 0 and <= 16 MiB + 1 MiB) and nothing to a temp
 #    file, keeps DST's inode (rewritten in place, no rename), and leaves
 #    cmp SRC DST equal, xxh128sum equal, a second --verify exit 0;
 #  - two bytes in the first and the last chunk: both ranges named, the
@@ -80,25 +80,25 @@ repair() {
 	expect_code 0 "$FERRY" --verify src dst
 }
 
-# --- one byte in the second chunk
+# --- one byte in the third chunk
 corrupt 40000000
 check "the corruption took (cmp differs)" eval '! cmp -s src/big dst/big'
-verify_names "bytes 33554432-67108863 differ"
-repair $((33 * MIB))
+verify_names "bytes 33554432-50331647 differ"
+repair $((17 * MIB))
 
 # --- the first and the last (short) chunk
 corrupt 17 $((SIZE - 1))
-verify_names "bytes 0-33554431, 100663296-104857599 differ"
-repair $((32 * MIB + 4 * MIB + MIB))
+verify_names "bytes 0-16777215, 100663296-104857599 differ"
+repair $((16 * MIB + 4 * MIB + MIB))
 
-# --- three adjacent chunks: one range
-corrupt $((33 * MIB)) $((65 * MIB)) $((97 * MIB))
-verify_names "bytes 33554432-104857599 differ"
-repair $((72 * MIB + MIB))
+# --- three adjacent chunks (the last two and the short last one): one range
+corrupt $((65 * MIB)) $((81 * MIB)) $((97 * MIB))
+verify_names "bytes 67108864-104857599 differ"
+repair $((36 * MIB + MIB))
 
 # --- chunk 0 named by verify, then chunk 2 corrupted too: the fall-back
 corrupt 100
-verify_names "bytes 0-33554431 differ"
+verify_names "bytes 0-16777215 differ"
 corrupt $((64 * MIB + 5))
 expect_code 0 "$FERRY" -q src dst
 check "cmp SRC DST: identical after the fall-back copy" cmp -s src/big dst/big

@@ -10,7 +10,7 @@
 # killed. Proves:
 #  - while the first run copies it, once a chunk is committed, `ferry
 #    status --json` reports partial 1 and partial_bytes > 0 (a multiple of
-#    the 32 MiB chunk), done_bytes counts them while "done" is still 0
+#    the 16 MiB chunk), done_bytes counts them while "done" is still 0
 #    files, and the text status says "in progress: 1 files, N bytes
 #    copied"; DST has no big yet, only its temp file (find: the oracle);
 #  - after kill -9 the status still shows those bytes (the temp file is
@@ -38,7 +38,7 @@ trap 'umount_mnt; cleanup' EXIT
 
 MIB=$((1 << 20))
 SIZE=$((100 * MIB))
-CHUNK=$((32 * MIB))
+CHUNK=$((16 * MIB))
 mkdir src "$MNT"
 head -c "$SIZE" /dev/urandom >src/big || die "cannot write the source"
 # one request at a time (no readahead in parallel): a steady pace

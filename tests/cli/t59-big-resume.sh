@@ -6,13 +6,13 @@
 # SRC is a 200 MiB file of random bytes behind bench/slowfs (3 ms per
 # operation, so that the copy takes seconds). The first run (2 streams per
 # file, FERRY_CHUNK_STREAMS, a test build's knob) is killed with SIGKILL once
-# the manifest holds 4 of its 7 chunks (32 MiB each): the chunks are
+# the manifest holds 8 of its 13 chunks (16 MiB each): the chunks are
 # durable in the temp file before they are recorded. The resumed run is
 # traced (strace -y -e pread64,pwrite64): the bytes it reads from the SRC
 # file and writes to the temp are summed from the calls' return values,
-# an oracle outside ferry. Bound: at most 55% of the file each (3 of 7
-# chunks are 86 MiB, 43%; the bound leaves room for one more in flight at
-# the kill). Then cmp SRC DST, xxh128sum equal, ferry --verify exit 0, no
+# an oracle outside ferry. Bound: at most 55% of the file each (5 of 13
+# chunks are 72 MiB, 36%; the bound leaves room for the chunks in flight
+# at the kill). Then cmp SRC DST, xxh128sum equal, ferry --verify exit 0, no
 # temp file left.
 # Needs bench/slowfs (libfuse3, /dev/fuse, fusermount3), sqlite3, strace;
 # skipped with the reason.
@@ -50,7 +50,7 @@ chunks() {
 	[[ -n $db && -f $db ]] || return 1
 	local n
 	n=$(sqlite3 -cmd '.timeout 2000' "file:$db?mode=ro" 'SELECT count(*) FROM chunks' 2>/dev/null) || return 1
-	((n >= 4))
+	((n >= 8))
 }
 if wait_until 120 eval 'chunks || ! kill -0 "$BG_PID" 2>/dev/null'; then
 	kill -KILL "$BG_PID" 2>/dev/null

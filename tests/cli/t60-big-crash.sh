@@ -84,7 +84,7 @@ umount_slow
 expect_code 0 env "$(no_leak_check_env)" strace -ff -y -qq -e trace=pread64 \
 	-o "$T/trace" "$FERRY" "$T/slow" mnt/dst
 src_read=$(awk -v f="$T/slow/big>" '/^pread64\(/ && index($0, f) { n = $NF; if (n ~ /^[0-9]+$/) s += n } END { print s + 0 }' "$T"/trace.*)
-chunk=$((32 << 20))
+chunk=$((16 << 20)) # FERRY_CHUNK_SIZE (src/chunks.h)
 bound=$((SIZE - ${kept:-0} * chunk + 2 * chunk))
 ((bound > SIZE)) && bound=$SIZE
 say "resumed run read $src_read bytes of SRC's big (file: $SIZE, bound: $bound)"

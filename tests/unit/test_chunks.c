@@ -21,7 +21,9 @@
 #include <sqlite3.h>
 
 #define MIB (1ull << 20)
-#define BIG (100 * MIB) /* 4 chunks of 32 MiB: 32, 32, 32, 4 */
+#define BIG (100 * MIB)
+/* its chunks: 7 of 16 MiB (16 x 6, 4), or 4 of 32 MiB (32 x 3, 4) */
+#define NCH ((uint32_t)((BIG + FERRY_CHUNK_SIZE - 1) / FERRY_CHUNK_SIZE))
 
 struct fx {
         char dir[PATH_MAX];
@@ -240,7 +242,7 @@ static void test_record_chunk(void)
         CHECK_EQ(n_partial(&f, f.big), 1);
 
         /* out of the file, and a chunk size no copier uses: refused */
-        c = chunk_msg(f.big, 4, &src, 501);
+        c = chunk_msg(f.big, NCH, &src, 501);
         CHECK(ferry_manifest_record_chunk(f.m, &c) != 0);
         c = chunk_msg(f.big, 0, &src, 501);
         c.chunk_size = 12345;
@@ -263,7 +265,7 @@ static void test_plan_resume_and_fresh(void)
         const struct ferry_chunk_plan *p = it ? ferry_item_plan(b, it) : NULL;
         CHECK(p != NULL);
         if (p) {
-                CHECK_EQ(p->n, 4);
+                CHECK_EQ(p->n, NCH);
                 CHECK_EQ(p->chunk_size, FERRY_CHUNK_SIZE);
                 CHECK(p->resume);
                 CHECK(!p->repair);
@@ -287,11 +289,61 @@ static void test_plan_resume_and_fresh(void)
         b = hand_out(&f, PASS_COPY_FIRST);
         it = item_of(b, f.big);
         p = it ? ferry_item_plan(b, it) : NULL;
-        CHECK(p && !p->resume && !p->repair && p->n == 4);
+        CHECK(p && !p->resume && !p->repair && p->n == NCH);
         for (uint32_t i = 0; p && i < p->n; i++)
                 CHECK_EQ(p->chunks[i].state, CH_TODO);
         ferry_batch_free(b);
         CHECK_EQ(n_partial(&f, f.big), 0);
+        CHECK_EQ(n_chunks(&f, f.big), 0);
+        fx_close(&f);
+}
+
+/* The row's SRC with another st_dev (a share remounted: the same inode,
+ * size and times) keeps the chunks for a resume; another inode drops
+ * them. The partial row is the oracle's (sqlite3), the plan the hand-out's. */
+static void test_remounted_src(void)
+{
+        struct fx f;
+        fx_open(&f);
+        struct ferry_stat src = file_stat(BIG, 1000, 10);
+        struct ferry_chunk_msg c = chunk_msg(f.big, 1, &src, 650);
+        CHECK_EQ(ferry_manifest_record_chunk(f.m, &c), 0);
+        /* recorded with another device than the row's */
+        CHECK_EQ(ferry_manifest_commit(f.m), 0);
+        sqlite3 *h = NULL;
+        CHECK_EQ(sqlite3_open(f.db, &h), SQLITE_OK);
+        CHECK_EQ(sqlite3_exec(h, "UPDATE partial SET src_dev = 77", NULL, NULL,
+                              NULL),
+                 SQLITE_OK);
+        sqlite3_close(h);
+        CHECK_EQ(ferry_manifest_begin(f.m), 0);
+        struct ferry_batch *b = hand_out(&f, PASS_COPY_FIRST);
+        struct ferry_item *it = item_of(b, f.big);
+        const struct ferry_chunk_plan *p = it ? ferry_item_plan(b, it) : NULL;
+        CHECK(p && p->resume && p->n == NCH);
+        CHECK(p && p->chunks[1].state == CH_DONE &&
+              p->chunks[0].state == CH_TODO);
+        ferry_batch_free(b);
+        /* a chunk of the resumed run, read from the remounted SRC: added to
+         * the kept ones */
+        struct ferry_stat remounted = src;
+        remounted.dev = 78;
+        c = chunk_msg(f.big, 2, &remounted, 650);
+        CHECK_EQ(ferry_manifest_record_chunk(f.m, &c), 0);
+        CHECK_EQ(n_chunks(&f, f.big), 2);
+        /* another inode (the same size and times): another file */
+        struct ferry_stat other = src;
+        other.ino = 99;
+        c = chunk_msg(f.big, 3, &other, 650);
+        CHECK_EQ(ferry_manifest_record_chunk(f.m, &c), 0);
+        CHECK_EQ(n_chunks(&f, f.big), 1);
+        b = hand_out(&f, PASS_COPY_FIRST);
+        it = item_of(b, f.big);
+        p = it ? ferry_item_plan(b, it) : NULL;
+        CHECK(p && !p->resume);
+        for (uint32_t i = 0; p && i < p->n; i++)
+                CHECK_EQ(p->chunks[i].state, CH_TODO);
+        ferry_batch_free(b);
         CHECK_EQ(n_chunks(&f, f.big), 0);
         fx_close(&f);
 }
@@ -308,7 +360,7 @@ static void test_done_verify_repair(void)
         CHECK_EQ(ferry_manifest_record_chunk(f.m, &c), 0);
         copy_done(&f);
         CHECK_EQ(n_partial(&f, f.big), 0);
-        CHECK_EQ(n_chunks(&f, f.big), 4);
+        CHECK_EQ(n_chunks(&f, f.big), NCH);
         CHECK_EQ(sql_int(&f, "SELECT sum(bad) FROM chunks WHERE file_id = ?1",
                          f.big),
                  0);
@@ -318,12 +370,12 @@ static void test_done_verify_repair(void)
         c = chunk_msg(f.big, 2, &src, 701);
         CHECK_EQ(ferry_manifest_record_chunk(f.m, &c), 0);
         CHECK_EQ(n_partial(&f, f.big), 0);
-        CHECK_EQ(n_chunks(&f, f.big), 4);
+        CHECK_EQ(n_chunks(&f, f.big), NCH);
 
         struct ferry_batch *b = hand_out(&f, PASS_VERIFY);
         struct ferry_item *it = item_of(b, f.big);
         struct ferry_chunk_plan *p = it ? ferry_item_plan(b, it) : NULL;
-        CHECK(p && p->n == 4 && !p->resume && !p->repair);
+        CHECK(p && p->n == NCH && !p->resume && !p->repair);
         uint8_t h[16];
         for (uint32_t i = 0; p && i < p->n; i++) {
                 CHECK_EQ(p->chunks[i].state, CH_DONE);
@@ -345,12 +397,12 @@ static void test_done_verify_repair(void)
                          " WHERE file_id = ?1 AND bad = 1",
                          f.big),
                  2);
-        CHECK_EQ(n_chunks(&f, f.big), 4);
+        CHECK_EQ(n_chunks(&f, f.big), NCH);
 
         b = hand_out(&f, PASS_COPY_FIRST);
         it = item_of(b, f.big);
         p = it ? ferry_item_plan(b, it) : NULL;
-        CHECK(p && p->repair && !p->resume && p->n == 4);
+        CHECK(p && p->repair && !p->resume && p->n == NCH);
         for (uint32_t i = 0; p && i < p->n; i++)
                 CHECK_EQ(p->chunks[i].state, i == 2 ? CH_BAD : CH_DONE);
         ferry_batch_free(b);
@@ -358,7 +410,7 @@ static void test_done_verify_repair(void)
         CHECK_EQ(sql_int(&f, "SELECT sum(bad) FROM chunks WHERE file_id = ?1",
                          f.big),
                  0);
-        CHECK_EQ(n_chunks(&f, f.big), 4);
+        CHECK_EQ(n_chunks(&f, f.big), NCH);
 
         /* a file copied before chunks were kept: verify gets no plan */
         struct ferry_item gone = {.id = f.big, .type = FT_REG};
@@ -427,13 +479,13 @@ static void test_invalidation(void)
 
         /* a done file's metadata applied alone keeps its chunks */
         copy_done(&f);
-        CHECK_EQ(n_chunks(&f, f.big), 4);
+        CHECK_EQ(n_chunks(&f, f.big), NCH);
         struct ferry_item meta = {
                 .id = f.big, .type = FT_REG, .need = MF_NEED_META};
         meta.st = changed;
         struct ferry_outcome om = {.kind = FO_DONE, .id = f.big, .item = &meta};
         CHECK_EQ(ferry_manifest_record_outcomes(f.m, &om, 1, NULL), 0);
-        CHECK_EQ(n_chunks(&f, f.big), 4);
+        CHECK_EQ(n_chunks(&f, f.big), NCH);
 
         /* a row forgotten (--delete) drops them */
         meta.st.size = BIG + 1;
@@ -462,8 +514,9 @@ static void test_invalidation(void)
         fx_close(&f);
 }
 
-/* A file too big for 65536 chunks of 32 MiB gets bigger chunks; one too
- * big for 65536 of 1 GiB gets no plan (copied whole). */
+/* A file too big for 65536 chunks of FERRY_CHUNK_SIZE (16 MiB) gets bigger
+ * chunks (3 TiB: 64 MiB); one too big for 65536 of 1 GiB gets no plan
+ * (copied whole). */
 static void test_huge_files(void)
 {
         struct fx f;
@@ -562,14 +615,15 @@ static void test_status_bytes(void)
         struct ferry_stat src = file_stat(BIG, 1000, 10);
         struct ferry_chunk_msg c = chunk_msg(f.big, 0, &src, 900);
         CHECK_EQ(ferry_manifest_record_chunk(f.m, &c), 0);
-        c = chunk_msg(f.big, 3, &src, 900);
+        c = chunk_msg(f.big, NCH - 1, &src, 900); /* the short last one */
         CHECK_EQ(ferry_manifest_record_chunk(f.m, &c), 0);
         struct ferry_status_info info;
         memset(&info, 0xff, sizeof(info));
         CHECK_EQ(ferry_manifest_commit(f.m), 0);
         CHECK_EQ(ferry_manifest_status(f.m, &info, NULL), 0);
         CHECK_EQ(info.partial.files, 1);
-        CHECK_EQ(info.partial.bytes, FERRY_CHUNK_SIZE + (BIG - 3 * 32 * MIB));
+        CHECK_EQ(info.partial.bytes,
+                 FERRY_CHUNK_SIZE + (BIG - (NCH - 1) * FERRY_CHUNK_SIZE));
         CHECK_EQ(info.pending.bytes, BIG + 1024);
         CHECK_EQ(ferry_manifest_begin(f.m), 0);
         copy_done(&f);
@@ -587,6 +641,7 @@ int main(int argc, char **argv)
         unit_init(argc, argv);
         RUN(test_record_chunk);
         RUN(test_plan_resume_and_fresh);
+        RUN(test_remounted_src);
         RUN(test_done_verify_repair);
         RUN(test_invalidation);
         RUN(test_stale_temps);
