@@ -296,7 +296,11 @@ static int open_manifest(struct ferry_job *job, struct ferry_error *err)
                         err, FERRY_EMANIFEST,
                         "no manifest at '%s': nothing was copied yet",
                         job->manifest_path);
-        int flags = MF_CREATE | (job->opt.verify ? MF_THOROUGH : 0);
+        /* a plain run reads the manifest through beside its scan (a dry
+         * run commits nothing, so its check comes first) */
+        int flags = MF_CREATE | (job->opt.verify    ? MF_THOROUGH
+                                 : job->opt.dry_run ? 0
+                                                    : MF_CHECK_BESIDE);
         if (job->opt.dry_run && !exists)
                 flags = MF_MEMORY; /* a dry run creates nothing */
         else if ((rc = ferry_job_lock_take(job->manifest_path, job->opt.verify,

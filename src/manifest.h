@@ -158,6 +158,9 @@ enum ferry_manifest_flags {
         MF_CREATE = 2,   /* create the file and schema when missing */
         MF_MEMORY = 4,   /* an in-memory manifest (dry run of a new job) */
         MF_THOROUGH = 8, /* --verify: read a bigger manifest through first */
+        /* a plain run: read an existing one through beside the scan, the
+         * first COMMIT waits for it (manifest/check.c) */
+        MF_CHECK_BESIDE = 16,
 };
 
 /* UP_RESUMED: unchanged, but not copied yet (pending or failed before).

@@ -121,8 +121,8 @@ static void apply_dir_meta(const struct ferry_tree_cfg *cfg,
 /* Makes the directory row in DST (and its parents), and gives it SRC's
  * owner, mode, xattrs and ACLs and times as cfg says; t->step is the step
  * that failed. */
-static void apply_dir(const struct ferry_tree_cfg *cfg,
-                      struct ferry_tree_job *t)
+static void apply_dir_once(const struct ferry_tree_cfg *cfg,
+                           struct ferry_tree_job *t)
 {
         const struct ferry_dir_row *it = &t->row;
         struct ferry_copy_dirs d = {cfg->srcfd, cfg->dstfd, cfg->names};
@@ -144,6 +144,24 @@ static void apply_dir(const struct ferry_tree_cfg *cfg,
         if (fd >= 0 && cfg->fsync_dirs)
                 t->sync_rc = ferry_fsio_fsync(fd);
         ferry_fsio_close(&fd);
+}
+
+/* apply_dir_once, again once a descriptor comes free when there was none
+ * (EMFILE, ENFILE: the tree's other jobs, run by the pool, hold some, and
+ * a lowered limit may leave fewer than they need at once): no directory's
+ * fault, so not its failure (t34 E drops the limit to 24 mid-run). Doing
+ * it again is harmless: the directory is there, the metadata set again. */
+static void apply_dir(const struct ferry_tree_cfg *cfg,
+                      struct ferry_tree_job *t)
+{
+        int64_t since = 0;
+        for (;;) {
+                apply_dir_once(cfg, t);
+                int err = ferry_fsio_out_of_fds(t->rc) ? t->rc : t->sync_rc;
+                if (!ferry_fsio_out_of_fds(err) ||
+                    !ferry_fsio_fd_wait(&since, err))
+                        return;
+        }
 }
 
 void ferry_treework_run(struct ferry_tree_job *t)

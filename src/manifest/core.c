@@ -32,6 +32,8 @@ bool mf_is_damage(int code)
 
 int mf_db_fail(struct ferry_manifest *m, const char *what)
 {
+        if (mf_check_refusal(m)) /* the COMMIT its gate refused, or after */
+                return FERRY_EMANIFEST;
         if (mf_is_damage(sqlite3_errcode(m->db)))
                 return mf_fail(m, "manifest '%s' is damaged: %s failed: %s",
                                m->path, what, sqlite3_errmsg(m->db));

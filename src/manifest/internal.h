@@ -97,6 +97,7 @@ struct ferry_manifest {
         /* ferry_manifest_set_keep: rows the selection leaves out */
         ferry_manifest_keep_fn keep;
         void *keep_arg;
+        struct mf_check *check; /* the check beside the scan (check.c) */
         char errmsg[1024];
 };
 
@@ -110,6 +111,22 @@ int mf_sync_owed(struct ferry_manifest *m);
  * grew past them, both rare in a directory whose mtime did not move) */
 bool mf_kept(struct ferry_manifest *m, const char *dir, size_t dlen,
              const char *name, size_t nlen, int type, uint64_t size);
+
+/* check.c: reading an existing manifest through (integrity_check or
+ * quick_check, by its size) before a run commits to it. mf_check_content
+ * does it now: 0, or the error that refuses the file. mf_check_start does
+ * it in a thread (wal_frames: the file had a -wal with frames, which a
+ * refused file keeps), on a connection of its own, and makes the first COMMIT
+ * wait for it: 0 (or, when no thread starts, mf_check_content's verdict).
+ * mf_check_wait joins that thread: 0, or FERRY_EMANIFEST (errmsg says
+ * why) when the file is damaged; mf_check_refusal says the same
+ * afterwards (0 before or without a check). mf_check_free (close) joins
+ * and frees it. */
+int mf_check_content(struct ferry_manifest *m, int64_t size, bool thorough);
+int mf_check_start(struct ferry_manifest *m, int64_t size, bool wal_frames);
+int mf_check_wait(struct ferry_manifest *m);
+int mf_check_refusal(struct ferry_manifest *m);
+void mf_check_free(struct ferry_manifest *m);
 
 /* core.c: errors */
 int mf_fail(struct ferry_manifest *m, const char *fmt, ...)

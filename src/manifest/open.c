@@ -7,7 +7,8 @@
  * Safety checks on open, before anything is written: the file must carry
  * a sound SQLite header and size (check_header), ferry's application_id and
  * a schema version this build knows (mf_check_identity), and, when it is
- * small enough to read through, pass SQLite's own check (check_content);
+ * small enough to read through, pass SQLite's own check (check.c, before
+ * the first COMMIT);
  * otherwise the user's file is left untouched and the run stops. Damage
  * met later makes every call fail with a message that says so
  * (mf_db_fail).
@@ -35,9 +36,6 @@ enum open_stmt {
         O_APP_ID,
         O_USER_VERSION,
         O_SCHEMA_COUNT,
-        O_INTEGRITY,
-        O_QUICK,
-        O_CHECK_CACHE,
         O_SET_APP_ID,  /* a prefix: PRAGMA takes no parameters */
         O_SET_VERSION, /* a prefix */
         O_WAL,
@@ -54,12 +52,6 @@ static const char *const open_sql[O_NSTMTS] = {
         [O_APP_ID] = "PRAGMA application_id",
         [O_USER_VERSION] = "PRAGMA user_version",
         [O_SCHEMA_COUNT] = "SELECT count(*) FROM sqlite_schema",
-        [O_INTEGRITY] = "PRAGMA integrity_check(1)",
-        [O_QUICK] = "PRAGMA quick_check(1)",
-        /* the check reads the whole file: with the default 2 MiB page
-         * cache it re-reads a 4 MiB manifest's pages many times over
-         * (a quarter of a no-op re-run's CPU on 20,000 files) */
-        [O_CHECK_CACHE] = "PRAGMA cache_size = -6144",
         [O_SET_APP_ID] = "PRAGMA application_id = ",
         [O_SET_VERSION] = "PRAGMA user_version = ",
         [O_WAL] = "PRAGMA journal_mode = WAL",
@@ -276,80 +268,6 @@ int mf_check_identity(struct ferry_manifest *m)
         return 0;
 }
 
-/*
- * How much of an existing manifest is read through before a run or a
- * verify writes to it. SQLite reads only the pages a query needs, so
- * damage deep inside goes unnoticed until some query meets it, after the
- * run has written to the file and to DST. Measured on a manifest of one
- * million rows (141 MB, warm cache): PRAGMA integrity_check, which also
- * matches every index entry to its row, takes 1.6 s; PRAGMA quick_check,
- * which reads every page but does not match indexes (it misses about one
- * damaged page in six), 0.3 s. So: integrity_check up to FULL_CHECK_MAX
- * (about 450,000 files, under a second), quick_check up to QUICK_CHECK_MAX
- * (about 7 million files, a few seconds, more from a cold disk), and
- * beyond that only check_header's checks: damage met later ends the run
- * with FERRY_EMANIFEST (db_fail). status only reads and skips this.
- *
- * Those limits are for --verify (MF_THOROUGH), which reads everything
- * anyway. A plain run pays the check on every re-run, before its scan can
- * start: from a cold cache, integrity_check of a 100,000-file manifest
- * (13 MB) took 0.47 s, about half of a whole no-op re-run (bench scenario
- * d). So a run reads the manifest through only up to RUN_CHECK_MAX (about
- * 30,000 files, 0.15 s); a bigger one gets the header checks, damage met
- * by a query ends the run with exit 3, and --verify finds the rest.
- */
-#define FULL_CHECK_MAX  ((int64_t)64 << 20)
-#define QUICK_CHECK_MAX ((int64_t)1 << 30)
-#define RUN_CHECK_MAX   ((int64_t)4 << 20)
-
-/* Tests set other limits in FERRY_MANIFEST_CHECK="FULL,QUICK" (bytes). */
-static void check_limits(bool thorough, int64_t *full, int64_t *quick)
-{
-        *full = thorough ? FULL_CHECK_MAX : RUN_CHECK_MAX;
-        *quick = thorough ? QUICK_CHECK_MAX : 0;
-#ifdef FERRY_TESTING
-        const char *env = getenv("FERRY_MANIFEST_CHECK");
-        if (env && strchr(env, ',')) {
-                *full = strtoll(env, NULL, 10);
-                *quick = strtoll(strchr(env, ',') + 1, NULL, 10);
-        }
-#endif
-}
-
-static int check_content(struct ferry_manifest *m, int64_t size, bool thorough)
-{
-        int64_t full, quick;
-        check_limits(thorough, &full, &quick);
-        int id = size <= full ? O_INTEGRITY : size <= quick ? O_QUICK : -1;
-        if (id < 0)
-                return 0;
-        if (id == O_INTEGRITY && size > (2 << 20)) /* configure() shrinks it */
-                (void)sqlite3_exec(m->db, open_sql[O_CHECK_CACHE], NULL, NULL,
-                                   NULL);
-        sqlite3_stmt *s = mf_stmt(m, T_OPEN, id, open_sql[id]);
-        if (!s)
-                return refuse_unreadable(m);
-        char why[256] = "";
-        int rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW) {
-                const char *t = (const char *)sqlite3_column_text(s, 0);
-                const char *main_db = "*** in database main ***";
-                if (t && !strncmp(t, main_db, strlen(main_db)))
-                        t += strlen(main_db);
-                snprintf(why, sizeof(why), "%s", t ? t + strspn(t, " \n") : "");
-        }
-        sqlite3_reset(s);
-        if (rc != SQLITE_ROW)
-                return refuse_unreadable(m);
-        if (!strcmp(why, "ok"))
-                return 0;
-        for (char *p = why; *p; p++)
-                if ((unsigned char)*p < 0x20)
-                        *p = ' '; /* one line */
-        return mf_fail(m, "manifest '%s' is damaged: %s (left untouched)",
-                       m->path, why);
-}
-
 static int set_app_id(struct ferry_manifest *m)
 {
         char sql[96];
@@ -486,8 +404,8 @@ static int open_writer(struct ferry_manifest *m, int flags,
                                      : "");
         if (!rc && f->exists) {
                 rc = mf_check_identity(m);
-                if (!rc)
-                        rc = check_content(m, f->size, flags & MF_THOROUGH);
+                if (!rc && !(flags & MF_CHECK_BESIDE))
+                        rc = mf_check_content(m, f->size, flags & MF_THOROUGH);
                 /* a -wal is not replayed into a file that is refused */
                 if (rc && f->wal_frames)
                         sqlite3_db_config(m->db,
@@ -501,7 +419,14 @@ static int open_writer(struct ferry_manifest *m, int flags,
         int64_t version = 0;
         rc = f->exists ? mf_pragma_int(m, O_USER_VERSION, &version)
                        : setup_new(m, memory);
-        return !rc && f->exists ? migrate(m, version) : rc;
+        if (rc || !f->exists)
+                return rc;
+        /* beside the scan, unless a migration is to write first */
+        if (flags & MF_CHECK_BESIDE)
+                rc = version == max_version()
+                             ? mf_check_start(m, f->size, f->wal_frames)
+                             : mf_check_content(m, f->size, false);
+        return rc ? rc : migrate(m, version);
 }
 
 int ferry_manifest_open(const char *path, int flags,
@@ -567,6 +492,7 @@ void ferry_manifest_close(struct ferry_manifest *m)
 {
         if (!m)
                 return;
+        mf_check_free(m); /* before a checkpoint: refused, it runs none */
         durable_at_close(m);
         mf_finalize_all(m);
         mf_dcache_clear(m);

@@ -8,6 +8,9 @@
 #  - random bytes written over the b-tree header of page 1, over the header
 #    of a page in the middle, and at random offsets (seeded);
 #  - from a newer schema version (PRAGMA user_version = 999);
+#  - an index out of step with its table (its definition rewritten), which
+#    only integrity_check sees: a run checks beside its scan and must not
+#    COMMIT before the verdict;
 #  - not SQLite at all: text, random bytes, zeros, the SQLite magic followed
 #    by garbage, a directory; an SQLite file of another program; the
 #    manifest of another SRC and DST.
@@ -177,6 +180,18 @@ for ((i = 1; i <= RANDOM_DAMAGE; i++)); do
 	fi
 	refused "$len random bytes at $off (integrity_check: corrupt)" rnd.db 1
 done
+
+# an index that no longer matches its table: no query of a run meets
+# it, only integrity_check does, which a run makes beside its scan
+# (manifest/check.c): the first COMMIT must wait for it and be refused
+damaged idx.db
+sqlite3 idx.db "PRAGMA writable_schema = ON; UPDATE sqlite_schema SET sql = replace(sql, 'IN (4, 5)', 'IN (1, 4, 5)') WHERE name = 'files_removed';" ||
+	die "cannot rewrite an index's definition"
+rm -f idx.db-wal idx.db-shm
+integrity_ok idx.db && die "the rewritten index passes integrity_check"
+refused "an index out of step with its table" idx.db 1
+run_ferry "$FERRY" -q --manifest idx.db src dst-good
+check "index out of step: the message is integrity_check's" grep -q 'missing from index' "$LOG/err"
 
 # a newer schema
 damaged newer.db
