@@ -84,18 +84,46 @@ static const char *check_sql(int64_t size, bool thorough)
                                : NULL;
 }
 
+/* PRAGMA cache_size of db into *out; 0 or an SQLite error. */
+static int cache_size(sqlite3 *db, int64_t *out)
+{
+        sqlite3_stmt *s = NULL;
+        int rc = sqlite3_prepare_v2(db, "PRAGMA cache_size", -1, &s, NULL);
+        if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+                *out = sqlite3_column_int64(s, 0);
+                rc = SQLITE_OK;
+        }
+        sqlite3_finalize(s);
+        return rc;
+}
+
+/* Puts db's cache_size back to was, when set (run_check changed it). */
+static void set_cache_size(sqlite3 *db, bool set, int64_t was)
+{
+        char sql[64];
+        snprintf(sql, sizeof(sql), "PRAGMA cache_size = %lld", (long long)was);
+        if (set)
+                (void)sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
 /* Runs sql on db: 0 and why "ok", 0 and why what is damaged, or the
  * SQLite error that kept it from running. */
 static int run_check(sqlite3 *db, const char *sql, int64_t size, char *why,
                      size_t len)
 {
         why[0] = '\0';
-        if (strstr(sql, "integrity") && size > (2 << 20))
+        /* a bigger cache for the check alone: the run's own comes back */
+        int64_t cache = 0;
+        bool big = strstr(sql, "integrity") && size > (2 << 20) &&
+                   !cache_size(db, &cache);
+        if (big)
                 (void)sqlite3_exec(db, CHECK_CACHE, NULL, NULL, NULL);
         sqlite3_stmt *s = NULL;
         int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
-        if (rc != SQLITE_OK)
+        if (rc != SQLITE_OK) {
+                set_cache_size(db, big, cache);
                 return rc;
+        }
         rc = sqlite3_step(s);
         if (rc == SQLITE_ROW) {
                 const char *t = (const char *)sqlite3_column_text(s, 0);
@@ -108,6 +136,7 @@ static int run_check(sqlite3 *db, const char *sql, int64_t size, char *why,
                                 *p = ' '; /* one line */
         }
         sqlite3_finalize(s);
+        set_cache_size(db, big, cache);
         return rc == SQLITE_ROW ? 0 : rc;
 }
 

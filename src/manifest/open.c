@@ -87,6 +87,7 @@ struct file_facts {
         bool exists;
         int64_t size;    /* bytes */
         bool wal_frames; /* a non-empty -wal: the main file may lag it */
+        bool wal_mode;   /* the header says WAL (bytes 18, 19 are 2) */
 };
 
 static uint32_t be32(const unsigned char *p)
@@ -162,6 +163,7 @@ static int check_file(int fd, const char *path, struct file_facts *f,
         if (page < 512 || page > 65536 || (page & (page - 1)) || h[18] < 1 ||
             h[18] > 2 || h[19] < 1 || h[19] > 2)
                 return damaged(err, path, "its header is not valid");
+        f->wal_mode = h[18] == 2 && h[19] == 2;
         f->wal_frames = has_wal_frames(path);
         if (f->wal_frames)
                 return 0;
@@ -386,11 +388,25 @@ int mf_open_db(struct ferry_manifest *m, const char *name, int oflags,
         sqlite3_extended_result_codes(m->db, 1);
         return 0;
 }
+/* A manifest refused after its checks: its -wal is not replayed into it
+ * when the connection closes (the file is left as it was). rc back. */
+static int refuse(struct ferry_manifest *m, const struct file_facts *f, int rc)
+{
+        if (f->wal_frames)
+                sqlite3_db_config(m->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
+                                  NULL);
+        return rc;
+}
+
 /* Opens, checks and sets up a manifest for a run or --verify. */
 static int open_writer(struct ferry_manifest *m, int flags,
                        const struct file_facts *f)
 {
         bool memory = flags & MF_MEMORY;
+        /* beside the scan only when configure() writes nothing before the
+         * verdict: a rollback-journal file is switched to WAL there */
+        if (!f->wal_mode)
+                flags &= ~MF_CHECK_BESIDE;
         int rc = mf_open_db(m, memory ? ":memory:" : m->path,
                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, false);
         if (!rc && !memory && sqlite3_db_readonly(m->db, "main") == 1)
@@ -406,11 +422,8 @@ static int open_writer(struct ferry_manifest *m, int flags,
                 rc = mf_check_identity(m);
                 if (!rc && !(flags & MF_CHECK_BESIDE))
                         rc = mf_check_content(m, f->size, flags & MF_THOROUGH);
-                /* a -wal is not replayed into a file that is refused */
-                if (rc && f->wal_frames)
-                        sqlite3_db_config(m->db,
-                                          SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
-                                          NULL);
+                if (rc)
+                        return refuse(m, f, rc);
         }
         if (!rc)
                 rc = configure(m, memory, !f->exists);
@@ -426,7 +439,7 @@ static int open_writer(struct ferry_manifest *m, int flags,
                 rc = version == max_version()
                              ? mf_check_start(m, f->size, f->wal_frames)
                              : mf_check_content(m, f->size, false);
-        return rc ? rc : migrate(m, version);
+        return rc ? refuse(m, f, rc) : migrate(m, version);
 }
 
 int ferry_manifest_open(const char *path, int flags,
