@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -211,24 +210,6 @@ int ferry_fsio_syncfs(int fd)
 #else
         sync();
         return 0;
-#endif
-}
-
-bool ferry_fsio_syncfs_covers_dirs(int fd)
-{
-#ifdef HAVE_SYNCFS
-        struct statfs sf;
-        if (fstatfs(fd, &sf))
-                return false;
-        switch ((unsigned long)sf.f_type) {
-        case 0xEF53UL:     /* EXT4_SUPER_MAGIC (also ext2, ext3) */
-        case 0x58465342UL: /* XFS_SUPER_MAGIC */
-        case 0x9123683EUL: /* BTRFS_SUPER_MAGIC */ return true;
-        default: return false;
-        }
-#else
-        (void)fd;
-        return false; /* sync() in its stead: keep the fsyncs */
 #endif
 }
 

@@ -159,13 +159,6 @@ int ferry_fsio_fdatasync(int fd);
  * "write"). */
 int ferry_fsio_room(int fd, uint64_t len);
 int ferry_fsio_syncfs(int fd);
-/* Whether a syncfs of fd's file system also makes every directory entry
- * made or renamed in it durable, so that fsyncs of those directories
- * after it add nothing: true for ext4, XFS and Btrfs, whose syncfs
- * commits the journal (or transaction) that holds every namespace change
- * made before it; false for the rest (FUSE, NFS, CIFS, FAT...), where a
- * directory's own fsync is what reaches the server or the disk. */
-bool ferry_fsio_syncfs_covers_dirs(int fd);
 int ferry_fsio_ftruncate(int fd, off_t len);
 int ferry_fsio_renameat(int dirfd, const char *from, const char *to);
 /* Renames from to to unless to exists: EEXIST then, and nothing changed.

@@ -105,20 +105,16 @@ static bool any_done(const struct ferry_batch *list)
         return false;
 }
 
-/* --durability=batch: a syncfs, then the fsyncs of the directories that
- * got entries (rule 3), unless the syncfs made those durable already
- * (dirs_in_syncfs: ext4, XFS, Btrfs commit their journal in it). */
 static int run_barrier(const struct ferry_coord_cfg *cfg,
-                       struct ferry_batch *list, bool dirs_in_syncfs)
+                       struct ferry_batch *list)
 {
         if (!any_done(list) || cfg->opt->durability == FERRY_DURABLE_NONE)
                 return 0;
         ferry_fsio_crashpoint("before_barrier");
         int rc = 0;
-        bool batch = cfg->opt->durability == FERRY_DURABLE_BATCH;
-        if (batch)
+        if (cfg->opt->durability == FERRY_DURABLE_BATCH)
                 rc = ferry_fsio_syncfs(cfg->dstfd);
-        if (!rc && !(batch && dirs_in_syncfs))
+        if (!rc)
                 rc = sync_dirs(cfg, list);
         if (!rc)
                 ferry_fsio_crashpoint("after_barrier");
@@ -131,8 +127,7 @@ void *barrier_main(void *arg)
         void *p;
         while (ferry_queue_pop(&c->bar.q, &p, -1) == FERRY_QUEUE_OK) {
                 struct barrier_job *job = p;
-                job->msg.err =
-                        run_barrier(c->cfg, job->list, c->bar.dirs_in_syncfs);
+                job->msg.err = run_barrier(c->cfg, job->list);
                 ferry_queue_push(&c->inbox, job);
         }
         return NULL;
@@ -409,9 +404,6 @@ void on_chunk(struct coord *c, struct ferry_chunk_msg *m)
 static void start_barrier(struct coord *c)
 {
         /* a run with nothing to make durable starts no thread for it */
-        if (!c->bar.started)
-                c->bar.dirs_in_syncfs =
-                        ferry_fsio_syncfs_covers_dirs(c->cfg->dstfd);
         int err = c->bar.started
                           ? 0
                           : ferry_thread_start(&c->bar.thread, barrier_main, c);

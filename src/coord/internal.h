@@ -134,9 +134,6 @@ struct barrier {
         double since;                /* when the first of them came */
         struct barrier_job *running; /* at the barrier thread, or NULL */
         bool failed;                 /* a barrier of this run failed */
-        /* DST's syncfs makes its directory entries durable too (set by
-         * start_barrier: ferry_fsio_syncfs_covers_dirs): no fsyncs */
-        bool dirs_in_syncfs;
 };
 
 /* What ingesting the scan's listings keeps (ingest.c). */

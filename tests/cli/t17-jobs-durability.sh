@@ -18,8 +18,7 @@
 #    file and every directory once its metadata is set; DST is never
 #    syncfs'ed;
 #  - --durability=batch, and no option (the default): at least one syncfs of
-#    DST, an fsync of each directory that received a file (on ext4, XFS and
-#    Btrfs none of those: their syncfs commits the journal), and no fsync of
+#    DST, an fsync of each directory that received a file, and no fsync of
 #    anything but directories in DST;
 #  - every run leaves DST equal to SRC (tree_equal).
 # fds are named by strace -y; only those inside DST count.
@@ -217,20 +216,7 @@ check_batch() {
 	check "$label: no fsync or fdatasync of anything but directories in DST" \
 		test ! -s "$LOG/not-dirs"
 	show "$LOG/not-dirs" 5
-	# ext4, XFS, Btrfs (stat -f: ext4 is "ext2/ext3"): their syncfs commits
-	# the journal that holds every new entry, so the barrier fsyncs no
-	# directory (t23 and t54 cut the power on XFS after such a barrier)
-	case $(stat -f -c %T "$DSTABS/$dst") in
-	ext2/ext3 | xfs | btrfs)
-		calls_in "$LOG/strace.$dst" fsync "$DSTABS/$dst" | cut -d' ' -f2- | sort -u >"$LOG/fsynced"
-		touched_dirs "$dst" >"$LOG/touched"
-		comm -12 "$LOG/touched" "$LOG/fsynced" >"$LOG/synced-anyway"
-		check "$label: on $(stat -f -c %T "$DSTABS/$dst"), the syncfs alone: no directory that received files is fsynced ($(wc -l <"$LOG/synced-anyway") are)" \
-			test ! -s "$LOG/synced-anyway"
-		show "$LOG/synced-anyway" 5
-		;;
-	*) synced_dirs_cover "$dst" "$label" ;;
-	esac
+	synced_dirs_cover "$dst" "$label"
 }
 
 # check_file_delete: --durability=file --delete, where a directory removed

@@ -5,8 +5,7 @@
 # sync calls, diff, stat, sqlite3 on a manifest after a power cut):
 #  A. a 1-file job (no manifest yet, DST absent) makes at most SYNC_FIRST
 #     sync calls in all threads (fsync, fdatasync, syncfs, sync_file_range,
-#     msync: strace -f -c), on ext4, XFS and Btrfs none an fsync of a DST
-#     directory (strace -y), and the copy is right (diff, stat);
+#     msync: strace -f -c), and the copy is right (diff, stat);
 #  B. its re-run, with nothing changed, makes at most SYNC_NOOP sync calls
 #     and none on DST (strace -y: no sync names DST), and DST is unchanged;
 #  C. a crash right after the COMMIT of the done mark (FERRY_CRASH=
@@ -21,9 +20,7 @@
 # What the sync calls of A are (src/manifest/results.c, the commit policy):
 # the new manifest's main file once; the -wal when rows are first handed
 # out (with its directory, SQLite's once per new -wal); DST's barrier
-# (its syncfs; the directory's fsync too where that syncfs does not commit
-# a journal: not on ext4, XFS, Btrfs, where this test is meant to run);
-# the -wal at the done mark's COMMIT;
+# (syncfs and the directory's fsync); the -wal at the done mark's COMMIT;
 # DST's syncfs after its directory's times are set; and SQLite's checkpoint
 # at close (the -wal, then the main file). The re-run (B): the new -wal's
 # header and directory, and the checkpoint at close.
@@ -34,12 +31,6 @@ need_cmd sqlite3 xxhsum xxd
 
 SYNC_FIRST=9
 SYNC_NOOP=4
-# where DST's syncfs commits a journal (ext4, XFS, Btrfs: stat -f names
-# ext4 "ext2/ext3"), the barrier fsyncs no directory: one call less
-JOURNALED=0
-case $(stat -f -c %T .) in
-ext2/ext3 | xfs | btrfs) JOURNALED=1 SYNC_FIRST=8 ;;
-esac
 SYNCS=fsync,fdatasync,syncfs,sync_file_range,msync
 
 mkdir src
@@ -67,16 +58,6 @@ if ((n <= SYNC_FIRST)); then
 else
 	fail "A: a 1-file job makes at most $SYNC_FIRST sync calls (got $n)"
 	sync_calls "$LOG/first.trace" | show -
-fi
-if ((JOURNALED)); then
-	if sync_calls "$LOG/first.trace" | grep -E "^[0-9]+ +fsync\\(" | grep -qF "<$T/dst"; then
-		fail "A: no fsync of a DST directory after a syncfs that commits the journal"
-		sync_calls "$LOG/first.trace" | show -
-	else
-		ok "A: no fsync of a DST directory after a syncfs that commits the journal"
-	fi
-else
-	say "A: $(stat -f -c %T .) is not ext4, XFS or Btrfs: DST's directory is fsynced"
 fi
 check "A: DST equals SRC (diff)" diff -r src dst
 check "A: mode, size and mtime are SRC's (stat)" \
