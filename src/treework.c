@@ -158,7 +158,9 @@ static void apply_dir(const struct ferry_tree_cfg *cfg,
         for (;;) {
                 apply_dir_once(cfg, t);
                 int err = ferry_fsio_out_of_fds(t->rc) ? t->rc : t->sync_rc;
+                /* a stop (Ctrl-C) does not wait out the descriptor wait */
                 if (!ferry_fsio_out_of_fds(err) ||
+                    (t->cancel && atomic_load(t->cancel)) ||
                     !ferry_fsio_fd_wait(&since, err))
                         return;
         }
