@@ -32,6 +32,10 @@
 #  E. --adopt --dry-run over a cp -a'd DST lists each file it would adopt
 #     ("adopt: PATH", 44 of them), copies and writes nothing, makes no
 #     manifest.
+#  F. over a DST made with cp -al (every DST file is SRC's own inode): no
+#     file adopted, each copied to a new inode (find -printf %i on both
+#     sides share none), and a second run copies and adopts nothing
+#     (--json) and leaves SRC's ctimes (find -printf %C@) alone.
 . "$(dirname "$0")/lib.sh" || exit 1
 need_cmd rsync sqlite3 xxh128sum
 need_strace
@@ -154,4 +158,22 @@ check "E: the summary counts 44 to adopt" grep -q '^ferry: dry run: 44 to adopt'
 mtimes dst5 >"$LOG/after5"
 check "E: DST unchanged" cmp -s "$LOG/before5" "$LOG/after5"
 check "E: no manifest made" test ! -e "$(manifest_path src dst5)"
+
+# ---- F: a cp -al'd DST: SRC's own inodes are not adopted --------------------
+cp -al src dst6
+ctimes() { (cd "$1" && find . -type f -printf '%C@ %P\n' | sort -k2); }
+expect_code 0 "$FERRY" --adopt --json src dst6
+check "F: nothing adopted" test "$(json_get "$LOG/out" files_adopted)" = 0
+shared=$(comm -12 <(find src -type f -printf '%i\n' | sort -u) \
+	<(find dst6 -type f -printf '%i\n' | sort -u) | wc -l)
+check "F: DST shares no inode with SRC (shared: $shared)" test "$shared" = 0
+tree_equal src dst6
+# (the first run's renames dropped a link of each SRC inode: its ctime
+# moved once; from now on nothing touches SRC)
+ctimes src >"$LOG/ctime-before"
+expect_code 0 "$FERRY" --adopt --json src dst6
+check "F: a second run copies nothing" test "$(json_get "$LOG/out" files_copied)" = 0
+check "F: and adopts nothing" test "$(json_get "$LOG/out" files_adopted)" = 0
+ctimes src >"$LOG/ctime-after"
+check "F: the second run left SRC's ctimes alone" cmp -s "$LOG/ctime-before" "$LOG/ctime-after"
 finish
