@@ -35,7 +35,10 @@
 #  F. over a DST made with cp -al (every DST file is SRC's own inode): no
 #     file adopted, each copied to a new inode (find -printf %i on both
 #     sides share none), and a second run copies and adopts nothing
-#     (--json) and leaves SRC's ctimes (find -printf %C@) alone.
+#     (--json) and leaves SRC's ctimes (find -printf %C@) alone;
+#  G. progress (on a terminal, made by script(1)) counts adopted bytes as
+#     done: the last progress line of a run over a cp -a'd DST shows the
+#     bytes done equal to the total.
 . "$(dirname "$0")/lib.sh" || exit 1
 need_cmd rsync sqlite3 xxh128sum
 need_strace
@@ -176,4 +179,16 @@ check "F: a second run copies nothing" test "$(json_get "$LOG/out" files_copied)
 check "F: and adopts nothing" test "$(json_get "$LOG/out" files_adopted)" = 0
 ctimes src >"$LOG/ctime-after"
 check "F: the second run left SRC's ctimes alone" cmp -s "$LOG/ctime-before" "$LOG/ctime-after"
+
+# ---- G: adopted bytes are done for the progress --------------------------
+if command -v script >/dev/null 2>&1; then
+	cp -a src dst7
+	script -qec "$(printf '%q ' "$FERRY" --adopt src dst7)" /dev/null >"$LOG/tty" 2>&1
+	last=$(tr '\r' '\n' <"$LOG/tty" | grep -a 'files, .* errors' | tail -n1)
+	done_total=$(printf '%s\n' "$last" | sed -n 's/^.*files, \([^,]*\)\/\([^,]*\), .*$/\1|\2/p')
+	check "G: the last progress line shows all bytes done ($last)" \
+		test -n "$done_total" -a "${done_total%|*}" = "${done_total#*|}"
+else
+	printf "# skip G: no script(1) to run ferry on a terminal\n"
+fi
 finish
