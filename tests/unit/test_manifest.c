@@ -575,6 +575,23 @@ static void test_repoint_job(void)
         fx_close(&fx);
 }
 
+/* the library refuses --adopt on a verify, as the command line does (a
+ * verify never re-points a job): before it looks at any path */
+static void test_adopt_not_with_verify(void)
+{
+        struct ferry_options opt;
+        ferry_options_init(&opt);
+        opt.src = "/nonexistent/src";
+        opt.dst = "/nonexistent/dst";
+        opt.adopt = true;
+        opt.verify = FERRY_VERIFY_DEST;
+        struct ferry_job *job = NULL;
+        struct ferry_error err = {{0}};
+        CHECK_EQ(ferry_job_open(&opt, &job, &err), FERRY_EUSAGE);
+        CHECK(job == NULL);
+        CHECK(strstr(err.msg, "--adopt") != NULL);
+}
+
 /* ---- rows ---- */
 
 struct named {
@@ -2540,6 +2557,7 @@ int main(int argc, char **argv)
         RUN(test_status_leaves_no_wal);
         RUN(test_bind_job);
         RUN(test_repoint_job);
+        RUN(test_adopt_not_with_verify);
         RUN(test_upserts_and_byte_names);
         RUN(test_classify_metadata);
         RUN(test_hardlinks);
