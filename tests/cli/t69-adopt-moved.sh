@@ -43,7 +43,8 @@
 #     missing barrier;
 #  G. arguments swapped (the new DST is the job's SRC, and the new SRC its
 #     DST): refused, exit 2, the message says so, the manifest's paths and
-#     SRC's files unchanged;
+#     SRC's files unchanged; (root) the same for a new DST that is SRC
+#     under another name (a bind mount: the recorded identity of its root);
 #  H. DST re-pointed at a copy that lacks three files the sample of done
 #     rows does not look at (the 5th to 7th file rows of 400): the first
 #     run after the re-point looks at every done row, the three are copied
@@ -279,6 +280,24 @@ check "G: the manifest still names SRC" test "$(M=$MG meta src)" = "$T/srcG"
 check "G: the manifest still names DST" test "$(M=$MG meta dst)" = "$T/dstG"
 (cd srcG && find . -printf '%i %T@ %P\n' | sort) >"$LOG/srcG.after"
 check "G: SRC's files untouched" cmp -s "$LOG/srcG.before" "$LOG/srcG.after"
+# the same directory under another name (a bind mount: another path, the
+# recorded identity of SRC's root): refused too
+if [[ $(id -u) == 0 ]]; then
+	. "$TESTS_CLI/t2-lib.sh" || exit 1
+	mkdir -p bindG && cp -a dstG otherG
+	if mount --bind srcG bindG 2>"$LOG/mount.err"; then
+		track_mount "$T/bindG"
+		expect_code 2 "$FERRY" --adopt --manifest "$MG" otherG bindG
+		umount bindG
+		check "G (bind mount): the refusal names the same directory" \
+			grep -q 'the new destination is its source (the same directory under another name)' "$LOG/err"
+		check "G (bind mount): the manifest still names DST" test "$(M=$MG meta dst)" = "$T/dstG"
+	else
+		say "G (bind mount) skipped: mount --bind failed: $(head -c 200 "$LOG/mount.err")"
+	fi
+else
+	say "G (bind mount) skipped: needs root"
+fi
 
 # ---- H: a re-point checks every done row, not a sample -----------------------
 mkdir -p srcH && for i in $(seq 1 400); do echo "h $i" >"srcH/h$i"; done
