@@ -129,6 +129,10 @@ struct ferry_item {
          * (R_DONE, nothing written), or was of the same size and mtime
          * but another content (copied as any other) */
         bool adopted, adopt_differs;
+        /* dry run (its rows only): a hardlink name other than its group's
+         * first, which the run makes a link (link_off stays 0 there: no
+         * first name is done) */
+        bool follower;
 };
 
 struct ferry_batch {

@@ -27,6 +27,13 @@
  * A hardlink follower is never adopted here: it is linked to its first
  * name's copy (copy_link.c), which replaces an equal copy (rsync -a
  * without -H) and leaves a name that already is that link as it is.
+ * A DST entry that is SRC's own inode (cp -al, rsync --link-dest=SRC on
+ * one file system) is never adopted either: an edit of SRC would change
+ * DST under a done mark, and metadata applied in place would touch SRC
+ * (its ctime: every later run would hash it again); it is copied, a new
+ * inode under DST's name. DST's entry must stay as stat'ed (inode, size,
+ * mtime, ctime) from before it is hashed until its metadata is applied:
+ * a write that kept size and mtime still moves the ctime.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -44,7 +51,14 @@
 static bool same_entry(const struct ferry_stat *a, const struct ferry_stat *b)
 {
         return a->ino == b->ino && a->dev == b->dev && a->size == b->size &&
-               ferry_time_eq(a->mtime, b->mtime);
+               ferry_time_eq(a->mtime, b->mtime) &&
+               ferry_time_eq(a->ctime, b->ctime);
+}
+
+/* DST's entry d is SRC's s itself (a hard link across the trees). */
+static bool same_inode(const struct ferry_stat *s, const struct ferry_stat *d)
+{
+        return s->dev == d->dev && s->ino == d->ino;
 }
 
 /* Applies SRC's st (and c->xa when xa) to DST's entry name (fd, or -1
@@ -127,29 +141,36 @@ static bool adopt_file(struct ferry_copier *c, const char *name,
          * copy to (cp -al snapshots beside it): its metadata applied in
          * place would change theirs too; a copy replaces this name alone */
         if (!ferry_fsio_fstat(in, &before) && S_ISREG(before.mode) &&
-            d->nlink <= before.nlink &&
+            d->nlink <= before.nlink && !same_inode(&before, d) &&
             ferry_copier_same_source(&it->st, &before) &&
             ferry_copy_same_version(&c->cfg, FT_REG, &before, d) &&
             !compare_files(c, in, &before, name, d, it, &out, &equal) &&
             equal) {
+                /* still the entry hashed: else not adopted, copied */
+                struct ferry_stat now;
+                if (ferry_fsio_fstat(out, &now) || !same_entry(d, &now)) {
+                        equal = false;
+                        goto out;
+                }
                 const struct step *step = &S_COPY;
                 int rc = apply_in_place(c, it, out, name, &it->st, true, &step);
                 if (rc && !ferry_copier_dst_gone(c, it, rc, step))
                         ferry_copier_set_result(it, rc, step);
         }
+out:
         ferry_fsio_close(&out);
         ferry_fsio_close(&in);
         return equal;
 }
 
 static bool adopt_symlink(struct ferry_copier *c, const char *name,
-                          struct ferry_item *it)
+                          struct ferry_item *it, const struct ferry_stat *d)
 {
         struct ferry_stat st, again;
         char *src = NULL, *dst = NULL;
         size_t slen = 0, dlen = 0;
         bool equal = !ferry_fsio_statat(c->src_dir, name, &st) &&
-                     S_ISLNK(st.mode) &&
+                     S_ISLNK(st.mode) && !same_inode(&st, d) &&
                      !ferry_fsio_readlinkat(c->src_dir, name, &src, &slen) &&
                      !ferry_fsio_readlinkat(c->dst_dir, name, &dst, &dlen) &&
                      slen == dlen && !memcmp(src, dst, slen);
@@ -158,6 +179,9 @@ static bool adopt_symlink(struct ferry_copier *c, const char *name,
         /* rule 5: still the link the target was read of */
         equal = equal && !ferry_fsio_statat(c->src_dir, name, &again) &&
                 ferry_copier_same_file(&st, &again);
+        /* DST's still the link whose target was read */
+        equal = equal && !ferry_fsio_statat(c->dst_dir, name, &again) &&
+                same_entry(d, &again);
         if (equal) {
                 XXH128_canonical_t canon;
                 XXH128_canonicalFromHash(&canon, XXH3_128bits(src, slen));
@@ -206,7 +230,7 @@ bool ferry_copier_adopt(struct ferry_copier *c, struct ferry_batch *b,
         it->result = R_DONE;
         bool kept = it->type == FT_REG
                             ? S_ISREG(d.mode) && adopt_file(c, name, it, &d)
-                            : S_ISLNK(d.mode) && adopt_symlink(c, name, it);
+                            : S_ISLNK(d.mode) && adopt_symlink(c, name, it, &d);
         if (!kept) {
                 it->result = R_NONE;
                 return false;

@@ -114,6 +114,11 @@ static int check_options(const struct ferry_options *opt,
         if (!opt->src || !opt->dst)
                 return ferry_job_errf(err, FERRY_EUSAGE,
                                       "SRC and DST are required");
+        /* a verify reads the job as it is: it never re-points one */
+        if (opt->adopt && opt->verify)
+                return ferry_job_errf(err, FERRY_EUSAGE,
+                                      "--adopt goes with a copy, not with "
+                                      "--verify");
         if (opt->jobs > 1024) /* 0: -j auto */
                 return ferry_job_errf(err, FERRY_EUSAGE,
                                       "jobs must be 1 to 1024, or 0 (auto)");
@@ -198,87 +203,6 @@ static int resolve_paths(struct ferry_job *job, struct ferry_error *err)
         return 0;
 }
 
-/* --adopt: a job whose SRC or DST moved is pointed at the paths given;
- * its rows stay, so what is still in DST as recorded costs nothing (its
- * DST identity and SRC identity are checked at the start as on any run:
- * coord/start.c, coord/ingest.c). One warning says what moved. */
-static void warn(const struct ferry_job *job, const char *why)
-{
-        if (job->opt.event)
-                job->opt.event(FERRY_EV_WARNING, "", 0, why, NULL,
-                               job->opt.cb_arg);
-}
-
-/* A re-pointed job's default manifest follows it to the new pair's
- * default name (job_move.c), under both job locks, with the manifest
- * closed meanwhile. */
-static int follow(struct ferry_job *job, const char *old_src,
-                  const char *old_dst, struct ferry_error *err)
-{
-        char *to = NULL, *lock_path = NULL;
-        int lockfd = -1;
-        struct ferry_error e;
-        if (job->opt.dry_run ||
-            !ferry_job_move_wanted(job->manifest_path, old_src, old_dst,
-                                   job->src, job->dst, &to))
-                return 0;
-        bool moved = false;
-        /* not taken: another run holds the new pair's job */
-        bool locked = !ferry_job_lock_take(to, false, &lockfd, &lock_path, &e);
-        if (locked) {
-                ferry_manifest_close(job->m);
-                job->m = NULL;
-                moved = ferry_job_move_files(job->manifest_path, to) == 0;
-                /* the lock file that has no manifest beside it now goes,
-                 * while its lock is held */
-                unlink(moved ? job->lock_path : lock_path);
-        }
-        if (moved) {
-                close(job->lockfd);
-                free(job->lock_path);
-                free(job->manifest_path);
-                job->lockfd = lockfd;
-                job->lock_path = lock_path;
-                job->manifest_path = to;
-        } else {
-                if (lockfd >= 0)
-                        close(lockfd);
-                free(lock_path);
-                free(to);
-        }
-        if (!job->m &&
-            ferry_manifest_open(job->manifest_path, MF_CREATE, &job->m, err))
-                return FERRY_EMANIFEST;
-        if (moved) {
-                char why[4200];
-                snprintf(why, sizeof(why),
-                         "--adopt: the job's manifest is now '%s' (later "
-                         "runs find it without --manifest)",
-                         job->manifest_path);
-                warn(job, why);
-        }
-        return 0;
-}
-
-static int repoint(struct ferry_job *job, bool *moved, struct ferry_error *err)
-{
-        char old_src[2048], old_dst[2048], why[8600];
-        if (ferry_manifest_repoint_job(job->m, job->src, job->dst,
-                                       job->opt.dry_run, old_src, old_dst,
-                                       sizeof(old_src)))
-                return ferry_job_errf(err, FERRY_EMANIFEST, "%s",
-                                      ferry_manifest_errmsg(job->m));
-        *moved = old_src[0] != '\0';
-        if (!*moved)
-                return 0;
-        snprintf(why, sizeof(why),
-                 "--adopt: the job of '%s' -> '%s' %s '%s' -> '%s'", old_src,
-                 old_dst, job->opt.dry_run ? "would copy" : "now copies",
-                 job->src, job->dst);
-        warn(job, why);
-        return follow(job, old_src, old_dst, err);
-}
-
 static int open_manifest(struct ferry_job *job, struct ferry_error *err)
 {
         int rc = job->opt.manifest
@@ -308,8 +232,15 @@ static int open_manifest(struct ferry_job *job, struct ferry_error *err)
                 return rc;
         rc = ferry_manifest_open(job->manifest_path, flags, &job->m, err);
         bool moved = false; /* a dry run's: the manifest still says not */
-        if (!rc && job->opt.adopt)
-                rc = repoint(job, &moved, err);
+        if (!rc && job->opt.adopt) {
+                struct ferry_job_files f = {
+                        &job->opt,       job->src,
+                        job->dst,        &job->manifest_path,
+                        &job->lock_path, &job->lockfd,
+                        &job->m,
+                };
+                rc = ferry_job_repoint(&f, &moved, err);
+        }
         if (!rc && !moved &&
             ferry_manifest_bind_job(job->m, job->src, job->dst))
                 rc = ferry_job_errf(err, FERRY_EMANIFEST, "%s",

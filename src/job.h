@@ -4,7 +4,7 @@
  *
  * job.c is the public API of include/ferry.h; job_paths.c resolves SRC and
  * DST and finds the default manifest; job_lock.c takes the job lock and
- * names its holder.
+ * names its holder; job_move.c re-points a moved job (--adopt).
  */
 #ifndef FERRY_JOB_H
 #define FERRY_JOB_H
@@ -12,6 +12,8 @@
 #include "ferry.h"
 
 #include <stdbool.h>
+
+struct ferry_manifest;
 
 /* Formats err->msg and returns code: `return ferry_job_errf(err, ...)`. */
 int ferry_job_errf(struct ferry_error *err, int code, const char *fmt, ...)
@@ -28,15 +30,25 @@ int ferry_job_resolve_dst(const char *dst, char **out, bool *exists,
  * (a run; status only reads). Caller frees *out. */
 int ferry_job_default_manifest(const char *src, const char *dst, bool create,
                                char **out, struct ferry_error *err);
-/* job_move.c: --adopt re-pointed the manifest at path from old_src and
- * old_dst to src and dst; true when path is the default manifest of the
- * old pair and the new pair has none: *to gets its path (caller frees). */
-bool ferry_job_move_wanted(const char *path, const char *old_src,
-                           const char *old_dst, const char *src,
-                           const char *dst, char **to);
-/* Renames the closed manifest from to to (and makes that durable), unless
- * SQLite left a -wal, -shm or -journal of it (EBUSY: it stays). */
-int ferry_job_move_files(const char *from, const char *to);
+/* What re-pointing a job needs of it (job.c owns them all): the options
+ * and resolved paths, lent; the manifest, its path, its lock and the lock
+ * file's path, which ferry_job_repoint may replace (closing and freeing
+ * the old ones) when the manifest's file moves. */
+struct ferry_job_files {
+        const struct ferry_options *opt;
+        const char *src, *dst;
+        char **manifest_path, **lock_path;
+        int *lockfd;
+        struct ferry_manifest **m;
+};
+/* job_move.c: --adopt: a manifest of other SRC or DST paths (the job's
+ * trees moved) is pointed at f->src and f->dst, its default file renamed
+ * to the new pair's (one warning says each). *moved when the paths
+ * differed (a dry run: they still do). Refuses swapped arguments
+ * (FERRY_EPATH, nothing changed). The job lock of *f->manifest_path is
+ * held. */
+int ferry_job_repoint(struct ferry_job_files *f, bool *moved,
+                      struct ferry_error *err);
 
 /* The manifest of a job for a reader (status, export): manifest when
  * given, else the default one of SRC and DST (resolved, not made). */

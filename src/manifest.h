@@ -181,14 +181,23 @@ const char *ferry_manifest_errmsg(const struct ferry_manifest *m);
 /* Records src/dst in a new manifest, or checks they match an old one. */
 int ferry_manifest_bind_job(struct ferry_manifest *m, const char *src,
                             const char *dst);
+/* --adopt: the SRC and DST paths the manifest names, sized from what is
+ * stored ("" each when it names none: a new manifest); the caller frees
+ * both. */
+int ferry_manifest_job_paths(struct ferry_manifest *m, char **src, char **dst);
+/* Notes of a re-pointed job (ferry_manifest_note): "1" when set. The
+ * first run after a DST re-point checks every done row's DST entry, not a
+ * sample (coord/start.c clears it); the manifest's file is still to be
+ * renamed to the new paths' default name (job_move.c). */
+#define MF_NOTE_DST_CHECK_ALL "dst_check_all"
+#define MF_NOTE_MOVE_PENDING  "move_pending"
 /* --adopt: a manifest of another SRC or DST (the job's trees moved) is
- * pointed at src and dst; its rows stay. old_src and old_dst (size bytes
- * each) get the paths it named when they changed, "" otherwise (a new
- * manifest: bind_job records them). dry_run: nothing is written, they
- * say what would change. */
+ * pointed at src and dst in one transaction; its rows stay. dst_moved
+ * sets MF_NOTE_DST_CHECK_ALL (a later re-point never clears it);
+ * move_pending sets or clears MF_NOTE_MOVE_PENDING. */
 int ferry_manifest_repoint_job(struct ferry_manifest *m, const char *src,
-                               const char *dst, bool dry_run, char *old_src,
-                               char *old_dst, size_t size);
+                               const char *dst, bool dst_moved,
+                               bool move_pending);
 
 int ferry_manifest_begin(struct ferry_manifest *m);
 int ferry_manifest_commit(struct ferry_manifest *m);

@@ -229,6 +229,9 @@ static void count_done(struct coord *c, const struct ferry_batch *b,
         }
         if (it->adopted) {
                 c->sum->files_adopted++;
+                /* its bytes are in DST: done for the progress (ETA) */
+                c->bytes_committed +=
+                        it->st.size > credit ? it->st.size - credit : 0;
                 emit_item(c, FERRY_EV_ADOPTED, b, it, NULL, NULL);
                 return;
         }

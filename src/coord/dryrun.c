@@ -4,9 +4,10 @@
  * Owns what a dry run does after its scan (phase FINISHING, with no worker
  * and nothing handed out): each pending row reported as a would-be copy,
  * or a would-be failure where DST holds what the copy would refuse to
- * replace (rule 9), or, with --adopt, a would-be adoption where DST holds
- * a file of its size and mtime (the run hashes both; a dry run reads no
- * file), and each removed row as a would-be deletion. Its one
+ * replace (rule 9), or, with --adopt, a would-be adoption where the run
+ * would hash DST's entry to adopt it (would_adopt: a file of its size and
+ * mtime, a symlink of its target; the run hashes both sides, a dry run
+ * reads no file), and each removed row as a would-be deletion. Its one
  * transaction is rolled back: the manifest stays as it was.
  */
 #define _GNU_SOURCE
@@ -23,11 +24,47 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* Whether SRC's symlink dir/name and DST's (in dfd) have one target. */
+static bool same_target(struct coord *c, const char *dir, int dfd,
+                        const char *name)
+{
+        char *a = NULL, *b = NULL;
+        size_t an = 0, bn = 0;
+        int sfd = -1;
+        bool same = !ferry_fsio_open_dir(c->cfg->srcfd, dir, &sfd) &&
+                    !ferry_fsio_readlinkat(sfd, name, &a, &an) &&
+                    !ferry_fsio_readlinkat(dfd, name, &b, &bn) && an == bn &&
+                    !memcmp(a, b, an);
+        ferry_fsio_close(&sfd);
+        free(a);
+        free(b);
+        return same;
+}
+
+/* --adopt: the run would hash this item's DST entry st to adopt it, by
+ * copy_adopt.c's tests short of the hash (the dry run reads no file): a
+ * name to copy (not one a run links: a hardlink follower), DST's entry
+ * not SRC's own inode; a file of SRC's size and mtime with no more links
+ * than SRC's, or a symlink to the same target. */
+static bool would_adopt(struct coord *c, const struct ferry_copy_cfg *cc,
+                        const struct ferry_item *it, const char *dir, int dfd,
+                        const char *name, const struct ferry_stat *st)
+{
+        if (!c->opt->adopt || it->need != MF_NEED_DATA || it->link_off ||
+            it->follower || (st->dev == it->st.dev && st->ino == it->st.ino))
+                return false;
+        if (it->type == FT_REG)
+                return S_ISREG(st->mode) && st->nlink <= it->st.nlink &&
+                       ferry_copy_same_version(cc, FT_REG, &it->st, st);
+        return it->type == FT_LINK && S_ISLNK(st->mode) &&
+               same_target(c, dir, dfd, name);
+}
+
 /* Dry run: what copying it would remove or refuse to replace in DST, by
  * the rules the copy follows (rule 9): a refusal is a would-be failure.
- * *same: DST holds a file of this very version (copy_adopt.c's test). */
+ * *adopt: --adopt would hash DST's entry and keep it when equal. */
 static bool would_place(struct coord *c, const struct ferry_batch *b,
-                        const struct ferry_item *it, bool *same)
+                        const struct ferry_item *it, bool *adopt)
 {
         const char *dir = ferry_batch_at(b, it->dir_off);
         const char *name = ferry_batch_at(b, it->name_off);
@@ -41,12 +78,10 @@ static bool would_place(struct coord *c, const struct ferry_batch *b,
         if (rc == ENOTDIR || rc == ELOOP)
                 err = ENOTDIR;
         else if (!rc && !ferry_fsio_statat(dfd, name, &st)) {
-                err = S_ISDIR(st.mode)                            ? EISDIR
-                      : ferry_copy_is_ours(&cc, it, &it->st, &st) ? 0
-                                                                  : EEXIST;
-                *same = it->type == FT_REG && S_ISREG(st.mode) &&
-                        st.nlink <= it->st.nlink &&
-                        ferry_copy_same_version(&cc, FT_REG, &it->st, &st);
+                *adopt = would_adopt(c, &cc, it, dir, dfd, name, &st);
+                err = *adopt || ferry_copy_is_ours(&cc, it, &it->st, &st) ? 0
+                      : S_ISDIR(st.mode) ? EISDIR
+                                         : EEXIST;
         }
         ferry_fsio_close(&dfd);
         if (!err)
@@ -75,11 +110,10 @@ static bool would_place(struct coord *c, const struct ferry_batch *b,
 static void would_copy(struct coord *c, const struct ferry_batch *b,
                        const struct ferry_item *it)
 {
-        bool same = false;
-        if (!would_place(c, b, it, &same))
+        bool adopt = false;
+        if (!would_place(c, b, it, &adopt))
                 return;
-        if (same && c->opt->adopt && it->need == MF_NEED_DATA &&
-            !it->link_off) {
+        if (adopt) {
                 c->sum->files_adopted++;
                 emit_item(c, FERRY_EV_WOULD_ADOPT, b, it, NULL, NULL);
                 return;

@@ -257,11 +257,16 @@ static void human(uint64_t n, char *buf, size_t size)
         snprintf(buf, size, "%.1f %s", v, unit[u]);
 }
 
-/* Stops at once when what is left to copy cannot fit. */
+/* Warns when what is left to copy cannot fit. Not under --adopt: what
+ * DST already holds is to be adopted, not written, and which files those
+ * are is known only once both sides are hashed (a full cp -a'd DST would
+ * be said to fill up). */
 static void check_space(struct coord *c)
 {
         uint64_t files, bytes;
         struct statvfs vfs;
+        if (c->opt->adopt)
+                return;
         if (ferry_manifest_count(c->m, COUNT_TO_COPY, c->gen, &files, &bytes)) {
                 manifest_error(c);
                 return;

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,33 +55,142 @@ struct dst_sample {
         int64_t missing_ids[DST_SAMPLE];
 };
 
+enum dst_state {
+        DST_UNKNOWN, /* a stat failed otherwise than "not there" */
+        DST_AS_DONE,
+        DST_MISSING, /* not there, or not the copy (type, size) */
+        DST_DIFFERS, /* there, with another mtime */
+};
+
 /* Looks for this done file in DST as ferry left it: its type, size, and
  * mtime when times are kept. An error other than "not there" tells
  * nothing (a network DST may fail a stat now and then). */
-static bool sample_one(const struct ferry_done_file *f, void *arg)
+static enum dst_state dst_state(struct coord *c,
+                                const struct ferry_done_file *f)
 {
-        struct dst_sample *ds = arg;
         struct ferry_stat st;
-        int dfd = -1, rc = ferry_fsio_open_dir(ds->c->cfg->dstfd, f->dir, &dfd);
+        int dfd = -1, rc = ferry_fsio_open_dir(c->cfg->dstfd, f->dir, &dfd);
         if (!rc)
                 rc = ferry_fsio_statat(dfd, f->name, &st);
         ferry_fsio_close(&dfd);
         if (rc && rc != ENOENT && rc != ENOTDIR)
-                return true;
-        ds->checked++;
+                return DST_UNKNOWN;
         bool reg = f->type == FT_REG;
         /* another type or size: not the copy (a clamped time, or a run
          * with --no-times, changes neither) */
         if (rc || (reg ? !S_ISREG(st.mode) : !S_ISLNK(st.mode)) ||
-            st.size != f->size) {
+            st.size != f->size)
+                return DST_MISSING;
+        if (reg && c->opt->times &&
+            !ferry_time_near(st.mtime, f->mtime, MTIME_SLACK_NS))
+                return DST_DIFFERS;
+        return DST_AS_DONE;
+}
+
+static bool sample_one(const struct ferry_done_file *f, void *arg)
+{
+        struct dst_sample *ds = arg;
+        enum dst_state s = dst_state(ds->c, f);
+        if (s == DST_UNKNOWN)
+                return true;
+        ds->checked++;
+        if (s == DST_MISSING) {
                 if (ds->missing < DST_SAMPLE)
                         ds->missing_ids[ds->missing] = f->id;
                 ds->missing++;
-        } else if (reg && ds->c->opt->times &&
-                   !ferry_time_near(st.mtime, f->mtime, MTIME_SLACK_NS)) {
+        } else if (s == DST_DIFFERS) {
                 ds->differs++;
         }
         return true;
+}
+
+/* After a DST re-point, past these many rows to copy again DST counts as
+ * another: every done row is copied again (memory stays bounded). */
+#define AGAIN_MAX 65536u
+
+struct dst_all {
+        struct coord *c;
+        size_t n;
+        bool full;    /* past AGAIN_MAX */
+        int64_t *ids; /* AGAIN_MAX */
+        unsigned checked;
+};
+
+static bool all_one(const struct ferry_done_file *f, void *arg)
+{
+        struct dst_all *da = arg;
+        enum dst_state s = dst_state(da->c, f);
+        da->checked += s != DST_UNKNOWN;
+        if (s != DST_MISSING && s != DST_DIFFERS)
+                return true;
+        if (da->n == AGAIN_MAX) {
+                da->full = true;
+                return false;
+        }
+        da->ids[da->n++] = f->id;
+        return true;
+}
+
+/* Marks the n rows of ids to copy again (their DST entries missing or not
+ * as recorded), in slices. */
+static int copy_again(struct coord *c, const int64_t *ids, size_t n,
+                      const char *why)
+{
+        const struct ferry_failure missing = {FERRY_SIDE_DST,
+                                              FERRY_STEP_MISSING, 0};
+        struct ferry_outcome again[DST_SAMPLE];
+        for (size_t at = 0; at < n;) {
+                size_t k = 0;
+                for (; k < DST_SAMPLE && at < n; k++, at++)
+                        again[k] = (struct ferry_outcome){
+                                .kind = FO_AGAIN,
+                                .id = ids[at],
+                                .why = why,
+                                .fail = &missing,
+                                .dst_missing = true,
+                        };
+                if (ferry_manifest_record_outcomes(c->m, again, k, NULL))
+                        return -1;
+        }
+        return 0;
+}
+
+/* The first run after a DST re-point (--adopt, MF_NOTE_DST_CHECK_ALL):
+ * the new DST's root has another identity by design, and a sample would
+ * leave done rows whose files the new DST lacks done; so every done row's
+ * DST entry is looked at (one stat each) and those missing or not as
+ * recorded are copied again. */
+static int check_all(struct coord *c)
+{
+        struct dst_all da = {.c = c,
+                             .ids = malloc(AGAIN_MAX * sizeof(int64_t))};
+        unsigned seen;
+        int rc = da.ids ? ferry_manifest_sample_done(c->m, UINT_MAX, all_one,
+                                                     &da, &seen)
+                        : -1;
+        char why[200];
+        if (!rc && da.full) {
+                rc = ferry_manifest_reset_done(c->m);
+                snprintf(why, sizeof(why),
+                         "more than %u copied files are missing from the "
+                         "re-pointed destination or differ from the record: "
+                         "copying everything again",
+                         AGAIN_MAX);
+        } else if (!rc && da.n) {
+                rc = copy_again(c, da.ids, da.n,
+                                "missing from the destination");
+                snprintf(why, sizeof(why),
+                         "%zu of %u copied files are missing from the "
+                         "re-pointed destination or differ from the record: "
+                         "copying them again",
+                         da.n, da.checked);
+        }
+        free(da.ids);
+        if (rc || ferry_manifest_set_note(c->m, MF_NOTE_DST_CHECK_ALL, ""))
+                return -1;
+        if (da.full || da.n)
+                emit(c, FERRY_EV_WARNING, "", "", why);
+        return 0;
 }
 
 /*
@@ -111,8 +221,12 @@ static int check_destination(struct coord *c)
         bool changed;
         snprintf(id, sizeof(id), "%llu:%llu", (unsigned long long)st.dev,
                  (unsigned long long)st.ino);
-        if (ferry_manifest_check_dst(c->m, id, &changed))
+        char all[8];
+        if (ferry_manifest_check_dst(c->m, id, &changed) ||
+            ferry_manifest_note(c->m, MF_NOTE_DST_CHECK_ALL, all, sizeof(all)))
                 return -1;
+        if (!strcmp(all, "1"))
+                return check_all(c);
         struct dst_sample ds = {.c = c};
         unsigned seen;
         if (ferry_manifest_sample_done(c->m, DST_SAMPLE, sample_one, &ds,
@@ -133,19 +247,9 @@ static int check_destination(struct coord *c)
         }
         if (!ds.missing)
                 return 0;
-        const struct ferry_failure missing = {FERRY_SIDE_DST,
-                                              FERRY_STEP_MISSING, 0};
-        struct ferry_outcome again[DST_SAMPLE];
-        size_t n = 0;
-        for (unsigned i = 0; i < ds.missing && i < DST_SAMPLE; i++)
-                again[n++] = (struct ferry_outcome){
-                        .kind = FO_AGAIN,
-                        .id = ds.missing_ids[i],
-                        .why = "missing from the destination",
-                        .fail = &missing,
-                        .dst_missing = true,
-                };
-        if (ferry_manifest_record_outcomes(c->m, again, n, NULL))
+        if (copy_again(c, ds.missing_ids,
+                       ds.missing < DST_SAMPLE ? ds.missing : DST_SAMPLE,
+                       "missing from the destination"))
                 return -1;
         char why[160];
         snprintf(why, sizeof(why),

@@ -8,6 +8,7 @@
 #include "manifest/internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum meta_stmt {
@@ -120,30 +121,57 @@ int ferry_manifest_bind_job(struct ferry_manifest *m, const char *src,
         return ferry_manifest_commit(m);
 }
 
-/* The stored path of key into buf ("" when none). */
-static int stored_path(struct ferry_manifest *m, const char *key, char *buf,
-                       size_t size)
+/* The stored path of key, sized from its blob ("" when none): *out is
+ * the caller's to free. */
+static int stored_path(struct ferry_manifest *m, const char *key, char **out)
 {
-        return ferry_manifest_note(m, key, buf, size);
+        sqlite3_stmt *row;
+        *out = NULL;
+        int rc = meta_get(m, key, &row);
+        if (rc)
+                return rc;
+        const void *v = row ? sqlite3_column_blob(row, 0) : NULL;
+        size_t n = row ? (size_t)sqlite3_column_bytes(row, 0) : 0;
+        *out = malloc(n + 1);
+        if (*out) {
+                if (n)
+                        memcpy(*out, v, n);
+                (*out)[n] = '\0';
+        }
+        if (row)
+                sqlite3_reset(row);
+        return *out ? 0 : mf_fail(m, "out of memory");
+}
+
+int ferry_manifest_job_paths(struct ferry_manifest *m, char **src, char **dst)
+{
+        *dst = NULL;
+        int rc = stored_path(m, "src", src);
+        if (!rc)
+                rc = stored_path(m, "dst", dst);
+        if (rc) {
+                free(*src);
+                free(*dst);
+                *src = *dst = NULL;
+        }
+        return rc;
 }
 
 int ferry_manifest_repoint_job(struct ferry_manifest *m, const char *src,
-                               const char *dst, bool dry_run, char *old_src,
-                               char *old_dst, size_t size)
+                               const char *dst, bool dst_moved,
+                               bool move_pending)
 {
         int rc = ferry_manifest_begin(m);
-        old_src[0] = old_dst[0] = '\0';
         if (!rc)
-                rc = stored_path(m, "src", old_src, size);
+                rc = meta_set_text(m, "src", src);
         if (!rc)
-                rc = stored_path(m, "dst", old_dst, size);
-        bool moved = !rc && old_src[0] && old_dst[0] &&
-                     (strcmp(old_src, src) || strcmp(old_dst, dst));
-        if (!moved)
-                old_src[0] = old_dst[0] = '\0';
-        if (moved && !dry_run && !(rc = meta_set_text(m, "src", src)))
                 rc = meta_set_text(m, "dst", dst);
-        if (rc || dry_run) {
+        if (!rc && dst_moved)
+                rc = meta_set_text(m, MF_NOTE_DST_CHECK_ALL, "1");
+        if (!rc)
+                rc = meta_set_text(m, MF_NOTE_MOVE_PENDING,
+                                   move_pending ? "1" : "");
+        if (rc) {
                 ferry_manifest_rollback(m);
                 return rc;
         }

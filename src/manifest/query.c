@@ -75,8 +75,11 @@ static const char *const query_sql[S_NSTMTS] = {
                 " AND (f.gen = ?3 OR d.listed = ?3) AND f.id > ?1"
                 " AND NOT ferry_keep(d.path, f.name, f.type, f.size, 0)"
                 " ORDER BY f.id LIMIT ?2",
+        /* with whether the row is a hardlink name that is not its
+         * group's first (a run links it: ferry_item.follower) */
         [Q_PENDING] =
-                "SELECT " FILE_COLS " FROM files f JOIN dirs d ON d.id = f.dir"
+                "SELECT " FILE_COLS ", coalesce(f.hl > 0, 0)"
+                " FROM files f JOIN dirs d ON d.id = f.dir"
                 " WHERE f.state = " SQL_PENDING " AND f.gen = ?3 AND f.id > ?1"
                 " ORDER BY f.id LIMIT ?2",
         /* Each state through its partial index, in id order: "state IN
@@ -220,6 +223,8 @@ static int read_item(struct ferry_batch *b, sqlite3_stmt *s, enum mf_query q)
         it->rec_xdigest = (uint64_t)sqlite3_column_int64(s, 19);
         it->st.nlink = (uint64_t)sqlite3_column_int64(s, 20);
         it->st.rdev = (uint64_t)sqlite3_column_int64(s, 21);
+        if (q == Q_PENDING)
+                it->follower = sqlite3_column_int(s, COL_AFTER) != 0;
         if ((q == Q_NEXT_PASS || q == Q_VERIFY) &&
             put_leader(b, s, it, q == Q_NEXT_PASS))
                 return ENOMEM;

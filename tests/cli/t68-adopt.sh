@@ -29,9 +29,18 @@
 #     SRC (rsync -anciH finds nothing); over an rsync -a'd DST (no -H: the
 #     pair is two files) the second name becomes a link again;
 #  D. --adopt with --verify, status or export is a usage error (exit 1);
-#  E. --adopt --dry-run over a cp -a'd DST lists each file it would adopt
-#     ("adopt: PATH", 44 of them), copies and writes nothing, makes no
-#     manifest.
+#  E. --adopt --dry-run over a cp -a'd DST lists each file and symlink
+#     it would adopt ("adopt: PATH", 44 of them, the symlink among them),
+#     and the second name of the hard-linked pair as a copy (the run links
+#     it): compared with find -type f -o -type l on SRC and the link
+#     groups by inode (find -inum); writes nothing, makes no manifest.
+#  F. over a DST made with cp -al (every DST file is SRC's own inode): no
+#     file adopted, each copied to a new inode (find -printf %i on both
+#     sides share none), and a second run copies and adopts nothing
+#     (--json) and leaves SRC's ctimes (find -printf %C@) alone;
+#  G. progress (on a terminal, made by script(1)) counts adopted bytes as
+#     done: the last progress line of a run over a cp -a'd DST shows the
+#     bytes done equal to the total.
 . "$(dirname "$0")/lib.sh" || exit 1
 need_cmd rsync sqlite3 xxh128sum
 need_strace
@@ -147,11 +156,52 @@ expect_code 1 "$FERRY" export --adopt src dst
 cp -a src dst5
 mtimes dst5 >"$LOG/before5"
 expect_code 0 "$FERRY" --adopt --dry-run src dst5
-check "E: 44 'adopt:' lines" test "$(grep -c '^adopt: ' "$LOG/out")" = 44
-check "E: nothing listed to copy but the link" \
-	test "$(grep -vc '^adopt: ' "$LOG/out")" = 1
+# the oracle: every file and symlink of SRC (find), less one name of each
+# hard-link group (stat -c %i), which the run links; those are listed as
+# copies (ferry picks the group's first name: either name may be it)
+grep '^adopt: ' "$LOG/out" | sed 's/^adopt: //' | sort >"$LOG/adopt5"
+grep -v '^adopt: ' "$LOG/out" | sort >"$LOG/copy5"
+(cd src && find . \( -type f -o -type l \) -printf '%P\n' | sort) >"$LOG/all5"
+sort -m "$LOG/adopt5" "$LOG/copy5" | sort >"$LOG/listed5"
+check "E: the dry run lists every file and symlink once" cmp -s "$LOG/all5" "$LOG/listed5"
+check "E: the symlink is listed to adopt" grep -qx 'a/sym' "$LOG/adopt5"
+check "E: 44 'adopt:' lines" test "$(wc -l <"$LOG/adopt5")" = 44
+check "E: one name listed to copy (to link)" test "$(wc -l <"$LOG/copy5")" = 1
+c5=$(cat "$LOG/copy5")
+check "E: it is a second name of a hard-link group ($c5)" \
+	test "$(stat -c %h "src/$c5")" -gt 1 -a "$(cd src && find . -inum "$(stat -c %i "$c5")" -printf '%P\n' | grep -vxF "$c5" | grep -cxFf - "$LOG/adopt5")" = 1
 check "E: the summary counts 44 to adopt" grep -q '^ferry: dry run: 44 to adopt' "$LOG/err"
 mtimes dst5 >"$LOG/after5"
 check "E: DST unchanged" cmp -s "$LOG/before5" "$LOG/after5"
 check "E: no manifest made" test ! -e "$(manifest_path src dst5)"
+
+# ---- F: a cp -al'd DST: SRC's own inodes are not adopted --------------------
+cp -al src dst6
+ctimes() { (cd "$1" && find . -type f -printf '%C@ %P\n' | sort -k2); }
+expect_code 0 "$FERRY" --adopt --json src dst6
+check "F: nothing adopted" test "$(json_get "$LOG/out" files_adopted)" = 0
+shared=$(comm -12 <(find src -type f -printf '%i\n' | sort -u) \
+	<(find dst6 -type f -printf '%i\n' | sort -u) | wc -l)
+check "F: DST shares no inode with SRC (shared: $shared)" test "$shared" = 0
+tree_equal src dst6
+# (the first run's renames dropped a link of each SRC inode: its ctime
+# moved once; from now on nothing touches SRC)
+ctimes src >"$LOG/ctime-before"
+expect_code 0 "$FERRY" --adopt --json src dst6
+check "F: a second run copies nothing" test "$(json_get "$LOG/out" files_copied)" = 0
+check "F: and adopts nothing" test "$(json_get "$LOG/out" files_adopted)" = 0
+ctimes src >"$LOG/ctime-after"
+check "F: the second run left SRC's ctimes alone" cmp -s "$LOG/ctime-before" "$LOG/ctime-after"
+
+# ---- G: adopted bytes are done for the progress --------------------------
+if command -v script >/dev/null 2>&1; then
+	cp -a src dst7
+	script -qec "$(printf '%q ' "$FERRY" --adopt src dst7)" /dev/null >"$LOG/tty" 2>&1
+	last=$(tr '\r' '\n' <"$LOG/tty" | grep -a 'files, .* errors' | tail -n1)
+	done_total=$(printf '%s\n' "$last" | sed -n 's/^.*files, \([^,]*\)\/\([^,]*\), .*$/\1|\2/p')
+	check "G: the last progress line shows all bytes done ($last)" \
+		test -n "$done_total" -a "${done_total%|*}" = "${done_total#*|}"
+else
+	printf "# skip G: no script(1) to run ferry on a terminal\n"
+fi
 finish

@@ -40,7 +40,24 @@
 #     cp had left in the page cache. The same steps with
 #     --durability=none (no barrier) are shown (said, not checked: the
 #     kernel may write back first) to lose data, so the check can see a
-#     missing barrier.
+#     missing barrier;
+#  G. arguments swapped (the new DST is the job's SRC, and the new SRC its
+#     DST): refused, exit 2, the message says so, the manifest's paths and
+#     SRC's files unchanged; (root) the same for a new DST that is SRC
+#     under another name (a bind mount: the recorded identity of its root);
+#  H. DST re-pointed at a copy that lacks three files the sample of done
+#     rows does not look at (the 5th to 7th file rows of 400): the first
+#     run after the re-point looks at every done row, the three are copied
+#     again (files_copied 3, a warning counts them), diff -r clean;
+#  I. a stale '-wal' beside the new pair's default manifest: the move is
+#     refused (a warning says why and that --manifest still works), the
+#     old file stays, the stale file is untouched, and the manifest notes
+#     the move as pending; once the stale file is gone, the next --adopt
+#     run (the paths already the new ones) moves it;
+#  J. (test build) a crash right after the rename, before the new paths
+#     are committed: a plain run on the new paths refuses the manifest
+#     (exit 3, names --adopt) instead of starting a second, empty job, and
+#     an --adopt run then finishes the re-point without a copy.
 . "$(dirname "$0")/lib.sh" || exit 1
 need_cmd sqlite3
 need_strace
@@ -251,5 +268,97 @@ if [[ -z $why ]]; then
 	umount mnt
 else
 	say "F skipped: $why"
+fi
+# ---- G: swapped arguments are refused --------------------------------------
+mkdir -p srcG && for i in 1 2 3; do echo "g $i" >"srcG/g$i"; done
+expect_code 0 "$FERRY" srcG dstG
+MG=$(manifest_path srcG dstG)
+(cd srcG && find . -printf '%i %T@ %P\n' | sort) >"$LOG/srcG.before"
+expect_code 2 "$FERRY" --adopt --manifest "$MG" dstG srcG
+check "G: the refusal says the arguments look swapped" grep -q 'SRC and DST swapped?' "$LOG/err"
+check "G: the manifest still names SRC" test "$(M=$MG meta src)" = "$T/srcG"
+check "G: the manifest still names DST" test "$(M=$MG meta dst)" = "$T/dstG"
+(cd srcG && find . -printf '%i %T@ %P\n' | sort) >"$LOG/srcG.after"
+check "G: SRC's files untouched" cmp -s "$LOG/srcG.before" "$LOG/srcG.after"
+# the same directory under another name (a bind mount: another path, the
+# recorded identity of SRC's root): refused too
+if [[ $(id -u) == 0 ]]; then
+	. "$TESTS_CLI/t2-lib.sh" || exit 1
+	mkdir -p bindG && cp -a dstG otherG
+	if mount --bind srcG bindG 2>"$LOG/mount.err"; then
+		track_mount "$T/bindG"
+		expect_code 2 "$FERRY" --adopt --manifest "$MG" otherG bindG
+		umount bindG
+		check "G (bind mount): the refusal names the same directory" \
+			grep -q 'the new destination is its source (the same directory under another name)' "$LOG/err"
+		check "G (bind mount): the manifest still names DST" test "$(M=$MG meta dst)" = "$T/dstG"
+	else
+		say "G (bind mount) skipped: mount --bind failed: $(head -c 200 "$LOG/mount.err")"
+	fi
+else
+	say "G (bind mount) skipped: needs root"
+fi
+
+# ---- H: a re-point checks every done row, not a sample -----------------------
+mkdir -p srcH && for i in $(seq 1 400); do echo "h $i" >"srcH/h$i"; done
+expect_code 0 "$FERRY" srcH dstH
+MH=$(manifest_path srcH dstH)
+cp -a dstH dstH2
+sqlite3 -readonly "$MH" "SELECT CAST(name AS TEXT) FROM files WHERE type = 1 ORDER BY id LIMIT 3 OFFSET 4" >"$LOG/gone"
+check "H: three files picked" test "$(wc -l <"$LOG/gone")" = 3
+while read -r n; do rm -f "dstH2/$n"; done <"$LOG/gone"
+expect_code 0 "$FERRY" --adopt --json --manifest "$MH" srcH dstH2
+check "H: the three missing files copied again" test "$(json_get "$LOG/out" files_copied)" = 3
+check "H: a warning counts them" grep -q '3 of 400 copied files are missing from the re-pointed destination' "$LOG/err"
+diff -r srcH dstH2 >"$LOG/diff" 2>&1
+check "H: diff -r srcH dstH2" test ! -s "$LOG/diff"
+expect_code 0 "$FERRY" --json srcH dstH2
+check "H: the next run looks at a sample again: nothing copied" test "$(json_get "$LOG/out" files_copied)" = 0
+
+# ---- I: a stale log beside the new name: the move waits ----------------------
+new_default() { "$FERRY" status "$1" "$2" 2>&1 | sed -n "s/^ferry: no manifest at '\(.*\)'\$/\1/p"; }
+mkdir -p srcI && for i in 1 2 3; do echo "i $i" >"srcI/i$i"; done
+expect_code 0 "$FERRY" srcI dstI
+MI=$(manifest_path srcI dstI)
+mv dstI dstI2
+TO=$(new_default srcI dstI2)
+check "I: the new pair's default name is known" test -n "$TO"
+printf 'stale log of another database\n' >"$TO-wal"
+cp "$TO-wal" "$T/stale"
+expect_code 0 "$FERRY" --adopt --manifest "$MI" srcI dstI2
+check "I: a warning says the manifest stays, and why" \
+	grep -q "the job's manifest stays '$MI', not moved to '$TO' ('$TO' or its -wal, -shm or -journal exists" "$LOG/err"
+check "I: and that --manifest still names the job" grep -q -- "--manifest '$MI' still names the job" "$LOG/err"
+check "I: the old file stays" test -f "$MI"
+check "I: nothing at the new name" test ! -e "$TO"
+check "I: the stale file is untouched" cmp -s "$T/stale" "$TO-wal"
+check "I: the move is noted as pending" test "$(M=$MI meta move_pending)" = 1
+check "I: the manifest names the new DST" test "$(M=$MI meta dst)" = "$T/dstI2"
+rm -f "$TO-wal"
+expect_code 0 "$FERRY" --adopt --json --manifest "$MI" srcI dstI2
+check "I: now the move is made" test -f "$TO" -a ! -e "$MI"
+check "I: a warning names the new file" grep -q "the job's manifest is now '$TO'" "$LOG/err"
+check "I: nothing pending any more" test "$(M=$TO meta move_pending)" = ""
+check "I: nothing copied" test "$(json_get "$LOG/out" files_copied)" = 0
+
+# ---- J: a crash between the rename and the commit of the new paths -----------
+if "$FERRY" --version 2>/dev/null | grep -q '^test build:'; then
+	mkdir -p srcJ && for i in 1 2 3; do echo "j $i" >"srcJ/j$i"; done
+	expect_code 0 "$FERRY" srcJ dstJ
+	MJ=$(manifest_path srcJ dstJ)
+	mv dstJ dstJ2
+	TO=$(new_default srcJ dstJ2)
+	expect_code 86 env FERRY_CRASH=repoint-moved:1 "$FERRY" --adopt --manifest "$MJ" srcJ dstJ2
+	check "J: the file was renamed before the crash" test -f "$TO" -a ! -e "$MJ"
+	check "J: its paths are still the old ones" test "$(M=$TO meta dst)" = "$T/dstJ"
+	expect_code 3 "$FERRY" srcJ dstJ2
+	check "J: a plain run refuses it and names --adopt" grep -q -- '--adopt points it at the new paths' "$LOG/err"
+	check "J: no second job started (3 rows)" \
+		test "$(sqlite3 -readonly "$TO" 'SELECT count(*) FROM files WHERE type = 1')" = 3
+	expect_code 0 "$FERRY" --adopt --json srcJ dstJ2
+	check "J: the re-point finishes without a copy" test "$(json_get "$LOG/out" files_copied)" = 0
+	check "J: the manifest names the new DST" test "$(M=$TO meta dst)" = "$T/dstJ2"
+else
+	say "J skipped: not a test build (FERRY_CRASH needs -DFERRY_TESTING=ON)"
 fi
 finish

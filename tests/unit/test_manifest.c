@@ -521,34 +521,75 @@ static void test_bind_job(void)
         fx_close(&fx);
 }
 
-/* --adopt: a job whose trees moved is pointed at the new paths; a dry
- * run says what would change and writes nothing */
+/* --adopt: a job whose trees moved is pointed at the new paths; the
+ * stored paths read back whole however long (sized from the blob), and
+ * the notes of a re-point are set */
 static void test_repoint_job(void)
 {
         struct fixture fx;
-        char src[64], dst[64];
+        char *src = NULL, *dst = NULL, note[8];
         fx_open(&fx); /* bound to /the/src -> /the/dst */
-        CHECK_EQ(ferry_manifest_repoint_job(fx.m, "/the/src", "/the/dst", false,
-                                            src, dst, sizeof(src)),
-                 0);
-        CHECK_STR(src, ""); /* nothing moved */
-        CHECK_STR(dst, "");
-        CHECK_EQ(ferry_manifest_repoint_job(fx.m, "/the/src", "/new/dst", true,
-                                            src, dst, sizeof(src)),
-                 0);
+        CHECK_EQ(ferry_manifest_job_paths(fx.m, &src, &dst), 0);
         CHECK_STR(src, "/the/src");
         CHECK_STR(dst, "/the/dst");
-        CHECK_EQ(ferry_manifest_bind_job(fx.m, "/the/src", "/new/dst"),
-                 FERRY_EMANIFEST); /* the dry run changed nothing */
-        CHECK_EQ(ferry_manifest_repoint_job(fx.m, "/new/src", "/new/dst", false,
-                                            src, dst, sizeof(src)),
+        free(src);
+        free(dst);
+        CHECK_EQ(ferry_manifest_repoint_job(fx.m, "/new/src", "/the/dst", false,
+                                            true),
                  0);
-        CHECK_STR(src, "/the/src");
-        CHECK_STR(dst, "/the/dst");
-        CHECK_EQ(ferry_manifest_bind_job(fx.m, "/new/src", "/new/dst"), 0);
+        CHECK_EQ(ferry_manifest_bind_job(fx.m, "/new/src", "/the/dst"), 0);
+        CHECK_EQ(ferry_manifest_note(fx.m, MF_NOTE_DST_CHECK_ALL, note,
+                                     sizeof(note)),
+                 0);
+        CHECK_STR(note, ""); /* only SRC moved */
+        CHECK_EQ(ferry_manifest_note(fx.m, MF_NOTE_MOVE_PENDING, note,
+                                     sizeof(note)),
+                 0);
+        CHECK_STR(note, "1");
+        /* a path of 3000 bytes */
+        char *longdst = malloc(3001);
+        CHECK(longdst != NULL);
+        memset(longdst, 'd', 3000);
+        longdst[0] = '/';
+        longdst[3000] = '\0';
+        CHECK_EQ(ferry_manifest_repoint_job(fx.m, "/new/src", longdst, true,
+                                            false),
+                 0);
+        CHECK_EQ(ferry_manifest_job_paths(fx.m, &src, &dst), 0);
+        CHECK_STR(src, "/new/src");
+        CHECK_STR(dst, longdst);
+        free(src);
+        free(dst);
+        CHECK_EQ(ferry_manifest_note(fx.m, MF_NOTE_DST_CHECK_ALL, note,
+                                     sizeof(note)),
+                 0);
+        CHECK_STR(note, "1");
+        CHECK_EQ(ferry_manifest_note(fx.m, MF_NOTE_MOVE_PENDING, note,
+                                     sizeof(note)),
+                 0);
+        CHECK_STR(note, "");
+        CHECK_EQ(ferry_manifest_bind_job(fx.m, "/new/src", longdst), 0);
         CHECK_EQ(ferry_manifest_bind_job(fx.m, "/the/src", "/the/dst"),
                  FERRY_EMANIFEST);
+        free(longdst);
         fx_close(&fx);
+}
+
+/* the library refuses --adopt on a verify, as the command line does (a
+ * verify never re-points a job): before it looks at any path */
+static void test_adopt_not_with_verify(void)
+{
+        struct ferry_options opt;
+        ferry_options_init(&opt);
+        opt.src = "/nonexistent/src";
+        opt.dst = "/nonexistent/dst";
+        opt.adopt = true;
+        opt.verify = FERRY_VERIFY_DEST;
+        struct ferry_job *job = NULL;
+        struct ferry_error err = {{0}};
+        CHECK_EQ(ferry_job_open(&opt, &job, &err), FERRY_EUSAGE);
+        CHECK(job == NULL);
+        CHECK(strstr(err.msg, "--adopt") != NULL);
 }
 
 /* ---- rows ---- */
@@ -2516,6 +2557,7 @@ int main(int argc, char **argv)
         RUN(test_status_leaves_no_wal);
         RUN(test_bind_job);
         RUN(test_repoint_job);
+        RUN(test_adopt_not_with_verify);
         RUN(test_upserts_and_byte_names);
         RUN(test_classify_metadata);
         RUN(test_hardlinks);
