@@ -52,10 +52,38 @@ static bool needs_dir_sync(const struct ferry_item *it, bool file)
         return it->need != MF_NEED_META || (file && it->type != FT_REG);
 }
 
+/* The file systems a barrier has synced: DST's own, then those of the
+ * mounts below DST that its directories lie on. */
+#define SYNCED_MAX 16
+struct synced {
+        uint64_t dev[SYNCED_MAX];
+        size_t n;
+};
+
+/* syncfs of the file system of directory fd when it is not DST's (a
+ * mount below DST: syncfs of DST's root covers only DST's own) and this
+ * barrier has not synced it yet. 0 or an errno. */
+static int sync_mount(int fd, struct synced *done)
+{
+        struct ferry_stat st;
+        int rc = ferry_fsio_fstat(fd, &st);
+        if (rc)
+                return rc;
+        for (size_t i = 0; i < done->n; i++)
+                if (done->dev[i] == st.dev)
+                        return 0;
+        rc = ferry_fsio_syncfs(fd);
+        if (!rc && done->n < SYNCED_MAX) /* past it: synced each time */
+                done->dev[done->n++] = st.dev;
+        return rc;
+}
+
 /* fsyncs each destination directory that received a file (or, see
- * needs_dir_sync, metadata with no descriptor). */
+ * needs_dir_sync, metadata with no descriptor); with done (batch
+ * durability) first syncs the file system of each one on a mount below
+ * DST (sync_mount). */
 static int sync_dirs(const struct ferry_coord_cfg *cfg,
-                     struct ferry_batch *list)
+                     struct ferry_batch *list, struct synced *done)
 {
         size_t n = 0, cap = 0;
         for (struct ferry_batch *b = list; b; b = b->next)
@@ -88,6 +116,8 @@ static int sync_dirs(const struct ferry_coord_cfg *cfg,
                                 cfg->dstfd, ferry_batch_at(e[i].b, e[i].off),
                                 &fd);
                 while (rc && ferry_fsio_fd_wait(&since, rc));
+                if (!rc && done)
+                        rc = sync_mount(fd, done);
                 if (!rc)
                         rc = ferry_fsio_fsync(fd);
                 ferry_fsio_close(&fd);
@@ -112,10 +142,17 @@ static int run_barrier(const struct ferry_coord_cfg *cfg,
                 return 0;
         ferry_fsio_crashpoint("before_barrier");
         int rc = 0;
-        if (cfg->opt->durability == FERRY_DURABLE_BATCH)
-                rc = ferry_fsio_syncfs(cfg->dstfd);
+        struct synced done = {.n = 0}, *batch = NULL;
+        struct ferry_stat root;
+        if (cfg->opt->durability == FERRY_DURABLE_BATCH) {
+                rc = ferry_fsio_fstat(cfg->dstfd, &root);
+                if (!rc)
+                        rc = ferry_fsio_syncfs(cfg->dstfd);
+                done = (struct synced){{root.dev}, 1};
+                batch = &done;
+        }
         if (!rc)
-                rc = sync_dirs(cfg, list);
+                rc = sync_dirs(cfg, list, batch);
         if (!rc)
                 ferry_fsio_crashpoint("after_barrier");
         return rc;
