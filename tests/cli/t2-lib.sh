@@ -4,6 +4,10 @@
 #   . "$(dirname "$0")/lib.sh" || exit 1
 #   . "$TESTS_CLI/t2-lib.sh" || exit 1
 #
+# Sourcing it again is a no-op (a second source would empty the lists of
+# mounts and loop devices the EXIT trap undoes: t69 leaked a loop device
+# per run that way).
+#
 # Modes (see tests/README):
 #   FERRY_TORTURE=long   the long loops (many iterations, big trees); the
 #                        default is the short CI mode.
@@ -15,6 +19,9 @@
 # by xxhsum -H2 (regular files) or of the link target (symlinks), and the
 # names of one hardlinked inode are one inode in DST. It reads the manifest
 # with the sqlite3 shell in read-only mode, names as hex.
+
+[[ -n ${T2_LIB_LOADED-} ]] && return 0
+T2_LIB_LOADED=1
 
 LONG_MODE=0
 [[ ${FERRY_TORTURE-} == long ]] && LONG_MODE=1
