@@ -30,7 +30,7 @@ mount_sub() {
 }
 
 mount_sub dst
-expect_code 0 strace -f -y -e trace=syncfs -o "$LOG/strace" "$FERRY" -q src dst
+expect_code 0 env "$(no_leak_check_env)" strace -f -y -e trace=syncfs -o "$LOG/strace" "$FERRY" -q src dst
 tree_equal src dst
 expect_code 0 "$FERRY" --verify src dst
 check "batch: a syncfs of DST's root" grep -qE "syncfs\([0-9]+<$T/dst>\)" "$LOG/strace"
@@ -39,7 +39,7 @@ check "batch: a syncfs of the tmpfs mounted on DST/sub" \
 grep syncfs "$LOG/strace" | sed 's/^/#   /' | head -5
 
 mount_sub dst-file
-expect_code 0 strace -f -y -e trace=syncfs -o "$LOG/strace" "$FERRY" -q --durability=file src dst-file
+expect_code 0 env "$(no_leak_check_env)" strace -f -y -e trace=syncfs -o "$LOG/strace" "$FERRY" -q --durability=file src dst-file
 tree_equal src dst-file
 check "--durability=file: no syncfs" test -z "$(grep -E '^[0-9]+ +syncfs' "$LOG/strace")"
 finish
