@@ -168,6 +168,13 @@ no_leak_check_env() {
 	printf 'ASAN_OPTIONS=%s' "${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 }
 
+# crash_env: an environment assignment for runs with FERRY_CRASH. Its
+# _exit(86) leaves the other threads running, which ThreadSanitizer would
+# report as thread leaks (and exit 66); they are intended here.
+crash_env() {
+	printf 'TSAN_OPTIONS=%s' "${TSAN_OPTIONS:+$TSAN_OPTIONS:}report_thread_leaks=0"
+}
+
 # ---- running commands -------------------------------------------------
 
 # run CMD...: run with stdout in $LOG/out, stderr in $LOG/err; RC is the

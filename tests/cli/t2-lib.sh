@@ -63,13 +63,6 @@ no_sanitizer_report() {
 	return 0
 }
 
-# crash_env: an environment assignment for runs with FERRY_CRASH. Its
-# _exit(86) leaves the other threads running, which ThreadSanitizer would
-# report as thread leaks (and exit 66); they are intended here.
-crash_env() {
-	printf 'TSAN_OPTIONS=%s' "${TSAN_OPTIONS:+$TSAN_OPTIONS:}report_thread_leaks=0"
-}
-
 # not_a_crash RC: the exit status is not a signal (segfault, abort) nor a
 # sanitizer's exit status (ASan and UBSan exit 1 with halt_on_error; ferry
 # uses 1 only for usage errors, which these tests never make).

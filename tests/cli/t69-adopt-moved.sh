@@ -174,7 +174,7 @@ if "$FERRY" --version 2>/dev/null | grep -q '^test build:'; then
 		rm -rf "cp.${point%:*}"
 		cp -a many "cp.${point%:*}"
 		D=$T/cp.${point%:*}
-		expect_code 86 env FERRY_CRASH=$point "$FERRY" --adopt many "$D"
+		expect_code 86 env "$(crash_env)" FERRY_CRASH=$point "$FERRY" --adopt many "$D"
 		traced "trE.${point%:*}" --adopt --json many "$D"
 		w=$(dst_written "$T/trE.${point%:*}" "$D")
 		check "E ($point): the second run writes no data (got $w bytes)" test "$w" = 0
@@ -348,7 +348,7 @@ if "$FERRY" --version 2>/dev/null | grep -q '^test build:'; then
 	MJ=$(manifest_path srcJ dstJ)
 	mv dstJ dstJ2
 	TO=$(new_default srcJ dstJ2)
-	expect_code 86 env FERRY_CRASH=repoint-moved:1 "$FERRY" --adopt --manifest "$MJ" srcJ dstJ2
+	expect_code 86 env "$(crash_env)" FERRY_CRASH=repoint-moved:1 "$FERRY" --adopt --manifest "$MJ" srcJ dstJ2
 	check "J: the file was renamed before the crash" test -f "$TO" -a ! -e "$MJ"
 	check "J: its paths are still the old ones" test "$(M=$TO meta dst)" = "$T/dstJ"
 	expect_code 3 "$FERRY" srcJ dstJ2
