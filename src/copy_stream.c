@@ -14,6 +14,7 @@
 #include "fsio.h"
 #include "queue.h"
 #include "ratelimit.h"
+#include "thread.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -271,6 +272,7 @@ uint32_t chunk_claim(struct job *j, uint32_t from)
 
 void *chunk_helper(void *arg)
 {
+        ferry_thread_quiet();
         struct stream *s = arg;
         struct job *j = s->job;
         for (;;) {

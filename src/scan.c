@@ -247,6 +247,7 @@ static bool next_job(struct ferry_scan *sc, bool had, struct job *j)
 
 static void *scan_thread(void *arg)
 {
+        ferry_thread_quiet();
         struct ferry_scan *sc = arg;
         struct scan_reader r = {.sc = sc, .rel = FERRY_BUF_INIT};
         struct job j;

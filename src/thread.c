@@ -3,6 +3,7 @@
 #include "thread.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <time.h>
 
 int ferry_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
@@ -19,4 +20,14 @@ int ferry_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
                 if (wait_ms < 320)
                         wait_ms *= 2;
         }
+}
+
+void ferry_thread_quiet(void)
+{
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &set, NULL);
 }

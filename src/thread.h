@@ -17,4 +17,10 @@
  * 0 or the last error. */
 int ferry_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
+/* Blocks SIGINT, SIGTERM and SIGHUP in the calling thread: every thread
+ * but the main one calls it first, so the stop signals always reach the
+ * main thread (a handler deferred by a sanitizer until a thread blocked
+ * in a long system call comes back would delay the stop). */
+void ferry_thread_quiet(void);
+
 #endif

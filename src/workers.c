@@ -146,6 +146,7 @@ static void serve_tree(struct ferry_workers *p)
 
 static void *worker_main(void *arg)
 {
+        ferry_thread_quiet();
         struct worker *w = arg;
         struct ferry_batch *b;
         while ((b = next_batch(w))) {

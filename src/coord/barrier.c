@@ -160,6 +160,7 @@ static int run_barrier(const struct ferry_coord_cfg *cfg,
 
 void *barrier_main(void *arg)
 {
+        ferry_thread_quiet();
         struct coord *c = arg;
         void *p;
         while (ferry_queue_pop(&c->bar.q, &p, -1) == FERRY_QUEUE_OK) {

@@ -21,6 +21,7 @@
 #include "mvfs.h"
 
 #include "config.h"
+#include "thread.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -184,6 +185,7 @@ struct mf_check {
 
 static void *check_main(void *arg)
 {
+        ferry_thread_quiet();
         struct mf_check *k = arg;
         sqlite3 *db = NULL;
         k->rc = sqlite3_open_v2(k->path, &db,
