@@ -35,10 +35,12 @@
 #define FUSE_MAGIC   0x65735546
 #define PROBE_ID     54321 /* the other owner a root probe gives its file */
 
+/* ".ferry-probe.<pid>.<what>.ferry-part" (ferry_probe_sweep knows each) */
 static void probe_name(char *out, size_t size, const char *what)
 {
-        snprintf(out, size, ".ferry-probe.%ld.%s.ferry-part", (long)getpid(),
-                 what);
+        char middle[8];
+        snprintf(middle, sizeof(middle), ".%s", what);
+        ferry_probe_name(out, size, (long)getpid(), middle, "");
 }
 
 /* The ACL "u::rw-,u:PROBE_ID:r--,g::r--,m::r--,o::---" in the kernel's

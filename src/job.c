@@ -315,6 +315,9 @@ static int probe_names(struct ferry_job *job, struct ferry_error *err)
                  * learned on a full or read-only DST say "anything goes",
                  * and a case-insensitive DST taken for good as a
                  * case-sensitive one loses files */
+                if (ferry_probe_begin(job->m, job->dstfd))
+                        return ferry_job_errf(err, FERRY_EMANIFEST, "%s",
+                                              ferry_manifest_errmsg(job->m));
                 bool probed = ferry_names_probe(job->dstfd, &rules) == 0;
                 rules_text(&rules, id, text, sizeof(text));
                 if (id[0] && probed &&

@@ -46,6 +46,17 @@ struct ferry_name_rules {
  * Returns 0, or the errno that kept the plain probe file from being made:
  * then the rules say nothing and must not be kept for later runs. */
 int ferry_names_probe(int dirfd, struct ferry_name_rules *rules);
+/* Before the probes of this run (this file's, dstcaps.c's) in DST's root
+ * dirfd: removes what the probes of the run named in m's note left (it
+ * was killed in the middle of them) and names this run there instead.
+ * Nonzero when m fails (ferry_manifest_errmsg). */
+struct ferry_manifest;
+int ferry_probe_begin(struct ferry_manifest *m, int dirfd);
+/* ".ferry-probe.<pid><middle>.ferry-part<tail>", a probe file's name. */
+void ferry_probe_name(char *out, size_t size, long pid, const char *middle,
+                      const char *tail);
+/* Unlinks from dirfd every name the probes of pid make. */
+void ferry_probe_sweep(int dirfd, long pid);
 /* After probes in DST's root dirfd (this one, dstcaps.c's): gives back
  * the directory's times as atim and mtim had them, when the
  * probes moved them (a run with nothing to do would not set them again). */

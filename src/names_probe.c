@@ -10,19 +10,33 @@
  * them (Windows servers strip them). The probes go through the plain
  * system calls, not fsio, so that they do not count in the fault injection
  * of the tests. The directory's times are given back afterwards.
+ *
+ * The probe files are named after the run's pid, so that two runs probing
+ * one directory never take each other's files. A run killed between a
+ * create and its unlink (kill -9, a power cut) leaves one behind that no
+ * later run would know for its own: so a run notes its pid in the
+ * manifest before it probes (ferry_probe_begin), and the next run of the
+ * job to probe removes the exact names the noted run's probes make, and
+ * nothing else (ferry_probe_sweep).
  */
 #define _GNU_SOURCE
 #include "names.h"
+
+#include "manifest.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 static const char special[] = "\"*:<>?\\|";
+
+/* The manifest note naming the last run that began probing DST. */
+#define PROBE_KEY "dst_probe_pid"
 
 static int probe_create(int dirfd, const char *name)
 {
@@ -41,12 +55,17 @@ static bool probe_exists(int dirfd, const char *name)
         return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-/* ".ferry-probe.<pid><middle>.ferry-part<tail>" */
+void ferry_probe_name(char *out, size_t size, long pid, const char *middle,
+                      const char *tail)
+{
+        snprintf(out, size, ".ferry-probe.%ld%s.ferry-part%s", pid, middle,
+                 tail);
+}
+
 static void probe_name(char *out, size_t size, const char *middle,
                        const char *tail)
 {
-        snprintf(out, size, ".ferry-probe.%ld%s.ferry-part%s", (long)getpid(),
-                 middle, tail);
+        ferry_probe_name(out, size, (long)getpid(), middle, tail);
 }
 
 /* True when a file named with middle can be created (and removes it). */
@@ -75,14 +94,20 @@ static bool probe_trailing_refused(int dirfd, char ch)
         return stripped;
 }
 
-static void probe_bytes(int dirfd, struct ferry_name_rules *r)
+/* The candidate bytes, as one NUL-terminated string. */
+static void candidate_bytes(char all[64])
 {
-        char all[64];
         size_t n = 0;
         for (int ch = 1; ch < 0x20; ch++)
                 all[n++] = (char)ch;
         all[n++] = 0x7f;
         memcpy(all + n, special, sizeof(special)); /* with its NUL */
+}
+
+static void probe_bytes(int dirfd, struct ferry_name_rules *r)
+{
+        char all[64];
+        candidate_bytes(all);
         if (probe_holds(dirfd, all))
                 return;
         for (size_t i = 0; all[i]; i++) {
@@ -126,6 +151,45 @@ int ferry_names_probe(int dirfd, struct ferry_name_rules *r)
                 ferry_probe_restore_times(dirfd, &before.st_atim,
                                           &before.st_mtim);
         return rc;
+}
+
+/* Every name the probes of pid make: this file's middles (".c", ".t"
+ * with its tails, the candidate bytes together and one by one) and
+ * dstcaps.c's one-letter ones. */
+void ferry_probe_sweep(int dirfd, long pid)
+{
+        static const char *const fixed[][2] = {
+                {".c", ""}, {".t", ""}, {".t", "."}, {".t", " "}, {".m", ""},
+                {".l", ""}, {".h", ""}, {".p", ""},  {".r", ""}};
+        char name[NAME_MAX + 1], all[64];
+        for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+                ferry_probe_name(name, sizeof(name), pid, fixed[i][0],
+                                 fixed[i][1]);
+                unlinkat(dirfd, name, 0);
+        }
+        candidate_bytes(all);
+        ferry_probe_name(name, sizeof(name), pid, all, "");
+        unlinkat(dirfd, name, 0);
+        for (size_t i = 0; all[i]; i++) {
+                char one[2] = {all[i], '\0'};
+                ferry_probe_name(name, sizeof(name), pid, one, "");
+                unlinkat(dirfd, name, 0);
+        }
+}
+
+int ferry_probe_begin(struct ferry_manifest *m, int dirfd)
+{
+        char text[32], mine[32];
+        if (ferry_manifest_note(m, PROBE_KEY, text, sizeof(text)))
+                return -1;
+        snprintf(mine, sizeof(mine), "%ld", (long)getpid());
+        if (!strcmp(text, mine))
+                return 0;
+        char *end;
+        long pid = strtol(text, &end, 10);
+        if (pid > 0 && !*end)
+                ferry_probe_sweep(dirfd, pid);
+        return ferry_manifest_set_note(m, PROBE_KEY, mine);
 }
 
 void ferry_probe_restore_times(int dirfd, const struct timespec *atim,

@@ -13,6 +13,7 @@
 #include "internal.h"
 
 #include "fsio.h"
+#include "names.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -320,6 +321,8 @@ static int probe_dst(struct coord *c)
         bool known = caps_parse(text, id, &c->dst_caps);
         if (!known && c->opt->dry_run)
                 return 0;
+        if (!known && ferry_probe_begin(c->m, c->cfg->dstfd))
+                return -1;
         if (!known && !ferry_dst_caps_probe(c->cfg->dstfd, &c->dst_caps)) {
                 caps_text(&c->dst_caps, id, text, sizeof(text));
                 if (ferry_manifest_set_note(c->m, CAPS_KEY, text))
