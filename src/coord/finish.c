@@ -378,6 +378,10 @@ void finish_tree(struct coord *c)
                  : dur == FERRY_DURABLE_NONE       ? 0
                  : dur == FERRY_DURABLE_FILE       ? c->fin.tree_sync_err
                                              : ferry_fsio_syncfs(c->cfg->dstfd);
+        /* the directories may lie on file systems mounted below DST too */
+        if (!rc && !c->stop_code && c->fin.tree_jobs &&
+            dur == FERRY_DURABLE_BATCH)
+                rc = sync_mounts_below(c->cfg->dstfd);
         if (!rc && !c->stop_code)
                 return;
         /* Nothing above is durable: forget it (the deletions and the

@@ -325,6 +325,9 @@ void meta_shortfall_end(struct coord *c);
 void too_big_seen(struct coord *c, const char *why);
 
 /* start.c */
+/* mounts.c: syncfs of each other file system mounted below DST's root
+ * dstfd (its own is the caller's); 0 or an errno. */
+int sync_mounts_below(int dstfd);
 int begin_run(struct coord *c);
 int written_since(struct coord *c);
 
