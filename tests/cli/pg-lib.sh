@@ -33,7 +33,7 @@ trap 'pg_cleanup; cleanup' EXIT
 
 pg_need() {
 	[[ $(id -u) == 0 ]] || skip_all "needs root: network namespaces, and initdb as nobody"
-	need_cmd ip setpriv psql
+	need_cmd ip nsenter setpriv psql
 	PG_BIN=${FERRY_PG_BINDIR:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
 	[[ -x $PG_BIN/initdb && -x $PG_BIN/pg_ctl ]] ||
 		skip_all "needs the PostgreSQL server (Debian's postgresql package; or FERRY_PG_BINDIR)"
@@ -59,9 +59,21 @@ pg_init() {
 	echo 'host all ferry 10.231.0.0/16 trust' >>"$PG_DIR/data/pg_hba.conf"
 }
 
+# in_netns NAME CMD...: CMD in network namespace NAME, and in this mount
+# namespace. Not `ip netns exec`: it also makes a new mount namespace,
+# a private copy of every mount of the moment, which on a machine whose /
+# is not shared keeps the file systems other tests mount and unmount alive
+# as long as CMD runs (a long-lived postmaster): t33's XFS, shut down,
+# unmounted and mounted again, came back still shut down (EIO).
+in_netns() {
+	local ns=$1
+	shift
+	nsenter --net="/run/netns/$ns" -- "$@"
+}
+
 pg_start() {
 	local ns=${1-} addr=${2-} run=()
-	[[ -n $ns ]] && run=(ip netns exec "$ns")
+	[[ -n $ns ]] && run=(in_netns "$ns")
 	"${run[@]}" setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
 		"$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/log" -w -t 60 \
 		-o "-k $PG_DIR/sock -c listen_addresses='$addr' -c port=5432" \

@@ -31,12 +31,17 @@ pg_start "$db" '*'
 
 user=$(ps -o user= -p "$(pg_pid)")
 check "the postmaster runs as nobody (ps says '$user')" test "$user" = nobody
+# a mount namespace of its own would hold other tests' mounts (pg-lib.sh)
+check "the postmaster shares this mount namespace" \
+	test "$(readlink "/proc/$(pg_pid)/ns/mnt")" = "$(readlink /proc/self/ns/mnt)"
+check "... and runs in the database's network namespace" \
+	test "$(readlink "/proc/$(pg_pid)/ns/net")" = "net:[$(stat -L -c %i "/run/netns/$db")]"
 
 # query [NETNS] HOST: the result of SELECT 41 + 1 there
 query() {
 	local run=()
 	if [[ $# == 2 ]]; then
-		run=(ip netns exec "$1")
+		run=(in_netns "$1")
 		shift
 	fi
 	"${run[@]}" psql -X -A -t -c 'SELECT 41 + 1' "$(pg_url "$1")" 2>"$LOG/psql.err"
