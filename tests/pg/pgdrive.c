@@ -84,12 +84,16 @@ static int seed(const char *url, const char *job, size_t nfiles, size_t ndirs)
         int64_t root_id = 0;
         if (!rc)
                 rc = ferry_pg_add_dirs(pg, 1, &root, 1, &root_id);
-        char(*names)[16] = calloc(nfiles + ndirs, sizeof(*names));
+        char(*names)[16] = calloc(nfiles + ndirs + 1, sizeof(*names));
         struct ferry_pg_dir *d = calloc(ndirs + 1, sizeof(*d));
         struct ferry_pg_file *f = calloc(nfiles + 1, sizeof(*f));
         if (!names || !d || !f) {
                 fprintf(stderr, "pgdrive: out of memory\n");
-                return 6;
+                free(names);
+                free(d);
+                free(f);
+                ferry_pg_close(pg);
+                return FERRY_EINTERNAL;
         }
         for (size_t i = 0; i < ndirs; i++) {
                 int len = snprintf(names[i], 16, "d%05zu", i);
