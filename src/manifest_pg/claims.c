@@ -76,8 +76,12 @@ static int claim_step(struct ferry_pg *pg, void *arg)
         if (rc)
                 return rc;
         size_t n = (size_t)PQntuples(r);
-        struct ferry_pg_row *rows = n ? calloc(n, sizeof(*rows)) : NULL;
-        if (n && !rows) {
+        if (n == 0) { /* nothing to lend: c stays empty */
+                PQclear(r);
+                return 0;
+        }
+        struct ferry_pg_row *rows = calloc(n, sizeof(*rows));
+        if (!rows) {
                 PQclear(r);
                 return pg_fail(pg, "out of memory");
         }
@@ -92,7 +96,7 @@ static int claim_step(struct ferry_pg *pg, void *arg)
                 w->size = (uint64_t)pg_get_i64(r, k, 6);
                 w->mtime_ns = pg_get_i64(r, k, 7);
         }
-        a->c->token = n ? pg_get_i64(r, 0, 0) : 0;
+        a->c->token = pg_get_i64(r, 0, 0);
         a->c->n = n;
         a->c->rows = rows;
         a->c->res = r;

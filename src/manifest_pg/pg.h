@@ -143,8 +143,9 @@ struct ferry_pg_claim {
 /* Claims up to max (<= FERRY_PG_BATCH_MAX) claimable rows of kind, leased
  * to this host for lease_s seconds under one new token (SELECT ... FOR
  * UPDATE SKIP LOCKED: two claims never take one row). n 0: none is
- * claimable now (some may be leased: ferry_pg_remaining). c is the
- * caller's, released with ferry_pg_claim_release. */
+ * claimable now (some may be leased: ferry_pg_remaining), and c holds
+ * nothing. c is the caller's, released with ferry_pg_claim_release
+ * (harmless on an empty one). */
 int ferry_pg_claim(struct ferry_pg *pg, enum ferry_pg_kind kind, size_t max,
                    int lease_s, struct ferry_pg_claim *c);
 void ferry_pg_claim_release(struct ferry_pg_claim *c);

@@ -217,6 +217,7 @@ static int work_kind(struct ferry_pg *pg, enum ferry_pg_kind kind,
                 if (rc)
                         return rc;
                 if (c.n == 0) {
+                        ferry_pg_claim_release(&c);
                         uint64_t pending, leased;
                         rc = ferry_pg_remaining(pg, kind, &pending, &leased);
                         if (rc || pending == 0)
