@@ -104,9 +104,15 @@ static int conn_make(struct ferry_pg *pg)
                 PGconn *c = PQconnectdbParams(conn_keys, vals, 1);
                 if (c && PQstatus(c) == CONNECTION_OK) {
                         PQsetNoticeProcessor(c, drop_notice, NULL);
-                        /* every statement names its tables unqualified */
-                        PGresult *r = PQexec(c, "SET search_path = ferry");
-                        bool set = PQresultStatus(r) == PGRES_COMMAND_OK;
+                        /* every statement names its tables unqualified;
+                         * a COMMIT is durable before it returns (a server
+                         * set to synchronous_commit off: not ours) */
+                        PGresult *r = PQexec(
+                                c, "SET search_path = ferry;"
+                                   "SELECT set_config('synchronous_commit',"
+                                   " 'on', false) WHERE current_setting("
+                                   "'synchronous_commit') = 'off'");
+                        bool set = PQresultStatus(r) == PGRES_TUPLES_OK;
                         PQclear(r);
                         if (set) {
                                 pg->conn = c;

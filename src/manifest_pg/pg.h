@@ -33,9 +33,9 @@
  *
  * Durability (DESIGN.md rule 1, issue 14 item 4): the caller runs its
  * own barrier on its DST mount before complete(); complete() returns
- * after COMMIT, which PostgreSQL makes durable (synchronous_commit on,
- * the server's default; a server configured otherwise is the operator's
- * choice).
+ * after COMMIT, which PostgreSQL makes durable first (synchronous_commit
+ * on, the server's default; a connection to a server set to off sets it
+ * on for itself).
  *
  * Lost connections: every call waits for the server when it is down or
  * restarting (connect's wait_s, backoff up to 2 s between attempts) and
@@ -44,8 +44,8 @@
  * rows) and reported applied.
  *
  * All functions return an enum ferry_code (0 = ok, FERRY_EMANIFEST on a
- * failure, whose message ferry_pg_errmsg returns). One handle is one
- * connection: one thread at a time.
+ * failure unless the call says otherwise), the message in
+ * ferry_pg_errmsg. One handle is one connection: one thread at a time.
  */
 #ifndef FERRY_MANIFEST_PG_H
 #define FERRY_MANIFEST_PG_H
