@@ -13,7 +13,7 @@
  *                                         job has nothing pending
  * work's options:
  *   -b N    rows per claim (50)          -l S  lease, seconds (3)
- *   -w MS   "work" per claim, renewing the lease every third of it (0)
+ *   -w MS   "work" per claim, renewing the lease every quarter of it (0)
  *   -m DIR  a file DIR/<row id> made with O_EXCL while a row is held, and
  *           removed after its outcome: two live claims of one row fail
  *   -o FILE "<id> <token>" per row whose outcome was accepted
@@ -149,11 +149,12 @@ static int mark(const struct opts *o, const struct ferry_pg_claim *c, bool on)
         return 0;
 }
 
-/* The claim's "work": -w ms, renewing every third of the lease. */
+/* The claim's "work": -w ms, renewing every quarter of the lease (a
+ * loaded machine may stall a host, or the server's reply, for a while). */
 static int work(struct ferry_pg *pg, const struct opts *o,
                 const struct ferry_pg_claim *c, struct tally *t)
 {
-        int slice = o->lease_s * 1000 / 3, left = o->work_ms;
+        int slice = o->lease_s * 1000 / 4, left = o->work_ms;
         while (left > 0) {
                 int ms = left < slice ? left : slice;
                 sleep_ms(ms);
