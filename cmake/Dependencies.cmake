@@ -1,4 +1,4 @@
-# SQLite and xxHash come from Debian's packages; say which one is missing.
+# SQLite, xxHash and libpq come from Debian's packages; say which one is missing.
 find_package(PkgConfig)
 if(NOT PKG_CONFIG_FOUND)
   message(FATAL_ERROR "pkg-config not found: apt-get install pkg-config")
@@ -13,4 +13,11 @@ endif()
 pkg_check_modules(XXHASH IMPORTED_TARGET libxxhash>=0.8)
 if(NOT XXHASH_FOUND)
   message(FATAL_ERROR "xxHash 0.8+ not found: apt-get install libxxhash-dev")
+endif()
+
+# The shared manifest (src/manifest_pg/, issue 14): PostgreSQL's client
+# library.
+pkg_check_modules(LIBPQ IMPORTED_TARGET libpq>=12)
+if(NOT LIBPQ_FOUND)
+  message(FATAL_ERROR "libpq 12+ not found: apt-get install libpq-dev")
 endif()

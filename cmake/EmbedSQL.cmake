@@ -1,5 +1,11 @@
-# Run in script mode: cmake -DOUT=file.c -DSQL_DIR=dir -P EmbedSQL.cmake
-# Writes a C file holding every sql/NNN_*.sql as migration NNN, in order.
+# Run in script mode: cmake -DOUT=file.c -DSQL_DIR=dir [-DPREFIX=name]
+# -P EmbedSQL.cmake. Writes a C file holding every NNN_*.sql of SQL_DIR as
+# migration NNN, in order, in the arrays <PREFIX>_migrations and
+# <PREFIX>_n_migrations (PREFIX ferry: the SQLite manifest's sql/;
+# ferry_pg: the shared manifest's sql/pg/).
+if(NOT PREFIX)
+  set(PREFIX ferry)
+endif()
 file(GLOB sql_files "${SQL_DIR}/[0-9][0-9][0-9]_*.sql")
 list(SORT sql_files)
 set(body "/* generated from sql/ by cmake/EmbedSQL.cmake; do not edit */\n")
@@ -16,7 +22,7 @@ foreach(f ${sql_files})
   string(APPEND table "        {${version}, \"${name}\", sql_${i}},\n")
   math(EXPR i "${i} + 1")
 endforeach()
-string(APPEND body "\nconst struct ferry_migration ferry_migrations[] = {\n${table}};\n")
-string(APPEND body "const int ferry_n_migrations = ${i};\n")
+string(APPEND body "\nconst struct ferry_migration ${PREFIX}_migrations[] = {\n${table}};\n")
+string(APPEND body "const int ${PREFIX}_n_migrations = ${i};\n")
 file(WRITE ${OUT}.tmp "${body}")
 file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

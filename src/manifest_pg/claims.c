@@ -1,0 +1,323 @@
+/*
+ * manifest_pg/claims.c - the hand-out to hosts: claims under a lease and a
+ * fencing token, their renewal, and their outcomes (pg.h draws the life of
+ * a claimable row).
+ *
+ * A claim is one statement: a new token from the sequence claim_tokens,
+ * the first claimable rows locked with FOR UPDATE SKIP LOCKED (a row
+ * another claim is taking at that moment is passed over, never taken
+ * twice), and those rows leased to the token. The lease is measured by
+ * the server's clock only (now()), so the hosts' clocks do not matter.
+ *
+ * An outcome is one transaction: the rows locked, checked to hold the
+ * token still, then written, or nothing written and the claim reported
+ * refused.
+ */
+#define _GNU_SOURCE
+#include "manifest_pg/internal.h"
+
+#include "buf.h"
+#include "manifest_types.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- claims ---------------------------------------------------------- */
+
+/* The claimable rows: pending, no lease or an expired one. */
+#define CLAIMABLE " AND (lease_until IS NULL OR lease_until < now())"
+
+static const char claim_files_sql[] =
+        "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
+        " picked AS MATERIALIZED (SELECT id FROM files WHERE job = $1"
+        " AND state = " MF_SQL_INT(MF_ST_PENDING) CLAIMABLE
+        " ORDER BY id LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
+        " UPDATE files f SET claim_token = t.token, claimed_by = $2,"
+        " lease_until = now() + make_interval(secs => $4::float8)"
+        " FROM t, picked, dirs d WHERE f.id = picked.id AND d.id = f.dir"
+        " RETURNING f.claim_token, f.id, f.dir, d.path, f.name,"
+        " f.type::int8, f.size, f.mtime_ns";
+
+static const char claim_dirs_sql[] =
+        "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
+        " picked AS MATERIALIZED (SELECT id FROM dirs WHERE job = $1"
+        " AND list_state = " MF_SQL_INT(PG_LIST_PENDING) CLAIMABLE
+        " ORDER BY id LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
+        " UPDATE dirs d SET claim_token = t.token, claimed_by = $2,"
+        " lease_until = now() + make_interval(secs => $4::float8)"
+        " FROM t, picked WHERE d.id = picked.id"
+        " RETURNING d.claim_token, d.id, d.parent, d.path, NULL::bytea,"
+        " 0::int8, 0::int8, 0::int8";
+
+struct claim_args {
+        enum ferry_pg_kind kind;
+        size_t max;
+        int lease_s;
+        struct ferry_pg_claim *c;
+};
+
+static int claim_step(struct ferry_pg *pg, void *arg)
+{
+        struct claim_args *a = arg;
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_text(&p, pg->host);
+        pg_param_int(&p, (int64_t)a->max);
+        pg_param_int(&p, a->lease_s);
+        /* a claim whose reply is lost stays with a token nobody knows
+         * until its lease runs out: the next try takes other rows */
+        int rc = pg_exec(pg,
+                         a->kind == PG_DIRS ? claim_dirs_sql : claim_files_sql,
+                         &p, &r, "claim");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        size_t n = (size_t)PQntuples(r);
+        if (n == 0) { /* nothing to lend: c stays empty */
+                PQclear(r);
+                return 0;
+        }
+        struct ferry_pg_row *rows = calloc(n, sizeof(*rows));
+        if (!rows) {
+                PQclear(r);
+                return pg_fail(pg, "out of memory");
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct ferry_pg_row *w = &rows[i];
+                int k = (int)i;
+                w->id = pg_get_i64(r, k, 1);
+                w->dir = pg_get_i64(r, k, 2);
+                w->path = pg_get_bytes(r, k, 3, &w->path_len);
+                w->name = pg_get_bytes(r, k, 4, &w->name_len);
+                w->type = (int)pg_get_i64(r, k, 5);
+                w->size = (uint64_t)pg_get_i64(r, k, 6);
+                w->mtime_ns = pg_get_i64(r, k, 7);
+        }
+        a->c->token = pg_get_i64(r, 0, 0);
+        a->c->n = n;
+        a->c->rows = rows;
+        a->c->res = r;
+        return 0;
+}
+
+int ferry_pg_claim(struct ferry_pg *pg, enum ferry_pg_kind kind, size_t max,
+                   int lease_s, struct ferry_pg_claim *c)
+{
+        memset(c, 0, sizeof(*c));
+        if (!pg->job)
+                return pg_fail(pg, "no job joined");
+        if (max == 0 || max > FERRY_PG_BATCH_MAX || lease_s < 1)
+                return pg_fail(pg, "claim of %zu rows for %d s: out of range",
+                               max, lease_s);
+        struct claim_args a = {kind, max, lease_s, c};
+        return pg_retry(pg, claim_step, &a);
+}
+
+void ferry_pg_claim_release(struct ferry_pg_claim *c)
+{
+        free(c->rows);
+        PQclear(c->res);
+        memset(c, 0, sizeof(*c));
+}
+
+/* ---- renewals -------------------------------------------------------- */
+
+struct renew_args {
+        const int64_t *tokens;
+        size_t n;
+        int lease_s;
+        uint64_t renewed;
+};
+
+static int renew_step(struct ferry_pg *pg, void *arg)
+{
+        struct renew_args *a = arg;
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_text(&p, pg->host);
+        pg_param_int_array(&p, a->tokens, a->n);
+        pg_param_int(&p, a->lease_s);
+        int rc = pg_exec(
+                pg,
+                "WITH h AS (UPDATE hosts SET last_seen = now()"
+                " WHERE job = $1 AND host = $2),"
+                " d AS (UPDATE dirs SET lease_until = now() +"
+                " make_interval(secs => $4::float8) WHERE job = $1 AND"
+                " claimed_by = $2 AND list_state = " MF_SQL_INT(
+                        PG_LIST_PENDING) " AND claim_token = ANY($3::int8[])"
+                                         " RETURNING 1),"
+                                         " f AS (UPDATE files SET lease_until "
+                                         "= now() +"
+                                         " make_interval(secs => $4::float8) "
+                                         "WHERE job = $1 AND"
+                                         " claimed_by = $2 AND state "
+                                         "= " MF_SQL_INT(
+                                                 MF_ST_PENDING) " AND "
+                                                                "claim_token = "
+                                                                "ANY($3::int8[]"
+                                                                ")"
+                                                                " RETURNING 1)"
+                                                                " SELECT "
+                                                                "((SELECT "
+                                                                "count(*) FROM "
+                                                                "d) +"
+                                                                " (SELECT "
+                                                                "count(*) FROM "
+                                                                "f))::int8",
+                &p, &r, "renewal");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        a->renewed = (uint64_t)pg_get_i64(r, 0, 0);
+        PQclear(r);
+        return 0;
+}
+
+int ferry_pg_renew(struct ferry_pg *pg, const int64_t *tokens, size_t n,
+                   int lease_s, uint64_t *renewed)
+{
+        *renewed = 0;
+        if (!pg->job)
+                return pg_fail(pg, "no job joined");
+        struct renew_args a = {tokens, n, lease_s, 0};
+        int rc = pg_retry(pg, renew_step, &a);
+        *renewed = a.renewed;
+        return rc;
+}
+
+/* ---- outcomes -------------------------------------------------------- */
+
+struct complete_args {
+        enum ferry_pg_kind kind;
+        int64_t token;
+        const struct ferry_pg_outcome *o;
+        size_t n;
+        bool refused;
+};
+
+/* Locks the rows of a and counts those still leased to its token (live)
+ * and those it already completed (final). */
+static int lock_rows(struct ferry_pg *pg, const struct complete_args *a,
+                     size_t *live, size_t *final)
+{
+        struct pg_params p;
+        PGresult *r = NULL;
+        int64_t *ids = malloc(a->n * sizeof(*ids));
+        if (!ids)
+                return pg_fail(pg, "out of memory");
+        for (size_t i = 0; i < a->n; i++)
+                ids[i] = a->o[i].id;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_int_array(&p, ids, a->n);
+        pg_param_int(&p, a->token);
+        free(ids);
+        int rc = pg_exec(pg,
+                         a->kind == PG_DIRS
+                                 ? "SELECT list_state::int8 FROM dirs WHERE "
+                                   "job = $1 AND id = ANY($2::int8[]) AND "
+                                   "claim_token = $3 FOR UPDATE"
+                                 : "SELECT state::int8 FROM files WHERE "
+                                   "job = $1 AND id = ANY($2::int8[]) AND "
+                                   "claim_token = $3 FOR UPDATE",
+                         &p, &r, "outcome check");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        *live = *final = 0;
+        for (int i = 0; i < PQntuples(r); i++)
+                if (pg_get_i64(r, i, 0) == 0) /* pending, list pending */
+                        ++*live;
+                else
+                        ++*final;
+        PQclear(r);
+        return 0;
+}
+
+static const char *const outcome_casts[] = {"int8", "int2", "bytea", "text"};
+
+static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
+{
+        struct ferry_buf sql = FERRY_BUF_INIT;
+        struct pg_params p;
+        PGresult *r = NULL;
+        ferry_buf_adds(&sql, a->kind == PG_DIRS
+                                     ? "UPDATE dirs f SET list_state = v.state,"
+                                       " error = v.error,"
+                                     : "UPDATE files f SET state = v.state,"
+                                       " hash = v.hash, error = v.error,"
+                                       " attempts = f.attempts + 1,");
+        ferry_buf_adds(&sql, " lease_until = NULL FROM (VALUES ");
+        pg_values_sql(&sql, a->n, 3, outcome_casts, 4, false);
+        ferry_buf_adds(&sql, ") v (id, state, hash, error) WHERE f.job = $1"
+                             " AND f.claim_token = $2 AND f.id = v.id");
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_int(&p, a->token);
+        for (size_t i = 0; i < a->n; i++) {
+                const struct ferry_pg_outcome *o = &a->o[i];
+                bool done = o->result == PG_DONE;
+                int state = a->kind == PG_DIRS
+                                    ? (done ? PG_LISTED : PG_LIST_FAILED)
+                                    : (done ? MF_ST_DONE : MF_ST_FAILED);
+                pg_param_int(&p, o->id);
+                pg_param_int(&p, state);
+                pg_param_bytes(&p, done ? o->hash : NULL, o->hash_len);
+                pg_param_text(&p, done ? NULL : o->error);
+        }
+        int rc = sql.oom ? pg_fail(pg, "out of memory")
+                         : pg_exec(pg, sql.buf, &p, &r, "outcome");
+        pg_params_release(&p);
+        ferry_buf_release(&sql);
+        if (rc)
+                return rc;
+        long changed = atol(PQcmdTuples(r));
+        PQclear(r);
+        if ((size_t)changed != a->n)
+                return pg_fail(pg, "outcome failed: %ld rows written of %zu",
+                               changed, a->n);
+        return 0;
+}
+
+static int complete_step(struct ferry_pg *pg, void *arg)
+{
+        struct complete_args *a = arg;
+        size_t live = 0, final = 0;
+        a->refused = false;
+        int rc = pg_begin(pg);
+        if (!rc)
+                rc = lock_rows(pg, a, &live, &final);
+        if (rc)
+                return rc;
+        if (final == a->n) /* an earlier try committed, its reply lost */
+                return pg_commit(pg);
+        if (live != a->n) { /* pg_retry rolls back */
+                a->refused = true;
+                return 0;
+        }
+        rc = write_outcomes(pg, a);
+        return rc ? rc : pg_commit(pg);
+}
+
+int ferry_pg_complete(struct ferry_pg *pg, enum ferry_pg_kind kind,
+                      int64_t token, const struct ferry_pg_outcome *o, size_t n,
+                      bool *refused)
+{
+        *refused = false;
+        if (!pg->job)
+                return pg_fail(pg, "no job joined");
+        if (n == 0)
+                return 0;
+        if (n > FERRY_PG_BATCH_MAX)
+                return pg_fail(pg, "outcomes of %zu rows: more than %d", n,
+                               FERRY_PG_BATCH_MAX);
+        struct complete_args a = {kind, token, o, n, false};
+        int rc = pg_retry(pg, complete_step, &a);
+        *refused = a.refused;
+        return rc;
+}

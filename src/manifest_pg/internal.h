@@ -1,0 +1,88 @@
+/*
+ * manifest_pg/internal.h - what the files of src/manifest_pg/ share: the
+ * handle, statement parameters, reading binary results, and running an
+ * operation again after a lost connection.
+ *
+ * conn.c owns the connection (connect, wait, reconnect) and the
+ * migrations; job.c joining a job and adding rows; claims.c claims,
+ * renewals and outcomes. Every statement is sent with PQexecParams and
+ * asks for binary results (pg_get_* read them).
+ */
+#ifndef FERRY_MANIFEST_PG_INTERNAL_H
+#define FERRY_MANIFEST_PG_INTERNAL_H
+
+#include "manifest_pg/pg.h"
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* dirs.list_state (sql/pg/001_schema.sql) */
+#define PG_LIST_PENDING 0
+#define PG_LISTED       1
+#define PG_LIST_FAILED  2
+
+/* What a step returns besides 0 and FERRY_* codes: the connection was
+ * lost, or the server asked for the transaction again (deadlock,
+ * serialization): pg_retry runs the whole operation again. */
+#define PG_AGAIN (-1)
+
+struct ferry_pg {
+        PGconn *conn;
+        char *url;
+        int wait_s;
+        unsigned reconnects;
+        int64_t job; /* 0 until ferry_pg_job_join */
+        char *host;
+        char errmsg[1024];
+};
+
+int pg_fail(struct ferry_pg *pg, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
+/* Parameters of one statement: text (numbers, arrays) or binary (bytea).
+ * The values are copied into the set; pg_params_release frees them. */
+struct pg_params {
+        int n, cap;
+        char **vals;
+        int *lens, *fmts;
+        bool oom;
+};
+void pg_params_init(struct pg_params *p);
+void pg_params_release(struct pg_params *p);
+void pg_param_int(struct pg_params *p, int64_t v);
+void pg_param_text(struct pg_params *p, const char *s); /* NULL: SQL NULL */
+void pg_param_bytes(struct pg_params *p, const void *b, size_t len);
+/* A bigint[] in text form: "{1,2,3}". */
+void pg_param_int_array(struct pg_params *p, const int64_t *v, size_t n);
+
+/* Runs sql with p (may be NULL), binary results. Returns 0 with *res
+ * (caller PQclear()s; res may be NULL to drop it), PG_AGAIN (lost
+ * connection, deadlock, serialization failure), or FERRY_EMANIFEST with
+ * "manifest <what> failed: <server's message>". */
+int pg_exec(struct ferry_pg *pg, const char *sql, const struct pg_params *p,
+            PGresult **res, const char *what);
+/* BEGIN, COMMIT, ROLLBACK (the last ignores failures: after a lost
+ * connection there is nothing to roll back). */
+int pg_begin(struct ferry_pg *pg);
+int pg_commit(struct ferry_pg *pg);
+void pg_rollback(struct ferry_pg *pg);
+
+/* Runs step(pg, arg) until it returns anything but PG_AGAIN, making the
+ * connection again in between (for up to pg->wait_s seconds). */
+typedef int (*pg_step_fn)(struct ferry_pg *pg, void *arg);
+int pg_retry(struct ferry_pg *pg, pg_step_fn step, void *arg);
+
+/* Appends to b the rows of a VALUES list: rows times "(" ord, then $k::
+ * casts[c] for each of ncols columns, k counting from first ")", joined
+ * by commas. ord (when with_ord) is the row's index, a literal. */
+struct ferry_buf;
+void pg_values_sql(struct ferry_buf *b, size_t rows, int first,
+                   const char *const *casts, int ncols, bool with_ord);
+
+/* Binary result columns (cast to bigint in the SQL: pg_get_i64 reads
+ * int8 only). NULL reads as 0 / NULL. */
+int64_t pg_get_i64(const PGresult *r, int row, int col);
+const char *pg_get_bytes(const PGresult *r, int row, int col, size_t *len);
+
+#endif

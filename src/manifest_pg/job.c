@@ -1,0 +1,284 @@
+/*
+ * manifest_pg/job.c - joining a job of the shared manifest (created by the
+ * first host, checked by every other against its SRC and DST
+ * fingerprints), adding the rows a scan finds (directories to list, file
+ * rows to copy) a batch per statement, and counting what remains.
+ *
+ * Adding is idempotent (ON CONFLICT): pg_retry may send a batch again
+ * whose COMMIT happened but whose reply was lost.
+ */
+#define _GNU_SOURCE
+#include "manifest_pg/internal.h"
+
+#include "buf.h"
+#include "manifest_types.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct join_args {
+        const char *name, *src_fp, *dst_fp, *host;
+};
+
+static int join_step(struct ferry_pg *pg, void *arg)
+{
+        const struct join_args *a = arg;
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_text(&p, a->name);
+        pg_param_text(&p, a->src_fp);
+        pg_param_text(&p, a->dst_fp);
+        /* a job another host made at the same time is not in this
+         * statement's snapshot: none comes back, and the next try sees it */
+        int rc = pg_exec(pg,
+                         "WITH ins AS (INSERT INTO jobs (name, src_fp, dst_fp)"
+                         " VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING"
+                         " RETURNING id, src_fp, dst_fp)"
+                         " SELECT id, src_fp::bytea, dst_fp::bytea FROM ins"
+                         " UNION ALL SELECT id, src_fp::bytea, dst_fp::bytea"
+                         " FROM jobs WHERE name = $1 LIMIT 1",
+                         &p, &r, "job join");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        if (PQntuples(r) != 1) {
+                PQclear(r);
+                return PG_AGAIN;
+        }
+        size_t slen, dlen;
+        const char *src = pg_get_bytes(r, 0, 1, &slen);
+        const char *dst = pg_get_bytes(r, 0, 2, &dlen);
+        const char *side = NULL, *theirs = NULL;
+        int theirs_len = 0;
+        if (slen != strlen(a->src_fp) || memcmp(src, a->src_fp, slen)) {
+                side = "SRC";
+                theirs = src, theirs_len = (int)slen;
+        } else if (dlen != strlen(a->dst_fp) || memcmp(dst, a->dst_fp, dlen)) {
+                side = "DST";
+                theirs = dst, theirs_len = (int)dlen;
+        }
+        if (side) {
+                pg_fail(pg,
+                        "job '%s' of the shared manifest has another %s: its "
+                        "fingerprint is '%.*s', this host's %s is '%s'",
+                        a->name, side, theirs_len, theirs, side,
+                        side[0] == 'S' ? a->src_fp : a->dst_fp);
+                PQclear(r);
+                return FERRY_EPATH;
+        }
+        int64_t job = pg_get_i64(r, 0, 0);
+        PQclear(r);
+        pg_params_init(&p);
+        pg_param_int(&p, job);
+        pg_param_text(&p, a->host);
+        rc = pg_exec(pg,
+                     "INSERT INTO hosts (job, host) VALUES ($1, $2)"
+                     " ON CONFLICT (job, host) DO UPDATE SET last_seen = now()",
+                     &p, NULL, "host join");
+        pg_params_release(&p);
+        if (!rc)
+                pg->job = job;
+        return rc;
+}
+
+int ferry_pg_job_join(struct ferry_pg *pg, const char *name, const char *src_fp,
+                      const char *dst_fp, const char *host)
+{
+        struct join_args a = {name, src_fp, dst_fp, host};
+        char *h = strdup(host);
+        if (!h)
+                return pg_fail(pg, "out of memory");
+        free(pg->host);
+        pg->host = h;
+        return pg_retry(pg, join_step, &a);
+}
+
+/* ---- adding rows ----------------------------------------------------- */
+
+struct add_args {
+        int64_t gen;
+        const void *rows; /* struct ferry_pg_dir or ferry_pg_file */
+        size_t n;
+        int64_t *ids;
+};
+
+static const char *const dir_casts[] = {"int8", "bytea"};
+
+static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
+                          size_t from, size_t n)
+{
+        const struct ferry_pg_dir *d = (const struct ferry_pg_dir *)a->rows;
+        struct ferry_buf sql = FERRY_BUF_INIT;
+        struct pg_params p;
+        PGresult *r = NULL;
+        /* the ids in the order of the rows, an existing row's too (DO
+         * UPDATE, not NOTHING: RETURNING then names it) */
+        ferry_buf_adds(&sql, "WITH v(ord, parent, path) AS (VALUES ");
+        pg_values_sql(&sql, n, 3, dir_casts, 2, true);
+        ferry_buf_adds(
+                &sql,
+                "), ins AS (INSERT INTO dirs (job, parent, path, gen)"
+                " SELECT $1::int8, nullif(parent, 0), path, $2::int8 FROM v"
+                " ORDER BY ord ON CONFLICT (job, path) DO UPDATE"
+                " SET path = EXCLUDED.path RETURNING id, path)"
+                " SELECT ins.id FROM v JOIN ins ON ins.path = v.path"
+                " ORDER BY v.ord");
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_int(&p, a->gen);
+        for (size_t i = from; i < from + n; i++) {
+                pg_param_int(&p, d[i].parent);
+                pg_param_bytes(&p, d[i].path, d[i].path_len);
+        }
+        int rc = sql.oom ? pg_fail(pg, "out of memory")
+                         : pg_exec(pg, sql.buf, &p, &r, "directory insert");
+        pg_params_release(&p);
+        ferry_buf_release(&sql);
+        if (rc)
+                return rc;
+        if ((size_t)PQntuples(r) != n) {
+                PQclear(r);
+                return pg_fail(pg,
+                               "directory insert failed: %zu rows for "
+                               "%d ids (the same path twice?)",
+                               n, PQntuples(r));
+        }
+        for (size_t i = 0; a->ids && i < n; i++)
+                a->ids[from + i] = pg_get_i64(r, (int)i, 0);
+        PQclear(r);
+        return 0;
+}
+
+static const char *const file_casts[] = {"int8", "bytea", "int2", "int8",
+                                         "int8", "int8",  "int8", "int8",
+                                         "int8", "int8",  "int8"};
+#define FILE_COLS 11
+
+static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
+                           size_t from, size_t n)
+{
+        const struct ferry_pg_file *f = (const struct ferry_pg_file *)a->rows;
+        struct ferry_buf sql = FERRY_BUF_INIT;
+        struct pg_params p;
+        ferry_buf_adds(&sql,
+                       "INSERT INTO files (job, gen, dir, name, type,"
+                       " size, mtime_ns, ctime_ns, mode, uid, gid, dev,"
+                       " ino) SELECT $1::int8, $2::int8, v.* FROM (VALUES ");
+        pg_values_sql(&sql, n, 3, file_casts, FILE_COLS, false);
+        ferry_buf_adds(&sql, ") v ON CONFLICT (dir, name) DO NOTHING");
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_int(&p, a->gen);
+        for (size_t i = from; i < from + n; i++) {
+                pg_param_int(&p, f[i].dir);
+                pg_param_bytes(&p, f[i].name, f[i].name_len);
+                pg_param_int(&p, f[i].type);
+                pg_param_int(&p, (int64_t)f[i].size);
+                pg_param_int(&p, f[i].mtime_ns);
+                pg_param_int(&p, f[i].ctime_ns);
+                pg_param_int(&p, f[i].mode);
+                pg_param_int(&p, f[i].uid);
+                pg_param_int(&p, f[i].gid);
+                pg_param_int(&p, (int64_t)f[i].dev);
+                pg_param_int(&p, (int64_t)f[i].ino);
+        }
+        int rc = sql.oom ? pg_fail(pg, "out of memory")
+                         : pg_exec(pg, sql.buf, &p, NULL, "file insert");
+        pg_params_release(&p);
+        ferry_buf_release(&sql);
+        return rc;
+}
+
+typedef int (*add_batch_fn)(struct ferry_pg *pg, const struct add_args *a,
+                            size_t from, size_t n);
+
+/* One statement a batch; several in one transaction. */
+static int add_all(struct ferry_pg *pg, const struct add_args *a,
+                   add_batch_fn batch)
+{
+        bool txn = a->n > FERRY_PG_BATCH_MAX;
+        int rc = txn ? pg_begin(pg) : 0;
+        for (size_t i = 0; !rc && i < a->n; i += FERRY_PG_BATCH_MAX) {
+                size_t k = a->n - i;
+                rc = batch(pg, a, i,
+                           k < FERRY_PG_BATCH_MAX ? k : FERRY_PG_BATCH_MAX);
+        }
+        if (!rc && txn)
+                rc = pg_commit(pg);
+        return rc;
+}
+
+static int add_dirs_step(struct ferry_pg *pg, void *arg)
+{
+        return add_all(pg, arg, add_dirs_batch);
+}
+
+static int add_files_step(struct ferry_pg *pg, void *arg)
+{
+        return add_all(pg, arg, add_files_batch);
+}
+
+int ferry_pg_add_dirs(struct ferry_pg *pg, int64_t gen,
+                      const struct ferry_pg_dir *dirs, size_t n, int64_t *ids)
+{
+        if (!pg->job)
+                return pg_fail(pg, "no job joined");
+        struct add_args a = {gen, dirs, n, ids};
+        return n ? pg_retry(pg, add_dirs_step, &a) : 0;
+}
+
+int ferry_pg_add_files(struct ferry_pg *pg, int64_t gen,
+                       const struct ferry_pg_file *files, size_t n)
+{
+        if (!pg->job)
+                return pg_fail(pg, "no job joined");
+        struct add_args a = {gen, files, n, NULL};
+        return n ? pg_retry(pg, add_files_step, &a) : 0;
+}
+
+/* ---- what remains ---------------------------------------------------- */
+
+struct remaining_args {
+        enum ferry_pg_kind kind;
+        uint64_t pending, leased;
+};
+
+static int remaining_step(struct ferry_pg *pg, void *arg)
+{
+        struct remaining_args *a = arg;
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        int rc = pg_exec(
+                pg,
+                a->kind == PG_DIRS
+                        ? "SELECT count(*)::int8, count(*) FILTER (WHERE "
+                          "lease_until >= now())::int8 FROM dirs WHERE job = "
+                          "$1 AND list_state = " MF_SQL_INT(PG_LIST_PENDING)
+                        : "SELECT count(*)::int8, count(*) FILTER (WHERE "
+                          "lease_until >= now())::int8 FROM files WHERE job = "
+                          "$1 AND state = " MF_SQL_INT(MF_ST_PENDING),
+                &p, &r, "count");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        a->pending = (uint64_t)pg_get_i64(r, 0, 0);
+        a->leased = (uint64_t)pg_get_i64(r, 0, 1);
+        PQclear(r);
+        return 0;
+}
+
+int ferry_pg_remaining(struct ferry_pg *pg, enum ferry_pg_kind kind,
+                       uint64_t *pending, uint64_t *leased)
+{
+        if (!pg->job)
+                return pg_fail(pg, "no job joined");
+        struct remaining_args a = {kind, 0, 0};
+        int rc = pg_retry(pg, remaining_step, &a);
+        *pending = a.pending;
+        *leased = a.leased;
+        return rc;
+}
