@@ -132,6 +132,22 @@ struct renew_args {
         uint64_t renewed;
 };
 
+/* (clang-format cannot lay out a literal around MF_SQL_INT) */
+/* clang-format off */
+static const char renew_sql[] =
+        "WITH h AS (UPDATE hosts SET last_seen = now()"
+        " WHERE job = $1 AND host = $2),"
+        " d AS (UPDATE dirs SET lease_until = now() +"
+        " make_interval(secs => $4::float8) WHERE job = $1 AND"
+        " claimed_by = $2 AND list_state = " MF_SQL_INT(PG_LIST_PENDING)
+        " AND claim_token = ANY($3::int8[]) RETURNING 1),"
+        " f AS (UPDATE files SET lease_until = now() +"
+        " make_interval(secs => $4::float8) WHERE job = $1 AND"
+        " claimed_by = $2 AND state = " MF_SQL_INT(MF_ST_PENDING)
+        " AND claim_token = ANY($3::int8[]) RETURNING 1)"
+        " SELECT ((SELECT count(*) FROM d) + (SELECT count(*) FROM f))::int8";
+/* clang-format on */
+
 static int renew_step(struct ferry_pg *pg, void *arg)
 {
         struct renew_args *a = arg;
@@ -142,34 +158,7 @@ static int renew_step(struct ferry_pg *pg, void *arg)
         pg_param_text(&p, pg->host);
         pg_param_int_array(&p, a->tokens, a->n);
         pg_param_int(&p, a->lease_s);
-        int rc = pg_exec(
-                pg,
-                "WITH h AS (UPDATE hosts SET last_seen = now()"
-                " WHERE job = $1 AND host = $2),"
-                " d AS (UPDATE dirs SET lease_until = now() +"
-                " make_interval(secs => $4::float8) WHERE job = $1 AND"
-                " claimed_by = $2 AND list_state = " MF_SQL_INT(
-                        PG_LIST_PENDING) " AND claim_token = ANY($3::int8[])"
-                                         " RETURNING 1),"
-                                         " f AS (UPDATE files SET lease_until "
-                                         "= now() +"
-                                         " make_interval(secs => $4::float8) "
-                                         "WHERE job = $1 AND"
-                                         " claimed_by = $2 AND state "
-                                         "= " MF_SQL_INT(
-                                                 MF_ST_PENDING) " AND "
-                                                                "claim_token = "
-                                                                "ANY($3::int8[]"
-                                                                ")"
-                                                                " RETURNING 1)"
-                                                                " SELECT "
-                                                                "((SELECT "
-                                                                "count(*) FROM "
-                                                                "d) +"
-                                                                " (SELECT "
-                                                                "count(*) FROM "
-                                                                "f))::int8",
-                &p, &r, "renewal");
+        int rc = pg_exec(pg, renew_sql, &p, &r, "renewal");
         pg_params_release(&p);
         if (rc)
                 return rc;
@@ -184,6 +173,8 @@ int ferry_pg_renew(struct ferry_pg *pg, const int64_t *tokens, size_t n,
         *renewed = 0;
         if (!pg->job)
                 return pg_fail(pg, "no job joined");
+        if (lease_s < 1) /* 0 would end this host's own leases */
+                return pg_fail(pg, "a lease of %d s", lease_s);
         struct renew_args a = {tokens, n, lease_s, 0};
         int rc = pg_retry(pg, renew_step, &a);
         *renewed = a.renewed;

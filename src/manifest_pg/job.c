@@ -36,8 +36,8 @@ static int join_step(struct ferry_pg *pg, void *arg)
                          "WITH ins AS (INSERT INTO jobs (name, src_fp, dst_fp)"
                          " VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING"
                          " RETURNING id, src_fp, dst_fp)"
-                         " SELECT id, src_fp::bytea, dst_fp::bytea FROM ins"
-                         " UNION ALL SELECT id, src_fp::bytea, dst_fp::bytea"
+                         " SELECT id, src_fp, dst_fp FROM ins"
+                         " UNION ALL SELECT id, src_fp, dst_fp"
                          " FROM jobs WHERE name = $1 LIMIT 1",
                          &p, &r, "job join");
         pg_params_release(&p);
@@ -90,9 +90,14 @@ int ferry_pg_job_join(struct ferry_pg *pg, const char *name, const char *src_fp,
         char *h = strdup(host);
         if (!h)
                 return pg_fail(pg, "out of memory");
+        int rc = pg_retry(pg, join_step, &a);
+        if (rc) { /* a refused join leaves the handle as it was */
+                free(h);
+                return rc;
+        }
         free(pg->host);
         pg->host = h;
-        return pg_retry(pg, join_step, &a);
+        return 0;
 }
 
 /* ---- adding rows ----------------------------------------------------- */

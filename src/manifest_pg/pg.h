@@ -28,8 +28,12 @@
  *
  * Fencing: every claim takes a new token from a sequence; complete()
  * writes outcomes only where claim_token is still the claim's, all or
- * none in one transaction, so a host that lost its claim (killed,
- * partitioned past its lease) can never mark anything.
+ * none in one transaction, so a host whose rows another claim took
+ * (it was killed, or partitioned past its lease) can never mark them.
+ * A lease that ran out but that no other claim took still holds the
+ * token: its late outcome is taken. The token fences the done marks,
+ * not what the host writes into DST: the copier will have to renew
+ * before its final rename (the next slice).
  *
  * Durability (DESIGN.md rule 1, issue 14 item 4): the caller runs its
  * own barrier on its DST mount before complete(); complete() returns

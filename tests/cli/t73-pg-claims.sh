@@ -40,13 +40,14 @@ sock=$(pg_url)
 
 # sql QUERY: its result, unaligned, from the socket
 sql() { psql -X -A -t -q -v ON_ERROR_STOP=1 -c "$1" "$sock"; }
-# w I ARGS...: becomes pgdrive in worker I's namespace (ip netns exec
-# execs it: the pid stays the driver's), reaching the server over its
-# link (wurl I). Only as spawn's command.
+# w I ARGS...: becomes pgdrive in worker I's network namespace (nsenter
+# execs it: the pid stays the driver's; not ip netns exec, see in_netns
+# in pg-lib.sh), reaching the server over its link (wurl I). Only as
+# spawn's command.
 w() {
 	local i=$1
 	shift
-	exec ip netns exec "ferry-$$-w$i" "$PGDRIVE" "$@"
+	exec nsenter --net="/run/netns/ferry-$$-w$i" -- "$PGDRIVE" "$@"
 }
 wurl() { pg_url "10.231.$1.1"; }
 jobid() { sql "SELECT id FROM ferry.jobs WHERE name = '$1'"; }
@@ -117,6 +118,10 @@ expect_code 2 "$PGDRIVE" join "$sock" jj src-x dst-a h3
 check "the refusal names SRC" grep -q "has another SRC" "$LOG/err"
 check "the job has the two hosts that joined" \
 	test "$(sql "SELECT string_agg(host, ',' ORDER BY host) FROM ferry.hosts WHERE job = $(jobid jj)")" = h1,h2
+# a fingerprint is compared byte for byte: a backslash is no escape
+expect_code 0 "$PGDRIVE" join "$sock" jb 'src\x41' dst-a h1
+expect_code 0 "$PGDRIVE" join "$sock" jb 'src\x41' dst-a h2
+expect_code 2 "$PGDRIVE" join "$sock" jb srcA dst-a h3
 
 # ---- three hosts, 2,000 rows ------------------------------------------
 expect_code 0 "$PGDRIVE" seed "$sock" c3 2000 20
