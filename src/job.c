@@ -215,6 +215,19 @@ static int open_manifest(struct ferry_job *job, struct ferry_error *err)
         if (rc)
                 return rc;
         bool exists = access(job->manifest_path, F_OK) == 0;
+        /* --adopt --manifest FILE takes over the job FILE records (a moved
+         * one): as rsync's --read-batch or robocopy's /JOB, a file named to
+         * be read must be there. Made anew, a typo would start a second,
+         * empty job that reads all of both trees while the real one is
+         * left behind. */
+        if (job->opt.adopt && job->opt.manifest && !exists)
+                return ferry_job_errf(
+                        err, FERRY_EMANIFEST,
+                        "--adopt: no manifest at '%s': nothing changed "
+                        "(`ferry status` lists the jobs and their "
+                        "manifests; to adopt DST into a new job, leave out "
+                        "--manifest)",
+                        job->manifest_path);
         if (job->opt.verify && !exists)
                 return ferry_job_errf(
                         err, FERRY_EMANIFEST,
