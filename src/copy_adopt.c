@@ -9,7 +9,9 @@
  * full, is the same; a symlink when DST's is a symlink to the same target.
  * SRC must stay the file the scan saw while it is read (rule 5), DST the
  * entry that was stat'ed. Then SRC's metadata is applied to DST's entry in
- * place, as a row whose metadata alone moved (copy_meta.c), and the item
+ * place, as a row whose metadata alone moved (copy_meta.c), each part
+ * compared first and set only when it differs (meta.h: an equal entry
+ * keeps its ctime; DST's file is read with O_NOATIME), and the item
  * is R_DONE with the hash of SRC: its done mark waits for the same
  * barrier as a copy's (coord/barrier.c: a syncfs of DST, an fsync of its
  * directory; --durability=file: the file's own fsync here), so a file cp
@@ -62,13 +64,16 @@ static bool same_inode(const struct ferry_stat *s, const struct ferry_stat *d)
 }
 
 /* Applies SRC's st (and c->xa when xa) to DST's entry name (fd, or -1
- * for a symlink) in place; a shortfall is kept in it->meta_fail. 0, or
- * the errno that fails the item (*step). */
+ * for a symlink; its stat now) in place, each part only where it differs
+ * (meta.h): an entry equal in full is not written at all, its ctime
+ * stays. A shortfall is kept in it->meta_fail. 0, or the errno that fails
+ * the item (*step). */
 static int apply_in_place(struct ferry_copier *c, struct ferry_item *it, int fd,
-                          const char *name, const struct ferry_stat *st,
-                          bool xa, const struct step **step)
+                          const char *name, const struct ferry_stat *now,
+                          const struct ferry_stat *st, bool xa,
+                          const struct step **step)
 {
-        struct ferry_meta_target t = {fd, c->dst_dir, name, true};
+        struct ferry_meta_target t = {fd, c->dst_dir, name, true, now};
         enum ferry_step fs = FERRY_STEP_NONE;
         it->meta_fail = (struct ferry_failure){0};
         int rc = ferry_meta_apply(&c->cfg.meta, &t, st, xa ? &c->xa : NULL,
@@ -88,6 +93,19 @@ static int apply_in_place(struct ferry_copier *c, struct ferry_item *it, int fd,
 /* Reads and hashes SRC's open file in (its fstat before) and DST's entry
  * name (its stat d); *equal when both hold the same bytes and neither
  * moved meanwhile. SRC's xattrs are read into c->xa. */
+/* DST's file read to be hashed: its atime stays where it may (as
+ * SRC's, copy_data.c), one thing less to set back after. */
+static int open_dst(struct ferry_copier *c, const char *name, int *fd)
+{
+        int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK;
+#ifdef HAVE_O_NOATIME
+        int rc = ferry_fsio_openat(c->dst_dir, name, flags | O_NOATIME, 0, fd);
+        if (rc != EPERM)
+                return rc;
+#endif
+        return ferry_fsio_openat(c->dst_dir, name, flags, 0, fd);
+}
+
 static int compare_files(struct ferry_copier *c, int in,
                          const struct ferry_stat *before, const char *name,
                          const struct ferry_stat *d, struct ferry_item *it,
@@ -107,8 +125,7 @@ static int compare_files(struct ferry_copier *c, int in,
         if (rc || !ferry_copier_same_file(before, &after) ||
             ssize != after.size)
                 goto out; /* the normal copy tells (rule 5) */
-        rc = ferry_fsio_openat(c->dst_dir, name,
-                               O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0, out);
+        rc = open_dst(c, name, out);
         if (!rc)
                 rc = ferry_fsio_fstat(*out, &d2);
         if (rc || !S_ISREG(d2.mode) || !same_entry(d, &d2))
@@ -153,7 +170,8 @@ static bool adopt_file(struct ferry_copier *c, const char *name,
                         goto out;
                 }
                 const struct step *step = &S_COPY;
-                int rc = apply_in_place(c, it, out, name, &it->st, true, &step);
+                int rc = apply_in_place(c, it, out, name, &now, &it->st, true,
+                                        &step);
                 if (rc && !ferry_copier_dst_gone(c, it, rc, step))
                         ferry_copier_set_result(it, rc, step);
         }
@@ -187,7 +205,8 @@ static bool adopt_symlink(struct ferry_copier *c, const char *name,
                 XXH128_canonicalFromHash(&canon, XXH3_128bits(src, slen));
                 memcpy(it->hash, canon.digest, 16);
                 it->st = st;
-                int rc = apply_in_place(c, it, -1, name, &st, true, &step);
+                int rc = apply_in_place(c, it, -1, name, &again, &st, true,
+                                        &step);
                 if (rc && !ferry_copier_dst_gone(c, it, rc, step))
                         ferry_copier_set_result(it, rc, step);
         }
