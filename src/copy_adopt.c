@@ -23,6 +23,9 @@
  * without --adopt: left alone and reported when ferry did not write it.
  * On a DST that compares names without case, an entry that is the copy
  * of another spelling of the name (names.h) is not adopted.
+ * Every test short of reading either side is ferry_adopt_would_hash
+ * (copy.h), which the dry run calls too (coord/dryrun.c): what it lists to
+ * adopt is what the run hashes.
  * A DST file with more names (links) than SRC's is not adopted: applying
  * metadata in place would reach names ferry does not copy to, which
  * the rename of a copy leaves alone.
@@ -45,6 +48,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -61,6 +65,27 @@ static bool same_entry(const struct ferry_stat *a, const struct ferry_stat *b)
 static bool same_inode(const struct ferry_stat *s, const struct ferry_stat *d)
 {
         return s->dev == d->dev && s->ino == d->ino;
+}
+
+/* The tests of ferry_adopt_would_hash that need no directory. */
+static bool adoptable(const struct ferry_copy_cfg *cfg,
+                      const struct ferry_item *it,
+                      const struct ferry_chunk_plan *plan,
+                      const struct ferry_stat *s, const struct ferry_stat *d)
+{
+        /* a chunked copy under way or a repair is ferry's own work */
+        if (!cfg->adopt || it->need != MF_NEED_DATA || it->link_off ||
+            it->follower || (plan && (plan->resume || plan->repair)) ||
+            same_inode(s, d))
+                return false;
+        /* a DST inode with more names than SRC's has names ferry does not
+         * copy to (cp -al snapshots beside it): its metadata applied in
+         * place would change theirs too; a copy replaces this name alone */
+        if (it->type == FT_REG)
+                return S_ISREG(s->mode) && S_ISREG(d->mode) &&
+                       d->nlink <= s->nlink &&
+                       ferry_copy_same_version(cfg, FT_REG, s, d);
+        return it->type == FT_LINK && S_ISLNK(s->mode) && S_ISLNK(d->mode);
 }
 
 /* Applies SRC's st (and c->xa when xa) to DST's entry name (fd, or -1
@@ -147,20 +172,19 @@ out:
 }
 
 static bool adopt_file(struct ferry_copier *c, const char *name,
-                       struct ferry_item *it, const struct ferry_stat *d)
+                       struct ferry_item *it,
+                       const struct ferry_chunk_plan *plan,
+                       const struct ferry_stat *d)
 {
         int in = -1, out = -1;
         struct ferry_stat before;
         bool equal = false;
         if (ferry_copier_open_source(c, name, &in))
                 return false;
-        /* a DST inode with more names than SRC's has names ferry does not
-         * copy to (cp -al snapshots beside it): its metadata applied in
-         * place would change theirs too; a copy replaces this name alone */
-        if (!ferry_fsio_fstat(in, &before) && S_ISREG(before.mode) &&
-            d->nlink <= before.nlink && !same_inode(&before, d) &&
+        /* SRC as opened: still the scan's file, and adoptable as that */
+        if (!ferry_fsio_fstat(in, &before) &&
             ferry_copier_same_source(&it->st, &before) &&
-            ferry_copy_same_version(&c->cfg, FT_REG, &before, d) &&
+            adoptable(&c->cfg, it, plan, &before, d) &&
             !compare_files(c, in, &before, name, d, it, &out, &equal) &&
             equal) {
                 /* still the entry hashed: else not adopted, copied */
@@ -188,7 +212,7 @@ static bool adopt_symlink(struct ferry_copier *c, const char *name,
         char *src = NULL, *dst = NULL;
         size_t slen = 0, dlen = 0;
         bool equal = !ferry_fsio_statat(c->src_dir, name, &st) &&
-                     S_ISLNK(st.mode) && !same_inode(&st, d) &&
+                     adoptable(&c->cfg, it, NULL, &st, d) &&
                      !ferry_fsio_readlinkat(c->src_dir, name, &src, &slen) &&
                      !ferry_fsio_readlinkat(c->dst_dir, name, &dst, &dlen) &&
                      slen == dlen && !memcmp(src, dst, slen);
@@ -215,41 +239,53 @@ static bool adopt_symlink(struct ferry_copier *c, const char *name,
         return equal;
 }
 
-/* On a case-insensitive DST, name's entry there is the copy of another
- * source file whose name differs only by case (names.h): not this one's
- * to adopt; the copy refuses it as it would without --adopt. */
-static bool other_spelling(struct ferry_copier *c, const struct ferry_item *it,
-                           const char *name)
+bool ferry_copy_other_spelling(const struct ferry_copy_cfg *cfg,
+                               const struct ferry_item *it, int dst_dir,
+                               int src_dir, const char *name, char *why,
+                               size_t size)
 {
-        if (!ferry_names_case_insensitive(c->cfg.names))
+        if (!ferry_names_case_insensitive(cfg->names))
                 return false;
         bool clash = false;
-        char why[384];
-        ferry_names_lock(c->cfg.names, it->dir_id, name);
-        int rc = ferry_names_clash(c->cfg.names, c->dst_dir, c->src_dir, name,
-                                   &it->st, &clash, why, sizeof(why));
-        ferry_names_unlock(c->cfg.names, it->dir_id, name);
+        ferry_names_lock(cfg->names, it->dir_id, name);
+        int rc = ferry_names_clash(cfg->names, dst_dir, src_dir, name, &it->st,
+                                   &clash, why, size);
+        ferry_names_unlock(cfg->names, it->dir_id, name);
+        if (rc)
+                snprintf(why, size, "cannot tell the name's case apart: %s",
+                         strerror(rc));
         return rc || clash;
+}
+
+bool ferry_adopt_would_hash(const struct ferry_copy_cfg *cfg,
+                            const struct ferry_item *it,
+                            const struct ferry_chunk_plan *plan,
+                            const struct ferry_stat *s, int dst_dir,
+                            int src_dir, const char *name,
+                            const struct ferry_stat *d)
+{
+        char why[384];
+        return adoptable(cfg, it, plan, s, d) &&
+               !ferry_copy_other_spelling(cfg, it, dst_dir, src_dir, name, why,
+                                          sizeof(why));
 }
 
 bool ferry_copier_adopt(struct ferry_copier *c, struct ferry_batch *b,
                         struct ferry_item *it)
 {
         const struct ferry_chunk_plan *plan = ferry_item_plan(b, it);
-        /* a chunked copy under way or a repair is ferry's own work */
-        if (!c->cfg.adopt || it->need != MF_NEED_DATA || it->link_off ||
-            (it->type != FT_REG && it->type != FT_LINK) ||
-            (plan && (plan->resume || plan->repair)))
-                return false;
         const char *name = ferry_batch_at(b, it->name_off);
         struct ferry_stat d;
-        if (ferry_fsio_statat(c->dst_dir, name, &d) ||
-            other_spelling(c, it, name))
+        /* the cheap tests first: most items of most runs end here */
+        if (!c->cfg.adopt || it->need != MF_NEED_DATA || it->link_off ||
+            (it->type != FT_REG && it->type != FT_LINK) ||
+            ferry_fsio_statat(c->dst_dir, name, &d) ||
+            !ferry_adopt_would_hash(&c->cfg, it, plan, &it->st, c->dst_dir,
+                                    c->src_dir, name, &d))
                 return false; /* nothing there (or the copy tells why) */
         it->result = R_DONE;
-        bool kept = it->type == FT_REG
-                            ? S_ISREG(d.mode) && adopt_file(c, name, it, &d)
-                            : S_ISLNK(d.mode) && adopt_symlink(c, name, it, &d);
+        bool kept = it->type == FT_REG ? adopt_file(c, name, it, plan, &d)
+                                       : adopt_symlink(c, name, it, &d);
         if (!kept) {
                 it->result = R_NONE;
                 return false;

@@ -321,8 +321,14 @@ static int probe_names(struct ferry_job *job, struct ferry_error *err)
          * when it is mounted again) */
         bool known = job->opt.dry_run ? rules_parse(text, NULL, &rules)
                                       : id[0] && rules_parse(text, id, &rules);
-        if (!known && job->opt.dry_run)
-                return 0;
+        /* none learned yet: a dry run learns only that names are compared
+         * without case, from what DST holds (--adopt must not take the
+         * copy of another spelling, as the run would not) */
+        if (!known && job->opt.dry_run) {
+                if (ferry_names_probe_case(job->dstfd) != 1)
+                        return 0;
+                rules.case_insensitive = known = true; /* nothing kept */
+        }
         if (!known) {
                 /* kept only when the probe could make its files: rules
                  * learned on a full or read-only DST say "anything goes",

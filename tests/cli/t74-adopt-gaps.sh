@@ -21,7 +21,23 @@
 #     set back, which moves the ctime);
 #     a file whose mode differs gets SRC's mode (its ctime moves: the
 #     oracle sees a change); an equal ACL is not set again (ctime), a
-#     missing one is (getfacl).
+#     missing one is (getfacl);
+#  C. `-n -v --adopt` lists what the real `-v --adopt` run after it does,
+#     name by name (adopt: / adopted:, copies, links, failures by name) and
+#     in its counts, over a cp -a'd DST with a file of another size (rule
+#     9), a DST file with a second name SRC lacks (copied), a hard-linked
+#     pair (the second name linked), symlinks of the same and of another
+#     target (rule 9), a file DST lacks; and an 80 MiB file whose chunked
+#     copy was killed (SIGKILL, with a chunk recorded) and then put in DST
+#     by cp -a: the run resumes its copy instead of adopting it, and so
+#     says the dry run (not exercised: a file of SRC's size and mtime with
+#     another content, which only the run's hash can tell);
+#  D. (root, exfat-fuse on a loop device, as t28) the same on a
+#     case-insensitive DST whose "A" holds SRC's "a" (as cp -a leaves two
+#     names that differ by case): neither run adopts it for "a", both
+#     fail "a" (the names collide) and "A" (rule 9), and the dry run,
+#     with no manifest yet, learns the case rule from DST's own names
+#     without writing there (DST's listing unchanged).
 . "$(dirname "$0")/lib.sh" || exit 1
 need_cmd sqlite3 rsync
 
@@ -125,6 +141,118 @@ if command -v setfacl >/dev/null && mkdir srcC && printf 'x\n' >srcC/f &&
 		test "$(getfacl -cn dstC/g 2>/dev/null)" = "$(getfacl -cn srcC/g 2>/dev/null)"
 else
 	say "skip the ACL part: no setfacl, or no ACLs here"
+fi
+
+# ---- C: the dry run decides as the run -------------------------------------
+# same_decisions NAME ARGS...: `-n -v` then `-v` with ARGS; the item lists,
+# the failed names and the counts of both must agree
+same_decisions() {
+	local name=$1
+	shift
+	run "$FERRY" -n -v "$@"
+	sed 's/^adopt: /adopted: /' "$LOG/out" | sort >"$LOG/$name.dry"
+	sed -n "s/^ferry: warning: '\([^']*\)': .*/\1/p" "$LOG/err" | sort >"$LOG/$name.dryfail"
+	sed -n 's/^ferry: dry run: \([0-9]*\) to adopt.*/\1/p' "$LOG/err" >"$LOG/$name.drycount"
+	local dry_rc=$RC
+	run "$FERRY" -v "$@"
+	sort "$LOG/out" >"$LOG/$name.run"
+	sed -n "s/^ferry: failed: '\([^']*\)': .*/\1/p" "$LOG/err" | sort >"$LOG/$name.runfail"
+	sed -n 's/^ferry: \([0-9]*\) adopted.*/\1/p' "$LOG/err" >"$LOG/$name.runcount"
+	check "$name: the dry run lists what the run did" cmp -s "$LOG/$name.dry" "$LOG/$name.run"
+	diff "$LOG/$name.dry" "$LOG/$name.run" | show -
+	check "$name: the same files fail ($(tr '\n' ' ' <"$LOG/$name.runfail"))" \
+		cmp -s "$LOG/$name.dryfail" "$LOG/$name.runfail"
+	check "$name: as many adopted ($(cat "$LOG/$name.runcount"))" \
+		cmp -s "$LOG/$name.drycount" "$LOG/$name.runcount"
+	check "$name: the same exit ($dry_rc, $RC)" test "$dry_rc" = "$RC"
+}
+
+mkdir srcD
+for i in 1 2 3 4 5; do printf 'file %s\n' "$i" >"srcD/f$i"; done
+printf 'size\n' >srcD/g
+printf 'links\n' >srcD/h
+printf 'missing\n' >srcD/missing
+printf 'pair\n' >srcD/l1
+ln srcD/l1 srcD/l2
+ln -s f1 srcD/sym
+ln -s f2 srcD/sym2
+set_times srcD
+cp -a srcD dstD
+rm dstD/missing
+printf 'another size\n' >dstD/g
+ln dstD/h dstD/h-extra
+ln -sfn f3 dstD/sym2 # another target
+same_decisions C --adopt srcD dstD
+check "C: g and sym2 failed (rule 9)" \
+	test "$(tr '\n' ' ' <"$LOG/C.runfail")" = "g sym2 "
+check "C: 7 adopted" test "$(cat "$LOG/C.runcount")" = 7
+check "C: h and missing copied, l2 linked" \
+	test "$(grep -v '^adopted: ' "$LOG/C.run" | tr '\n' ' ')" = "h l2 missing "
+
+# a chunked copy killed (a chunk recorded), then DST filled by cp -a
+mkdir srcR
+head -c $((80 << 20)) /dev/urandom >srcR/big
+printf 'small\n' >srcR/small
+bg "$FERRY" --bwlimit 16M srcR dstR
+chunked() {
+	local db n
+	db=$(manifest_path srcR dstR)
+	[[ -n $db && -f $db ]] || return 1
+	n=$(sqlite3 -cmd '.timeout 2000' "file:$db?mode=ro" 'SELECT count(*) FROM chunks' 2>/dev/null) || return 1
+	((n >= 1))
+}
+if wait_until 60 eval 'chunked || ! kill -0 "$BG_PID" 2>/dev/null'; then
+	kill -KILL "$BG_PID" 2>/dev/null
+fi
+bg_wait
+check "C: the chunked copy was killed mid-file (exit $BG_RC)" test "$BG_RC" = 137
+check "C: its temp file is there to resume" \
+	test -n "$(find dstR -name '.big.*.ferry-part' -print -quit)"
+cp -a srcR/big srcR/small dstR/
+same_decisions C-resume --adopt srcR dstR
+check "C: big was copied (its copy resumed), not adopted" grep -qx big "$LOG/C-resume.run"
+check "C: big is SRC's" cmp -s srcR/big dstR/big
+no_temp_files dstR
+
+# ---- D: a case-insensitive DST (root: exfat-fuse) --------------------------
+why=
+if [[ $(id -u) != 0 ]]; then
+	why="needs root (mounts an exFAT loop device)"
+elif ! command -v losetup >/dev/null || ! command -v mkfs.exfat >/dev/null ||
+	! command -v mount.exfat-fuse >/dev/null || ! [[ -c /dev/fuse ]]; then
+	why="needs losetup, mkfs.exfat, mount.exfat-fuse and /dev/fuse"
+fi
+if [[ -z $why ]]; then
+	. "$TESTS_CLI/t2-lib.sh" || exit 1
+	truncate -s 64M exfat.img && mkfs.exfat exfat.img >"$LOG/mkfs.out" 2>&1 ||
+		why="mkfs.exfat failed: $(head -c 200 "$LOG/mkfs.out")"
+	[[ -z $why ]] && { LOOP=$(losetup --find --show exfat.img 2>"$LOG/losetup.err") ||
+		why="no loop device: $(head -c 200 "$LOG/losetup.err")"; }
+	[[ -z $why ]] && T2_LOOPS+=("$LOOP") && mkdir -p mnt &&
+		{ mount.exfat-fuse "$LOOP" mnt >"$LOG/mount.err" 2>&1 ||
+			why="cannot mount exFAT: $(head -c 200 "$LOG/mount.err")"; }
+	[[ -z $why ]] && track_mount "$T/mnt"
+fi
+if [[ -z $why ]]; then
+	mkdir srcE mnt/dst
+	printf 'upper\n' >srcE/A
+	printf 'lower, longer\n' >srcE/a
+	for i in 1 2 3; do printf 'e %s\n' "$i" >"srcE/e$i"; done
+	# what cp -a leaves of A then a: the name "A" with a's bytes and mtime
+	cp srcE/a mnt/dst/A
+	touch -r srcE/a mnt/dst/A
+	for i in 1 2 3; do cp srcE/e$i mnt/dst/e$i && touch -r srcE/e$i mnt/dst/e$i; done
+	ls -a mnt/dst >"$LOG/D.before"
+	run "$FERRY" -n -v --adopt --no-owner --no-perms srcE mnt/dst
+	ls -a mnt/dst >"$LOG/D.after"
+	check "D: the dry run writes nothing in DST" cmp -s "$LOG/D.before" "$LOG/D.after"
+	same_decisions D --adopt --no-owner --no-perms srcE mnt/dst
+	check "D: a is not adopted" test "$(grep -cx 'adopted: a' "$LOG/D.run")" = 0
+	check "D: a and A fail" test "$(tr '\n' ' ' <"$LOG/D.runfail")" = "A a "
+	check "D: the three others adopted" test "$(cat "$LOG/D.runcount")" = 3
+	check "D: DST's A keeps its bytes" cmp -s srcE/a mnt/dst/A
+else
+	say "skip D: $why"
 fi
 
 finish
