@@ -152,10 +152,12 @@ static int set_times(const struct ferry_meta_cfg *mc,
 static bool has_xattr(const struct ferry_meta_target *t,
                       const struct ferry_xattr *e)
 {
+        if (!t->now)
+                return false;
         char small[256];
         char *buf = e->len < sizeof(small) ? small : malloc(e->len + 1);
         size_t len = 0;
-        if (!t->now || !buf)
+        if (!buf)
                 return false;
         /* one byte more than e's: a longer value says ERANGE */
         int rc = t->fd >= 0 ? ferry_fsio_fgetxattr(t->fd, e->name, buf,

@@ -20,7 +20,8 @@
 #     not the symlink's: readlink has no O_NOATIME, the atime it moves is
 #     set back, which moves the ctime);
 #     a file whose mode differs gets SRC's mode (its ctime moves: the
-#     oracle sees a change); an equal ACL is not set again (ctime), a
+#     oracle sees a change), an xattr of 3000 bytes that differs is set;
+#     an equal ACL is not set again (ctime), a
 #     missing one is (getfacl);
 #  C. `-n -v --adopt` lists what the real `-v --adopt` run after it does,
 #     name by name (adopt: / adopted:, copies, links, failures by name) and
@@ -47,6 +48,8 @@ printf 'deep\n' >src/d/deep
 ln -s f1 src/sym
 xattrs=no
 setfattr -n user.note -v kept src/f2 2>/dev/null && xattrs=yes
+# one longer than meta.c's stack buffer for the compare
+[[ $xattrs == yes ]] && setfattr -n user.long -v "$(printf '%03000d' 7)" src/f3
 set_times src
 
 listing() { (cd "$1" && find . -printf '%y %i %s %T@ %P\n' | sort -k5); }
@@ -85,8 +88,17 @@ check "B: cp -a: all 7 adopted" test "$(json_get "$LOG/out" files_adopted)" = 7
 ctimes dstB >"$LOG/B.after"
 check "B: cp -a: no ctime moved (xattrs: $xattrs)" cmp -s "$LOG/B.before" "$LOG/B.after"
 diff "$LOG/B.before" "$LOG/B.after" | show -
-[[ $xattrs == yes ]] && check "B: the xattr is there" \
-	test "$(getfattr --only-values -n user.note dstB/f2 2>/dev/null)" = kept
+[[ $xattrs == yes ]] && check "B: the xattrs are there" \
+	test "$(getfattr --only-values -n user.note dstB/f2 2>/dev/null)" = kept -a \
+	"$(getfattr --only-values -n user.long dstB/f3 2>/dev/null)" = "$(printf '%03000d' 7)"
+# the long one changed in DST (same length): set again
+if [[ $xattrs == yes ]]; then
+	cp -a src dstB5
+	setfattr -n user.long -v "$(printf '%03000d' 8)" dstB5/f3
+	expect_code 0 "$FERRY" --adopt src dstB5
+	check "B: a differing long xattr is set to SRC's" \
+		test "$(getfattr --only-values -n user.long dstB5/f3 2>/dev/null)" = "$(printf '%03000d' 7)"
+fi
 
 # rsync -a keeps no access times: they alone differ, and without --atimes
 # a run does not keep them either
