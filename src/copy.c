@@ -318,7 +318,7 @@ static int copy_symlink_once(struct ferry_copier *c, const char *name,
                 rc = ferry_fsio_symlinkat(target, c->dst_dir, tmp);
         }
         if (!rc) {
-                struct ferry_meta_target t = {-1, c->dst_dir, tmp, false};
+                struct ferry_meta_target t = {-1, c->dst_dir, tmp, false, NULL};
                 enum ferry_step fs = FERRY_STEP_NONE;
                 it->meta_fail = (struct ferry_failure){0};
                 rc = ferry_meta_apply(&c->cfg.meta, &t, &st, &c->xa,

@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 struct ferry_queue;
+struct ferry_chunk_plan; /* chunks.h */
 
 /* Descriptors one copier holds at most at once: the cached source and
  * destination directories, and the file being read and its temp file; a
@@ -133,6 +134,34 @@ bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,
 bool ferry_copy_same_version(const struct ferry_copy_cfg *cfg,
                              enum ferry_ftype t, const struct ferry_stat *src,
                              const struct ferry_stat *d);
+/*
+ * --adopt (copy_adopt.c): whether the run hashes DST's entry name (in
+ * dst_dir, its stat d) to adopt item it (its chunk plan, or NULL; SRC's
+ * stat s: the scan's, or the file as opened), by every test short of
+ * reading either side: one function for the run and the dry run, so the
+ * dry run cannot list what the run would not hash. A name to copy (not a
+ * hardlink follower, which is linked; not a chunked copy resumed or a
+ * repair, which are ferry's own work), DST's entry not SRC's own inode; a
+ * file of SRC's size and mtime (ferry_copy_same_version) with no more
+ * links than SRC's, or a symlink; and, on a case-insensitive DST, not the
+ * copy of another spelling of the name (names.h; src_dir: SRC's directory
+ * of it). A symlink's target is compared after (the run reads it to hash
+ * it).
+ */
+bool ferry_adopt_would_hash(const struct ferry_copy_cfg *cfg,
+                            const struct ferry_item *it,
+                            const struct ferry_chunk_plan *plan,
+                            const struct ferry_stat *s, int dst_dir,
+                            int src_dir, const char *name,
+                            const struct ferry_stat *d);
+/* On a case-insensitive DST, name's entry in dst_dir is the copy of
+ * another source file (in src_dir) whose name differs only by case
+ * (names.h: ferry_names_clash, the copy's own test): not item it's to
+ * adopt or replace; why says so. */
+bool ferry_copy_other_spelling(const struct ferry_copy_cfg *cfg,
+                               const struct ferry_item *it, int dst_dir,
+                               int src_dir, const char *name, char *why,
+                               size_t size);
 /* "file", "symlink", "directory" or "special file": static. */
 const char *ferry_copy_kind(const struct ferry_stat *d);
 /* The reason an entry d in the way of item it is not replaced. */

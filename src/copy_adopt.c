@@ -9,7 +9,9 @@
  * full, is the same; a symlink when DST's is a symlink to the same target.
  * SRC must stay the file the scan saw while it is read (rule 5), DST the
  * entry that was stat'ed. Then SRC's metadata is applied to DST's entry in
- * place, as a row whose metadata alone moved (copy_meta.c), and the item
+ * place, as a row whose metadata alone moved (copy_meta.c), each part
+ * compared first and set only when it differs (meta.h: an equal entry
+ * keeps its ctime; DST's file is read with O_NOATIME), and the item
  * is R_DONE with the hash of SRC: its done mark waits for the same
  * barrier as a copy's (coord/barrier.c: a syncfs of DST, an fsync of its
  * directory; --durability=file: the file's own fsync here), so a file cp
@@ -21,6 +23,9 @@
  * without --adopt: left alone and reported when ferry did not write it.
  * On a DST that compares names without case, an entry that is the copy
  * of another spelling of the name (names.h) is not adopted.
+ * Every test short of reading either side is ferry_adopt_would_hash
+ * (copy.h), which the dry run calls too (coord/dryrun.c): what it lists to
+ * adopt is what the run hashes.
  * A DST file with more names (links) than SRC's is not adopted: applying
  * metadata in place would reach names ferry does not copy to, which
  * the rename of a copy leaves alone.
@@ -43,6 +48,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -61,14 +67,38 @@ static bool same_inode(const struct ferry_stat *s, const struct ferry_stat *d)
         return s->dev == d->dev && s->ino == d->ino;
 }
 
-/* Applies SRC's st (and c->xa when xa) to DST's entry name (fd, or -1
- * for a symlink) in place; a shortfall is kept in it->meta_fail. 0, or
- * the errno that fails the item (*step). */
-static int apply_in_place(struct ferry_copier *c, struct ferry_item *it, int fd,
-                          const char *name, const struct ferry_stat *st,
-                          bool xa, const struct step **step)
+/* The tests of ferry_adopt_would_hash that need no directory. */
+static bool adoptable(const struct ferry_copy_cfg *cfg,
+                      const struct ferry_item *it,
+                      const struct ferry_chunk_plan *plan,
+                      const struct ferry_stat *s, const struct ferry_stat *d)
 {
-        struct ferry_meta_target t = {fd, c->dst_dir, name, true};
+        /* a chunked copy under way or a repair is ferry's own work */
+        if (!cfg->adopt || it->need != MF_NEED_DATA || it->link_off ||
+            it->follower || (plan && (plan->resume || plan->repair)) ||
+            same_inode(s, d))
+                return false;
+        /* a DST inode with more names than SRC's has names ferry does not
+         * copy to (cp -al snapshots beside it): its metadata applied in
+         * place would change theirs too; a copy replaces this name alone */
+        if (it->type == FT_REG)
+                return S_ISREG(s->mode) && S_ISREG(d->mode) &&
+                       d->nlink <= s->nlink &&
+                       ferry_copy_same_version(cfg, FT_REG, s, d);
+        return it->type == FT_LINK && S_ISLNK(s->mode) && S_ISLNK(d->mode);
+}
+
+/* Applies SRC's st (and c->xa when xa) to DST's entry name (fd, or -1
+ * for a symlink; its stat now) in place, each part only where it differs
+ * (meta.h): an entry equal in full is not written at all, its ctime
+ * stays. A shortfall is kept in it->meta_fail. 0, or the errno that fails
+ * the item (*step). */
+static int apply_in_place(struct ferry_copier *c, struct ferry_item *it, int fd,
+                          const char *name, const struct ferry_stat *now,
+                          const struct ferry_stat *st, bool xa,
+                          const struct step **step)
+{
+        struct ferry_meta_target t = {fd, c->dst_dir, name, true, now};
         enum ferry_step fs = FERRY_STEP_NONE;
         it->meta_fail = (struct ferry_failure){0};
         int rc = ferry_meta_apply(&c->cfg.meta, &t, st, xa ? &c->xa : NULL,
@@ -88,6 +118,19 @@ static int apply_in_place(struct ferry_copier *c, struct ferry_item *it, int fd,
 /* Reads and hashes SRC's open file in (its fstat before) and DST's entry
  * name (its stat d); *equal when both hold the same bytes and neither
  * moved meanwhile. SRC's xattrs are read into c->xa. */
+/* DST's file read to be hashed: its atime stays where it may (as
+ * SRC's, copy_data.c), one thing less to set back after. */
+static int open_dst(struct ferry_copier *c, const char *name, int *fd)
+{
+        int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK;
+#ifdef HAVE_O_NOATIME
+        int rc = ferry_fsio_openat(c->dst_dir, name, flags | O_NOATIME, 0, fd);
+        if (rc != EPERM)
+                return rc;
+#endif
+        return ferry_fsio_openat(c->dst_dir, name, flags, 0, fd);
+}
+
 static int compare_files(struct ferry_copier *c, int in,
                          const struct ferry_stat *before, const char *name,
                          const struct ferry_stat *d, struct ferry_item *it,
@@ -107,8 +150,7 @@ static int compare_files(struct ferry_copier *c, int in,
         if (rc || !ferry_copier_same_file(before, &after) ||
             ssize != after.size)
                 goto out; /* the normal copy tells (rule 5) */
-        rc = ferry_fsio_openat(c->dst_dir, name,
-                               O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0, out);
+        rc = open_dst(c, name, out);
         if (!rc)
                 rc = ferry_fsio_fstat(*out, &d2);
         if (rc || !S_ISREG(d2.mode) || !same_entry(d, &d2))
@@ -130,20 +172,19 @@ out:
 }
 
 static bool adopt_file(struct ferry_copier *c, const char *name,
-                       struct ferry_item *it, const struct ferry_stat *d)
+                       struct ferry_item *it,
+                       const struct ferry_chunk_plan *plan,
+                       const struct ferry_stat *d)
 {
         int in = -1, out = -1;
         struct ferry_stat before;
         bool equal = false;
         if (ferry_copier_open_source(c, name, &in))
                 return false;
-        /* a DST inode with more names than SRC's has names ferry does not
-         * copy to (cp -al snapshots beside it): its metadata applied in
-         * place would change theirs too; a copy replaces this name alone */
-        if (!ferry_fsio_fstat(in, &before) && S_ISREG(before.mode) &&
-            d->nlink <= before.nlink && !same_inode(&before, d) &&
+        /* SRC as opened: still the scan's file, and adoptable as that */
+        if (!ferry_fsio_fstat(in, &before) &&
             ferry_copier_same_source(&it->st, &before) &&
-            ferry_copy_same_version(&c->cfg, FT_REG, &before, d) &&
+            adoptable(&c->cfg, it, plan, &before, d) &&
             !compare_files(c, in, &before, name, d, it, &out, &equal) &&
             equal) {
                 /* still the entry hashed: else not adopted, copied */
@@ -153,7 +194,8 @@ static bool adopt_file(struct ferry_copier *c, const char *name,
                         goto out;
                 }
                 const struct step *step = &S_COPY;
-                int rc = apply_in_place(c, it, out, name, &it->st, true, &step);
+                int rc = apply_in_place(c, it, out, name, &now, &it->st, true,
+                                        &step);
                 if (rc && !ferry_copier_dst_gone(c, it, rc, step))
                         ferry_copier_set_result(it, rc, step);
         }
@@ -170,7 +212,7 @@ static bool adopt_symlink(struct ferry_copier *c, const char *name,
         char *src = NULL, *dst = NULL;
         size_t slen = 0, dlen = 0;
         bool equal = !ferry_fsio_statat(c->src_dir, name, &st) &&
-                     S_ISLNK(st.mode) && !same_inode(&st, d) &&
+                     adoptable(&c->cfg, it, NULL, &st, d) &&
                      !ferry_fsio_readlinkat(c->src_dir, name, &src, &slen) &&
                      !ferry_fsio_readlinkat(c->dst_dir, name, &dst, &dlen) &&
                      slen == dlen && !memcmp(src, dst, slen);
@@ -187,7 +229,8 @@ static bool adopt_symlink(struct ferry_copier *c, const char *name,
                 XXH128_canonicalFromHash(&canon, XXH3_128bits(src, slen));
                 memcpy(it->hash, canon.digest, 16);
                 it->st = st;
-                int rc = apply_in_place(c, it, -1, name, &st, true, &step);
+                int rc = apply_in_place(c, it, -1, name, &again, &st, true,
+                                        &step);
                 if (rc && !ferry_copier_dst_gone(c, it, rc, step))
                         ferry_copier_set_result(it, rc, step);
         }
@@ -196,41 +239,53 @@ static bool adopt_symlink(struct ferry_copier *c, const char *name,
         return equal;
 }
 
-/* On a case-insensitive DST, name's entry there is the copy of another
- * source file whose name differs only by case (names.h): not this one's
- * to adopt; the copy refuses it as it would without --adopt. */
-static bool other_spelling(struct ferry_copier *c, const struct ferry_item *it,
-                           const char *name)
+bool ferry_copy_other_spelling(const struct ferry_copy_cfg *cfg,
+                               const struct ferry_item *it, int dst_dir,
+                               int src_dir, const char *name, char *why,
+                               size_t size)
 {
-        if (!ferry_names_case_insensitive(c->cfg.names))
+        if (!ferry_names_case_insensitive(cfg->names))
                 return false;
         bool clash = false;
-        char why[384];
-        ferry_names_lock(c->cfg.names, it->dir_id, name);
-        int rc = ferry_names_clash(c->cfg.names, c->dst_dir, c->src_dir, name,
-                                   &it->st, &clash, why, sizeof(why));
-        ferry_names_unlock(c->cfg.names, it->dir_id, name);
+        ferry_names_lock(cfg->names, it->dir_id, name);
+        int rc = ferry_names_clash(cfg->names, dst_dir, src_dir, name, &it->st,
+                                   &clash, why, size);
+        ferry_names_unlock(cfg->names, it->dir_id, name);
+        if (rc)
+                snprintf(why, size, "cannot tell the name's case apart: %s",
+                         strerror(rc));
         return rc || clash;
+}
+
+bool ferry_adopt_would_hash(const struct ferry_copy_cfg *cfg,
+                            const struct ferry_item *it,
+                            const struct ferry_chunk_plan *plan,
+                            const struct ferry_stat *s, int dst_dir,
+                            int src_dir, const char *name,
+                            const struct ferry_stat *d)
+{
+        char why[384];
+        return adoptable(cfg, it, plan, s, d) &&
+               !ferry_copy_other_spelling(cfg, it, dst_dir, src_dir, name, why,
+                                          sizeof(why));
 }
 
 bool ferry_copier_adopt(struct ferry_copier *c, struct ferry_batch *b,
                         struct ferry_item *it)
 {
         const struct ferry_chunk_plan *plan = ferry_item_plan(b, it);
-        /* a chunked copy under way or a repair is ferry's own work */
-        if (!c->cfg.adopt || it->need != MF_NEED_DATA || it->link_off ||
-            (it->type != FT_REG && it->type != FT_LINK) ||
-            (plan && (plan->resume || plan->repair)))
-                return false;
         const char *name = ferry_batch_at(b, it->name_off);
         struct ferry_stat d;
-        if (ferry_fsio_statat(c->dst_dir, name, &d) ||
-            other_spelling(c, it, name))
+        /* the cheap tests first: most items of most runs end here */
+        if (!c->cfg.adopt || it->need != MF_NEED_DATA || it->link_off ||
+            (it->type != FT_REG && it->type != FT_LINK) ||
+            ferry_fsio_statat(c->dst_dir, name, &d) ||
+            !ferry_adopt_would_hash(&c->cfg, it, plan, &it->st, c->dst_dir,
+                                    c->src_dir, name, &d))
                 return false; /* nothing there (or the copy tells why) */
         it->result = R_DONE;
-        bool kept = it->type == FT_REG
-                            ? S_ISREG(d.mode) && adopt_file(c, name, it, &d)
-                            : S_ISLNK(d.mode) && adopt_symlink(c, name, it, &d);
+        bool kept = it->type == FT_REG ? adopt_file(c, name, it, plan, &d)
+                                       : adopt_symlink(c, name, it, &d);
         if (!kept) {
                 it->result = R_NONE;
                 return false;

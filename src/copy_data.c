@@ -160,7 +160,7 @@ int ferry_copier_file_meta(struct ferry_copier *c, int fd,
                            const struct ferry_stat *st, struct ferry_item *it,
                            const struct step **step)
 {
-        struct ferry_meta_target t = {fd, -1, NULL, c->dst_dacl};
+        struct ferry_meta_target t = {fd, -1, NULL, c->dst_dacl, NULL};
         enum ferry_step fs = FERRY_STEP_NONE;
         it->meta_fail = (struct ferry_failure){0};
         int rc = ferry_meta_apply(&c->cfg.meta, &t, st, &c->xa, &it->applied,

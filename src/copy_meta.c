@@ -122,7 +122,7 @@ static void apply(struct ferry_copier *c, struct ferry_batch *b,
                 refuse(c, b, it, &d);
                 return;
         }
-        struct ferry_meta_target t = {fd, c->dst_dir, name, true};
+        struct ferry_meta_target t = {fd, c->dst_dir, name, true, NULL};
         enum ferry_step fs = FERRY_STEP_NONE;
         rc = ferry_meta_apply(&c->cfg.meta, &t, st, xa ? &c->xa : NULL,
                               &it->applied, &fs);

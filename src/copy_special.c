@@ -112,7 +112,7 @@ int ferry_copier_special_once(struct ferry_copier *c, const char *name,
         *step = ferry_copier_dst_step(FERRY_STEP_MKNOD);
         if ((rc = make_node(c, tmp, &st)))
                 return rc;
-        struct ferry_meta_target t = {-1, c->dst_dir, tmp, false};
+        struct ferry_meta_target t = {-1, c->dst_dir, tmp, false, NULL};
         enum ferry_step fs = FERRY_STEP_NONE;
         it->meta_fail = (struct ferry_failure){0};
         rc = ferry_meta_apply(&c->cfg.meta, &t, &st, &c->xa, &it->applied, &fs);

@@ -215,6 +215,19 @@ static int open_manifest(struct ferry_job *job, struct ferry_error *err)
         if (rc)
                 return rc;
         bool exists = access(job->manifest_path, F_OK) == 0;
+        /* --adopt --manifest FILE takes over the job FILE records (a moved
+         * one): as rsync's --read-batch or robocopy's /JOB, a file named to
+         * be read must be there. Made anew, a typo would start a second,
+         * empty job that reads all of both trees while the real one is
+         * left behind. */
+        if (job->opt.adopt && job->opt.manifest && !exists)
+                return ferry_job_errf(
+                        err, FERRY_EMANIFEST,
+                        "--adopt: no manifest at '%s': nothing changed "
+                        "(`ferry status` lists the jobs and their "
+                        "manifests; to adopt DST into a new job, leave out "
+                        "--manifest)",
+                        job->manifest_path);
         if (job->opt.verify && !exists)
                 return ferry_job_errf(
                         err, FERRY_EMANIFEST,
@@ -308,8 +321,14 @@ static int probe_names(struct ferry_job *job, struct ferry_error *err)
          * when it is mounted again) */
         bool known = job->opt.dry_run ? rules_parse(text, NULL, &rules)
                                       : id[0] && rules_parse(text, id, &rules);
-        if (!known && job->opt.dry_run)
-                return 0;
+        /* none learned yet: a dry run learns only that names are compared
+         * without case, from what DST holds (--adopt must not take the
+         * copy of another spelling, as the run would not) */
+        if (!known && job->opt.dry_run) {
+                if (ferry_names_probe_case(job->dstfd) != 1)
+                        return 0;
+                rules.case_insensitive = known = true; /* nothing kept */
+        }
         if (!known) {
                 /* kept only when the probe could make its files: rules
                  * learned on a full or read-only DST say "anything goes",

@@ -68,8 +68,9 @@ static int group_skip(const struct ferry_meta_cfg *mc,
         *skip = *has = false;
         if (!t->in_place)
                 return 0;
-        int rc = t->fd >= 0 ? ferry_fsio_fstat(t->fd, &d)
-                            : ferry_fsio_statat(t->dirfd, t->name, &d);
+        int rc = t->now       ? (d = *t->now, 0)
+                 : t->fd >= 0 ? ferry_fsio_fstat(t->fd, &d)
+                              : ferry_fsio_statat(t->dirfd, t->name, &d);
         if (!rc) {
                 *skip = d.uid != mc->euid || d.gid == gid;
                 *has = d.uid == mc->euid && d.gid == gid;
@@ -78,19 +79,26 @@ static int group_skip(const struct ferry_meta_cfg *mc,
 }
 
 /* The owner part: root sets uid and gid; another user the group alone,
- * when it is one of theirs. *applied gets MF_AP_OWNER when it was set. */
+ * when it is one of theirs. *applied gets MF_AP_OWNER when it was set;
+ * *called when a chown was made (which clears setuid bits and
+ * capabilities: t->now no longer tells them). */
 static int apply_owner(const struct ferry_meta_cfg *mc,
                        const struct ferry_meta_target *t,
-                       const struct ferry_stat *st, uint32_t *applied)
+                       const struct ferry_stat *st, uint32_t *applied,
+                       bool *called)
 {
-        int rc;
+        int rc = 0;
         bool skip = false, has = false;
         if (mc->root)
-                rc = set_owner(t, st);
+                skip = has = t->now && t->now->uid == st->uid &&
+                             t->now->gid == st->gid;
         else if (!in_groups(mc, st->gid))
                 return 0;
-        else if (!(rc = group_skip(mc, t, st->gid, &skip, &has)) && !skip)
-                rc = set_group(t, st->gid);
+        else
+                rc = group_skip(mc, t, st->gid, &skip, &has);
+        *called = !rc && !skip;
+        if (*called)
+                rc = mc->root ? set_owner(t, st) : set_group(t, st->gid);
         if (!rc && (!skip || has))
                 *applied |= MF_AP_OWNER;
         return rc;
@@ -111,7 +119,9 @@ static int apply_mode(const struct ferry_meta_cfg *mc,
                       const struct ferry_stat *st)
 {
         if (mc->perms)
-                return set_mode(t, st->mode & 07777);
+                return t->now && (t->now->mode & 07777) == (st->mode & 07777)
+                               ? 0
+                               : set_mode(t, st->mode & 07777);
         if (!S_ISDIR(st->mode) || !mc->caps.perms)
                 return 0;
         mode_t want = 0777 & ~mc->umask;
@@ -123,13 +133,41 @@ static int apply_mode(const struct ferry_meta_cfg *mc,
         return set_mode(t, want);
 }
 
-static int set_times(const struct ferry_meta_target *t,
+static int set_times(const struct ferry_meta_cfg *mc,
+                     const struct ferry_meta_target *t,
                      const struct ferry_stat *st)
 {
+        /* equal: no call (without --atimes an access time alone is not
+         * kept, as a re-run does not look for one) */
+        if (t->now && ferry_time_eq(t->now->mtime, st->mtime) &&
+            (!mc->atimes || ferry_time_eq(t->now->atime, st->atime)))
+                return 0;
         return t->fd >= 0
                        ? ferry_fsio_futimens(t->fd, st->atime, st->mtime)
                        : ferry_fsio_utimensat(t->dirfd, t->name, st->atime,
                                               st->mtime, AT_SYMLINK_NOFOLLOW);
+}
+
+/* t->now: whether the entry holds e already, with e's value. */
+static bool has_xattr(const struct ferry_meta_target *t,
+                      const struct ferry_xattr *e)
+{
+        if (!t->now)
+                return false;
+        char small[256];
+        char *buf = e->len < sizeof(small) ? small : malloc(e->len + 1);
+        size_t len = 0;
+        if (!buf)
+                return false;
+        /* one byte more than e's: a longer value says ERANGE */
+        int rc = t->fd >= 0 ? ferry_fsio_fgetxattr(t->fd, e->name, buf,
+                                                   e->len + 1, &len)
+                            : ferry_fsio_lgetxattrat(t->dirfd, t->name, e->name,
+                                                     buf, e->len + 1, &len);
+        bool same = !rc && len == e->len && !memcmp(buf, e->value, len);
+        if (buf != small)
+                free(buf);
+        return same;
 }
 
 static int set_xattr(const struct ferry_meta_target *t,
@@ -251,7 +289,7 @@ static void apply_xattrs(const struct ferry_meta_cfg *mc,
                 remove_extra(mc, t, xa, o);
         for (size_t i = 0; i < xa->n; i++) {
                 const struct ferry_xattr *e = &xa->v[i];
-                if (!holds(mc, e->name))
+                if (!holds(mc, e->name) || has_xattr(t, e))
                         continue;
                 int rc = set_xattr(t, e);
                 if (rc)
@@ -272,12 +310,17 @@ int ferry_meta_apply(const struct ferry_meta_cfg *mc,
                      const struct ferry_stat *st, const struct ferry_xattrs *xa,
                      uint32_t *applied, enum ferry_step *step)
 {
-        bool link = S_ISLNK(st->mode);
+        bool link = S_ISLNK(st->mode), called = false;
         int rc, first = 0;
         *applied = 0;
-        if (mc->owner && (rc = apply_owner(mc, t, st, applied)))
+        if (mc->owner && (rc = apply_owner(mc, t, st, applied, &called)))
                 note(rc, link ? FERRY_STEP_LCHOWN : FERRY_STEP_CHOWN, &first,
                      step);
+        /* a chown made: the mode and xattrs as they are now are unknown */
+        struct ferry_meta_target after = *t;
+        if (called)
+                after.now = NULL;
+        t = &after;
         if (!link) {
                 if ((rc = apply_mode(mc, t, st)))
                         note(rc, FERRY_STEP_CHMOD, &first, step);
@@ -297,7 +340,7 @@ int ferry_meta_apply(const struct ferry_meta_cfg *mc,
                         *applied |= MF_AP_ACLS;
         }
         if (mc->times && (!link || mc->caps.symlink_times)) {
-                if ((rc = set_times(t, st)))
+                if ((rc = set_times(mc, t, st)))
                         note(rc, link ? FERRY_STEP_LUTIMES : FERRY_STEP_UTIMES,
                              &first, step);
                 else

@@ -48,12 +48,17 @@ unsigned ferry_meta_xattr_keep(const struct ferry_meta_cfg *mc);
  * followed (symlinks, specials). in_place: it may carry xattrs or ACLs
  * of its own (an entry applied in place, a directory, a temp file that
  * inherited an access ACL from its directory's default ACL): those SRC
- * lacks are removed, within the namespaces kept and held. */
+ * lacks are removed, within the namespaces kept and held. now: the
+ * entry's stat as it is (NULL: not known), for an entry that may hold
+ * SRC's metadata already (an adopted one): each part is compared first
+ * and set only when it differs, so that an equal entry keeps its ctime
+ * (an access time alone differing is set only with --atimes). */
 struct ferry_meta_target {
         int fd;
         int dirfd;
         const char *name;
         bool in_place;
+        const struct ferry_stat *now;
 };
 
 /* Applies st (and xa, SRC's kept xattrs and ACLs; NULL: leave the

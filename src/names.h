@@ -46,6 +46,12 @@ struct ferry_name_rules {
  * Returns 0, or the errno that kept the plain probe file from being made:
  * then the rules say nothing and must not be kept for later runs. */
 int ferry_names_probe(int dirfd, struct ferry_name_rules *rules);
+/* A dry run's probe, which writes nothing: whether a name of DST's root
+ * dirfd (among its first 4096) that has an ASCII letter is found by a
+ * lookup with each letter's case swapped, when the listing does not hold
+ * that spelling. 1: names are compared without case; 0: with case; -1:
+ * not known (no such name, or a failure). */
+int ferry_names_probe_case(int dirfd);
 /* Before the probes of this run (this file's, dstcaps.c's) in DST's root
  * dirfd: removes what the probes of the run named in m's note left (it
  * was killed in the middle of them) and names this run there instead.

@@ -18,12 +18,17 @@
  * manifest before it probes (ferry_probe_begin), and the next run of the
  * job to probe removes the exact names the noted run's probes make, and
  * nothing else (ferry_probe_sweep).
+ *
+ * A dry run makes no file: ferry_names_probe_case looks up a name DST
+ * already holds in the other case instead (an adopting dry run always
+ * has some).
  */
 #define _GNU_SOURCE
 #include "names.h"
 
 #include "manifest.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -201,4 +206,78 @@ void ferry_probe_restore_times(int dirfd, const struct timespec *atim,
                 return;
         struct timespec ts[2] = {*atim, *mtim};
         futimens(dirfd, ts);
+}
+
+/* name with each ASCII letter's case swapped into out; false when it has
+ * none (or does not fit). */
+static bool swap_case(const char *name, char *out, size_t size)
+{
+        bool any = false;
+        size_t i = 0;
+        for (; name[i] && i + 1 < size; i++) {
+                char c = name[i];
+                bool upper = c >= 'A' && c <= 'Z', lower = c >= 'a' && c <= 'z';
+                any |= upper || lower;
+                out[i] = upper   ? (char)(c - 'A' + 'a')
+                         : lower ? (char)(c - 'a' + 'A')
+                                 : c;
+        }
+        out[i] = '\0';
+        return any && !name[i];
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The first names (up to max) of the directory dirfd, sorted; *n of them
+ * in *out (free each and the array). */
+static int list_names(int dirfd, size_t max, char ***out, size_t *n)
+{
+        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd < 0 ? NULL : fdopendir(fd);
+        char **v = d ? calloc(max, sizeof(*v)) : NULL;
+        *out = v;
+        *n = 0;
+        if (!v) {
+                if (d)
+                        closedir(d);
+                else if (fd >= 0)
+                        close(fd);
+                return ENOMEM;
+        }
+        struct dirent *e;
+        while (*n < max && (e = readdir(d)) && (v[*n] = strdup(e->d_name)))
+                ++*n;
+        closedir(d);
+        qsort(v, *n, sizeof(*v), cmp_name);
+        return 0;
+}
+
+int ferry_names_probe_case(int dirfd)
+{
+        char **v = NULL, other[NAME_MAX + 1];
+        size_t n = 0;
+        int known = -1;
+        if (list_names(dirfd, 4096, &v, &n))
+                return -1;
+        /* a name whose other spelling is not listed: found by a lookup
+         * all the same, it is the same entry (exfat-fuse numbers the two
+         * lookups' inodes apart: the listing tells, not st_ino) */
+        for (size_t i = 0; i < n && known < 0; i++) {
+                char *key = other;
+                struct stat st;
+                if (!swap_case(v[i], other, sizeof(other)) ||
+                    bsearch(&key, v, n, sizeof(*v), cmp_name))
+                        continue;
+                if (!fstatat(dirfd, other, &st, AT_SYMLINK_NOFOLLOW))
+                        known = 1;
+                else if (errno == ENOENT)
+                        known = 0;
+        }
+        for (size_t i = 0; i < n; i++)
+                free(v[i]);
+        free(v);
+        return known;
 }

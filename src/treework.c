@@ -107,7 +107,7 @@ static void apply_dir_meta(const struct ferry_tree_cfg *cfg,
         int xrc = want ? read_src_dir_xattrs(cfg, t, &xa, &opened) : 0;
         t->has_xdigest = want && opened && !xrc;
         t->xdigest = t->has_xdigest ? ferry_xattrs_digest(&xa) : 0;
-        struct ferry_meta_target mt = {fd, -1, NULL, true};
+        struct ferry_meta_target mt = {fd, -1, NULL, true, NULL};
         t->rc = ferry_meta_apply(&cfg->meta, &mt, st,
                                  t->has_xdigest ? &xa : NULL, &t->applied,
                                  &t->step);

@@ -5,15 +5,17 @@
  * and nothing handed out): each pending row reported as a would-be copy,
  * or a would-be failure where DST holds what the copy would refuse to
  * replace (rule 9), or, with --adopt, a would-be adoption where the run
- * would hash DST's entry to adopt it (would_adopt: a file of its size and
- * mtime, a symlink of its target; the run hashes both sides, a dry run
- * reads no file), and each removed row as a would-be deletion. Its one
- * transaction is rolled back: the manifest stays as it was.
+ * would hash DST's entry to adopt it (would_adopt: by the run's own test,
+ * ferry_adopt_would_hash, and a symlink's target; the run hashes both
+ * sides, a dry run reads no file), and each removed row as a would-be
+ * deletion. Its one transaction is rolled back: the manifest stays as it
+ * was.
  */
 #define _GNU_SOURCE
 #include "config.h"
 #include "internal.h"
 
+#include "chunks.h"
 #include "copy.h"
 #include "fsio.h"
 #include "owner.h"
@@ -24,40 +26,33 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Whether SRC's symlink dir/name and DST's (in dfd) have one target. */
-static bool same_target(struct coord *c, const char *dir, int dfd,
-                        const char *name)
+/* Whether SRC's symlink name (in sfd) and DST's (in dfd) have one
+ * target. */
+static bool same_target(int sfd, int dfd, const char *name)
 {
         char *a = NULL, *b = NULL;
         size_t an = 0, bn = 0;
-        int sfd = -1;
-        bool same = !ferry_fsio_open_dir(c->cfg->srcfd, dir, &sfd) &&
-                    !ferry_fsio_readlinkat(sfd, name, &a, &an) &&
+        bool same = !ferry_fsio_readlinkat(sfd, name, &a, &an) &&
                     !ferry_fsio_readlinkat(dfd, name, &b, &bn) && an == bn &&
                     !memcmp(a, b, an);
-        ferry_fsio_close(&sfd);
         free(a);
         free(b);
         return same;
 }
 
-/* --adopt: the run would hash this item's DST entry st to adopt it, by
- * copy_adopt.c's tests short of the hash (the dry run reads no file): a
- * name to copy (not one a run links: a hardlink follower), DST's entry
- * not SRC's own inode; a file of SRC's size and mtime with no more links
- * than SRC's, or a symlink to the same target. */
+/* --adopt: the run would hash this item's DST entry st to adopt it: the
+ * run's own test (copy.h: ferry_adopt_would_hash), and for a symlink the
+ * same target (the dry run reads no file: a file's content is left to
+ * the run's hash). */
 static bool would_adopt(struct coord *c, const struct ferry_copy_cfg *cc,
-                        const struct ferry_item *it, const char *dir, int dfd,
+                        const struct ferry_batch *b,
+                        const struct ferry_item *it, int sfd, int dfd,
                         const char *name, const struct ferry_stat *st)
 {
-        if (!c->opt->adopt || it->need != MF_NEED_DATA || it->link_off ||
-            it->follower || (st->dev == it->st.dev && st->ino == it->st.ino))
-                return false;
-        if (it->type == FT_REG)
-                return S_ISREG(st->mode) && st->nlink <= it->st.nlink &&
-                       ferry_copy_same_version(cc, FT_REG, &it->st, st);
-        return it->type == FT_LINK && S_ISLNK(st->mode) &&
-               same_target(c, dir, dfd, name);
+        return c->opt->adopt && it->need == MF_NEED_DATA && sfd >= 0 &&
+               ferry_adopt_would_hash(cc, it, ferry_item_plan(b, it), &it->st,
+                                      dfd, sfd, name, st) &&
+               (it->type != FT_LINK || same_target(sfd, dfd, name));
 }
 
 /* Dry run: what copying it would remove or refuse to replace in DST, by
@@ -69,24 +64,39 @@ static bool would_place(struct coord *c, const struct ferry_batch *b,
         const char *dir = ferry_batch_at(b, it->dir_off);
         const char *name = ferry_batch_at(b, it->name_off);
         struct ferry_copy_cfg cc = {.meta = {.times = c->opt->times},
+                                    .adopt = c->opt->adopt,
+                                    .names = c->cfg->names,
                                     .written_since = c->written_since};
         struct ferry_stat st;
-        int dfd = -1, err = 0;
+        int dfd = -1, sfd = -1, err = 0;
+        char why[512], *what = NULL;
         if (c->cfg->dstfd < 0)
                 return true;
         int rc = ferry_fsio_open_dir(c->cfg->dstfd, dir, &dfd);
         if (rc == ENOTDIR || rc == ELOOP)
                 err = ENOTDIR;
         else if (!rc && !ferry_fsio_statat(dfd, name, &st)) {
-                *adopt = would_adopt(c, &cc, it, dir, dfd, name, &st);
-                err = *adopt || ferry_copy_is_ours(&cc, it, &it->st, &st) ? 0
+                if (ferry_fsio_open_dir(c->cfg->srcfd, dir, &sfd))
+                        sfd = -1;
+                *adopt = would_adopt(c, &cc, b, it, sfd, dfd, name, &st);
+                /* the copy refuses another spelling's copy (copy_dst.c) */
+                bool clash = !*adopt && sfd >= 0 &&
+                             ferry_copy_other_spelling(&cc, it, dfd, sfd, name,
+                                                       why, sizeof(why));
+                err = clash ? EXDEV
+                      : *adopt || ferry_copy_is_ours(&cc, it, &it->st, &st) ? 0
                       : S_ISDIR(st.mode) ? EISDIR
                                          : EEXIST;
         }
+        ferry_fsio_close(&sfd);
         ferry_fsio_close(&dfd);
         if (!err)
                 return true;
-        char why[512], *what = NULL;
+        if (err == EXDEV) {
+                c->sum->files_failed++;
+                emit(c, FERRY_EV_WARNING, dir, name, why);
+                return false;
+        }
         struct ferry_dst_rec claim;
         if (err == EEXIST && !ferry_names_case_insensitive(c->cfg->names)) {
                 ferry_copy_refusal(it, &st, why, sizeof(why));

@@ -312,7 +312,10 @@ static int verify_plan(struct ferry_manifest *m, struct ferry_batch *b,
 /* A copy: a resume (the partial row's temp file and SRC as they are now),
  * a repair (a done file whose chunks verify marked bad, no temp file), or
  * a fresh start (stale rows dropped). */
-static int copy_plan(struct ferry_manifest *m, struct ferry_batch *b, size_t k)
+/* A copy's plan; dry: the dry run's (it needs to know resume and repair,
+ * as --adopt's test does, and drops no stale chunks: it writes nothing). */
+static int copy_plan(struct ferry_manifest *m, struct ferry_batch *b, size_t k,
+                     bool dry)
 {
         const int64_t id = b->items[k].id;
         const uint64_t size = b->items[k].st.size;
@@ -332,7 +335,7 @@ static int copy_plan(struct ferry_manifest *m, struct ferry_batch *b, size_t k)
                       sane_chunk_size((int64_t)r.chunk_size) &&
                       plan_fits(size, r.chunk_size) &&
                       r.rows == ferry_chunk_count(size, r.chunk_size);
-        if (!resume && !repair && (found || r.any) &&
+        if (!resume && !repair && (found || r.any) && !dry &&
             (rc = mf_chunks_drop(m, id)))
                 return rc;
         uint64_t cs = resume   ? p.chunk_size
@@ -362,10 +365,11 @@ int mf_chunk_plan(struct ferry_manifest *m, enum mf_query q,
         case Q_FIRST_PASS:
         case Q_NEXT_PASS:
         case Q_ONE_PENDING:
+        case Q_PENDING:
                 /* its metadata alone, or a hard link: no data is copied */
                 if (it->need != MF_NEED_DATA || it->link_off)
                         return 0;
-                return copy_plan(m, b, k);
+                return copy_plan(m, b, k, q == Q_PENDING);
         default: return 0;
         }
 }

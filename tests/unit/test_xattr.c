@@ -259,7 +259,7 @@ static void test_apply(void)
         ferry_xattrs_init(&xa);
         CHECK_EQ(ferry_xattrs_read_fd(&xa, s, st.dev, FERRY_XA_ALL), 0);
         struct ferry_meta_cfg mc = meta_cfg();
-        struct ferry_meta_target t = {d, -1, NULL, false};
+        struct ferry_meta_target t = {d, -1, NULL, false, NULL};
         uint32_t ap = 0;
         enum ferry_step step = FERRY_STEP_NONE;
         CHECK_EQ(ferry_meta_apply(&mc, &t, &st, &xa, &ap, &step), 0);
@@ -305,7 +305,7 @@ static int child_fault(void)
         CHECK_EQ(ferry_xattrs_read_fd(&xa, fd, 1, FERRY_XA_ALL), 0);
         /* apply: the xattr part fails, times still applied, first rc */
         struct ferry_meta_cfg mc = meta_cfg();
-        struct ferry_meta_target t = {fd, -1, NULL, true};
+        struct ferry_meta_target t = {fd, -1, NULL, true, NULL};
         struct ferry_stat st;
         ferry_fsio_fstat(fd, &st);
         uint32_t ap = 0;
