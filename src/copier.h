@@ -140,7 +140,9 @@ int ferry_copier_link_once(struct ferry_copier *c, const struct ferry_batch *b,
 /* copy_link.c: closes the cached DST directory of first names. */
 void ferry_copier_leave_leader(struct ferry_copier *c);
 
-/* copy_data.c: opens SRC's file name for reading (no atime, no FIFO hang). */
+/* copy_data.c: opens file name in dirfd for reading (no atime where the
+ * kernel allows it, no FIFO hang); _source: in SRC's directory. */
+int ferry_copier_open_read(int dirfd, const char *name, int *fd);
 int ferry_copier_open_source(struct ferry_copier *c, const char *name, int *fd);
 /* copy_data.c: writes the data and metadata of one attempt from in to out;
  * *changed when the source moved under us; *step: what failed. */

@@ -118,19 +118,6 @@ static int apply_in_place(struct ferry_copier *c, struct ferry_item *it, int fd,
 /* Reads and hashes SRC's open file in (its fstat before) and DST's entry
  * name (its stat d); *equal when both hold the same bytes and neither
  * moved meanwhile. SRC's xattrs are read into c->xa. */
-/* DST's file read to be hashed: its atime stays where it may (as
- * SRC's, copy_data.c), one thing less to set back after. */
-static int open_dst(struct ferry_copier *c, const char *name, int *fd)
-{
-        int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK;
-#ifdef HAVE_O_NOATIME
-        int rc = ferry_fsio_openat(c->dst_dir, name, flags | O_NOATIME, 0, fd);
-        if (rc != EPERM)
-                return rc;
-#endif
-        return ferry_fsio_openat(c->dst_dir, name, flags, 0, fd);
-}
-
 static int compare_files(struct ferry_copier *c, int in,
                          const struct ferry_stat *before, const char *name,
                          const struct ferry_stat *d, struct ferry_item *it,
@@ -150,7 +137,9 @@ static int compare_files(struct ferry_copier *c, int in,
         if (rc || !ferry_copier_same_file(before, &after) ||
             ssize != after.size)
                 goto out; /* the normal copy tells (rule 5) */
-        rc = open_dst(c, name, out);
+        /* DST's atime stays where it may, as SRC's: one thing less to set
+         * back after */
+        rc = ferry_copier_open_read(c->dst_dir, name, out);
         if (!rc)
                 rc = ferry_fsio_fstat(*out, &d2);
         if (rc || !S_ISREG(d2.mode) || !same_entry(d, &d2))

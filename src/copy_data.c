@@ -173,17 +173,22 @@ int ferry_copier_file_meta(struct ferry_copier *c, int fd,
         return rc;
 }
 
-int ferry_copier_open_source(struct ferry_copier *c, const char *name, int *fd)
+int ferry_copier_open_read(int dirfd, const char *name, int *fd)
 {
         /* O_NONBLOCK: a file turned FIFO must not hang the worker; it means
          * nothing for the regular files we read */
         int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK;
 #ifdef HAVE_O_NOATIME
-        int rc = ferry_fsio_openat(c->src_dir, name, flags | O_NOATIME, 0, fd);
+        int rc = ferry_fsio_openat(dirfd, name, flags | O_NOATIME, 0, fd);
         if (rc != EPERM)
                 return rc;
 #endif
-        return ferry_fsio_openat(c->src_dir, name, flags, 0, fd);
+        return ferry_fsio_openat(dirfd, name, flags, 0, fd);
+}
+
+int ferry_copier_open_source(struct ferry_copier *c, const char *name, int *fd)
+{
+        return ferry_copier_open_read(c->src_dir, name, fd);
 }
 
 /* Writes the data and metadata of one attempt into tmp; *changed when the
