@@ -11,6 +11,7 @@
 #   and waits until it accepts connections; pg_stop stops it (fast
 #   shutdown; SIGKILL of its own postmaster, by pid, if that fails).
 # netns_add NAME: a namespace of this test, with its loopback up;
+#   netns_three: the database's namespace ($db) and three workers';
 #   netns_link DBNS WNS I: a veth pair between them, 10.231.I.1/30 on the
 #   DBNS side, 10.231.I.2/30 on the WNS side (I in 1..250).
 # pg_ns_cleanup runs from the EXIT trap, even when a test fails: the
@@ -121,4 +122,16 @@ netns_link() {
 	ip -n "$w" addr add "10.231.$i.2/30" dev "$b"
 	ip -n "$db" link set "$a" up
 	ip -n "$w" link set "$b" up
+}
+
+# netns_three: the database's namespace (its name in db) and three
+# workers' ferry-$$-w1..3, each linked to it by netns_link I
+netns_three() {
+	local i
+	db=ferry-$$-db
+	netns_add "$db"
+	for i in 1 2 3; do
+		netns_add "ferry-$$-w$i"
+		netns_link "$db" "ferry-$$-w$i" "$i"
+	done
 }

@@ -19,12 +19,7 @@
 . "$TESTS_CLI/pg-lib.sh" || exit 1
 pg_need
 
-db=ferry-$$-db
-netns_add "$db"
-for i in 1 2 3; do
-	netns_add "ferry-$$-w$i"
-	netns_link "$db" "ferry-$$-w$i" "$i"
-done
+netns_three # $db and ferry-$$-w1..3, linked
 pg_init
 # '*': every address of the database's own namespace (lo and its veths)
 pg_start "$db" '*'

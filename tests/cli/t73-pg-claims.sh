@@ -28,12 +28,7 @@ PGDRIVE=${FERRY_PGDRIVE:-$(dirname "$FERRY")/../tests/pg/pgdrive}
 [[ -x $PGDRIVE ]] ||
 	skip_all "needs tests/pg/pgdrive (a build with -DFERRY_TESTING=ON; FERRY_PGDRIVE)"
 
-db=ferry-$$-db
-netns_add "$db"
-for i in 1 2 3; do
-	netns_add "ferry-$$-w$i"
-	netns_link "$db" "ferry-$$-w$i" "$i"
-done
+netns_three # $db and ferry-$$-w1..3, linked
 pg_init
 pg_start "$db" '*'
 sock=$(pg_url)
