@@ -35,7 +35,7 @@
 #define FERRY_CHUNK_MIN_FILE (64ull << 20)
 /* The size of a chunk (every chunk of a file but its last). A kill
  * loses the chunks its streams were in (up to 8 at once) besides the
- * last quarter second's: 16 MiB rather than 32 halves the first part
+ * last tenth of a second's: 16 MiB rather than 32 halves the first part
  * (bench resume, 4 GiB killed at half, 3 runs each, re-read from SRC:
  * 53.9 52.0 53.7 % and, SRC remounted, 54.7 54.7 52.7 %; with 32 MiB
  * 54.7 54.7 53.9 % and 55.5 57.0 60.9 %) at no cost measured (big1m:

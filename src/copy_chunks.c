@@ -21,7 +21,7 @@
  * files in flight; the owner uses its copier's own 128 KiB buffer).
  * Each stream claims the lowest chunk nobody copies, preads it from SRC,
  * pwrites it into the temp, hashes it (XXH3-128); what the streams wrote
- * is made durable (one fdatasync at most every second, unless
+ * is made durable (one fdatasync at most every tenth of a second, unless
  * --durability=none) and then reported (MSG_CHUNK). SRC's
  * fstat before and after each chunk must be the scan's (rule 5): any
  * change stops the file (R_CHANGED) and removes the temp.

@@ -247,6 +247,7 @@ struct coord {
         } credit[RESUME_CREDITS];
         unsigned n_credit;
         double t0, last_prog, last_commit;
+        double chunks_synced;  /* when a commit last synced chunk rows */
         struct ferry_buf path; /* join_path's */
 };
 

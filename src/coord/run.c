@@ -35,7 +35,8 @@
 
 #define INBOX_CAP            128
 #define COMMIT_SECONDS       1.0
-#define CHUNK_COMMIT_SECONDS 0.25
+#define CHUNK_COMMIT_SECONDS 0.05
+#define CHUNK_SYNC_SECONDS   0.5
 #define LISTING_CHUNK        128
 
 /* ---- the run's phase --------------------------------------------------- */
@@ -209,6 +210,12 @@ void commit(struct coord *c)
         /* a dry run's one transaction is rolled back at the end */
         if (c->stop_code == FERRY_EMANIFEST || c->opt->dry_run)
                 return;
+        /* a chunk row's commit owes no sync (a kill keeps it, one lost is
+         * copied again); a power cut is to lose at most half a second's */
+        if (c->chunks && now() - c->chunks_synced >= CHUNK_SYNC_SECONDS) {
+                ferry_manifest_owe_sync(c->m);
+                c->chunks_synced = now();
+        }
         ferry_fsio_crashpoint("before_commit");
         if (ferry_manifest_commit(c->m) || ferry_manifest_begin(c->m)) {
                 manifest_error(c);
@@ -333,7 +340,7 @@ static void tick(struct coord *c)
         control_tick(c, t);
         if (t - c->last_prog >= 1.0)
                 progress(c, false);
-        /* a chunk's row is what a resume keeps: not left a second */
+        /* a chunk's row is what a resume keeps: committed at once */
         double gap = c->chunks ? CHUNK_COMMIT_SECONDS : COMMIT_SECONDS;
         if (!c->bar.running && t - c->last_commit >= gap)
                 commit(c);
