@@ -7,6 +7,8 @@
 #define _GNU_SOURCE
 #include "manifest/internal.h"
 
+#include "retry.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -115,9 +117,8 @@ static bool cannot_share(const struct ferry_manifest *m)
         return code == SQLITE_CANTOPEN || code == SQLITE_READONLY;
 }
 
-/* Opens and checks a manifest for `ferry status`: through its -wal and
- * -shm where it can, else as immutable (above). */
-int mf_open_reader(struct ferry_manifest *m, bool wal_frames)
+/* Opens m->db for `ferry status` through the -wal and -shm as they are. */
+static int open_shared(struct ferry_manifest *m, bool wal_frames)
 {
         int rc = mf_open_db(m, m->path, status_open_flags(m->path), false);
         /* a -wal left by a crashed run is replayed by the next run, not by
@@ -127,20 +128,50 @@ int mf_open_reader(struct ferry_manifest *m, bool wal_frames)
                                   NULL);
         if (!rc)
                 rc = mf_exec_sql(m, reader_sql[R_QUERY_ONLY], "configuration");
-        if (!rc)
-                rc = mf_check_identity(m);
-        if (!rc || !cannot_share(m))
-                return rc;
-        if (!alone(m->path, &m->st))
-                return mf_fail(m,
-                               "manifest '%s' is unreadable without write "
-                               "access to its directory: %s",
-                               m->path, sqlite3_errmsg(m->db));
-        mf_finalize_all(m); /* the statements of the first connection */
+        return rc ? rc : mf_check_identity(m);
+}
+
+static void close_db(struct ferry_manifest *m)
+{
+        mf_finalize_all(m);
         sqlite3_close(m->db);
         m->db = NULL;
+}
+
+/*
+ * A run that starts or ends during the open makes its -wal and -shm
+ * appear or go away under a reader that cannot write them, and for that
+ * moment the reader can neither use them (SQLite answers SQLITE_READONLY:
+ * a -shm the run has not set up yet, or one it is taking down) nor read
+ * the main file on its own (the -wal still has frames). The state passes
+ * within milliseconds; it is tried again SHARE_TRIES times, after the
+ * copier's backoff (about 1.5 s in all), before the manifest is called
+ * unreadable (a -wal left by a crashed run does stay). Found by t35 E:
+ * 1 of 47 polls failed while 20 runs came and went.
+ */
+#define SHARE_TRIES 5
+
+/* Opens and checks a manifest for `ferry status`: through its -wal and
+ * -shm where it can, else as immutable (above). */
+int mf_open_reader(struct ferry_manifest *m, bool wal_frames)
+{
+        for (unsigned attempt = 0;; attempt++) {
+                int rc = open_shared(m, wal_frames);
+                if (!rc || !cannot_share(m))
+                        return rc;
+                if (alone(m->path, &m->st))
+                        break;
+                if (attempt == SHARE_TRIES)
+                        return mf_fail(m,
+                                       "manifest '%s' is unreadable without "
+                                       "write access to its directory: %s",
+                                       m->path, sqlite3_errmsg(m->db));
+                close_db(m);
+                ferry_copy_backoff(attempt);
+        }
+        close_db(m); /* the statements of the first connection */
         m->immutable = true;
-        rc = mf_open_db(m, m->path, 0, true);
+        int rc = mf_open_db(m, m->path, 0, true);
         if (!rc)
                 rc = mf_exec_sql(m, reader_sql[R_QUERY_ONLY], "configuration");
         return rc ? rc : mf_check_identity(m);
