@@ -426,6 +426,9 @@ void on_barrier(struct coord *c, struct barrier_job *job)
         free_list(job->list);
         free(job);
         commit(c);
+        /* the first pass is right after the first COMMIT of done marks,
+         * however many timed commits came before it (t54's power cut) */
+        ferry_fsio_crashpoint("after_done_commit");
 }
 
 /* A chunk durable in its temp file (the worker's fdatasync came first,
