@@ -2,7 +2,8 @@
 # shellcheck disable=SC2034 # UNIT, MEASURE_INNER, FID_OPTS...: read by bench/run
 # bench/scenarios.sh - the scenarios of issue 13, sourced by bench/run.
 #
-# b3 and b5 (3,000 files through slowfs at 1 and 5 ms per operation), s and
+# b3 and b5 (3,000 files through slowfs at 1 and 5 ms per operation), nd
+# (a no-op re-run onto a DST through slowfs at 5 ms), s and
 # n (20,000 files local: first copy, no-op re-run), farm (5,000 files x 21
 # `cp -al` snapshots), one (a 1-file job: time, sync calls, threads), x
 # (onto exFAT through exfat-fuse on a loop image), jauto (runs bench/jauto)
@@ -14,10 +15,12 @@
 
 set_sizes13() {
 	if [ "$QUICK" = 1 ]; then
-		B3_FILES=100 S_FILES=500 FARM_FILES=100 FARM_SNAPS=3 ONE_REPS=3
+		B3_FILES=100 S_FILES=500 FARM_FILES=100 FARM_SNAPS=3 ONE_REPS=3 ND_FILES=100
 		X_FILES=200 X_IMG=256M
 	else
 		B3_FILES=3000 S_FILES=20000 FARM_FILES=5000 FARM_SNAPS=21 ONE_REPS=11
+		# rsync's first copy onto a 5 ms share is one file at a time
+		ND_FILES=1000
 		X_FILES=5000 X_IMG=1G
 	fi
 	# issue 13: ferry of f9081c4 took 2.94 s in b5; the target is half of it
@@ -115,9 +118,7 @@ latency_scenario() {
 	section "$id) $B3_FILES files through slowfs, $lat µs per operation" \
 		"Source: $(tree_desc b3k), read through \`slowfs --latency-us $lat\` (FUSE, remounted before every run), copied to ext4. \`ferry -n\` (dry run: the scan alone, nothing copied; checked: DST stays empty) shows how much of ferry's time the scan takes."
 	LATENCY_US=$lat
-	if ! fuse_usable || ! mount_slowfs; then
-		REPORT+=$'\n'"Skipped: $FUSE_WHY."$'\n'
-		log "$id: skipped: $FUSE_WHY"
+	if ! mounted_or_skip "$id" mount_slowfs; then
 		LATENCY_US=$saved
 		return
 	fi
@@ -134,6 +135,28 @@ latency_scenario() {
 
 scenario_b3() { latency_scenario b3 1000; }
 scenario_b5() { latency_scenario b5 5000; }
+
+# ---- nd: a no-op re-run onto a destination share ---------------------------
+
+# nd: a tree like b3's copied onto a DST through `slowfs --writable` at 5 ms, then
+# the same command again: what a nightly re-run to a NAS pays before it
+# finds nothing to do (ferry: the scan of SRC and its sample of DST; rsync
+# -a stats every DST entry).
+scenario_nd() {
+	local saved=$LATENCY_US base=()
+	gen_tree nd --seed 1 --files "$ND_FILES"
+	[ -n "$FERRY_BASE" ] && base=(base-noop)
+	section "nd) no-op re-run of $ND_FILES files onto a DST through slowfs --writable, 5000 µs per operation" \
+		"Source: $(tree_desc nd), on ext4; the destination is \`slowfs --writable --latency-us 5000\` over ext4, remounted before every run (FUSE's caches empty). After a first copy (not timed), the same command again: nothing to copy."
+	LATENCY_US=5000 DST_MNT=$WORK/mnt-nd DST_BACK=$WORK/dst-nd
+	if mounted_or_skip nd mount_dst; then
+		umount_dst
+		HOOK_PRE=mount_dst HOOK_POST=umount_dst
+		NOOP_DST=$DST_MNT NOOP_DST_BACK=$DST_BACK noop_scenario nd "$TREE" "$TREE" "${base[@]}"
+		HOOK_PRE="" HOOK_POST=""
+	fi
+	LATENCY_US=$saved
+}
 
 # ---- s, n: a small local tree ------------------------------------------------
 

@@ -120,9 +120,7 @@ big_setup_at() {
 	SLOW_SRC=$TREE SLOW_STATS=$WORK/slowfs-stats
 	LATENCY_SAVED=$LATENCY_US
 	LATENCY_US=$BIG_LATENCY_US
-	if ! fuse_usable || ! mount_slowfs; then
-		REPORT+=$'\n'"Skipped: $FUSE_WHY."$'\n'
-		log "$1: skipped: $FUSE_WHY"
+	if ! mounted_or_skip "$1" mount_slowfs; then
 		big_done
 		return 1
 	fi
