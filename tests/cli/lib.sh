@@ -13,6 +13,9 @@
 #   GENTREE          bench/gentree, the seeded tree generator
 #   FERRY_SRCDIR     the source tree (man page, headers)
 #   FERRY_TEST_KEEP  when set, keep the temporary directory for inspection
+#   FERRY_SLOW       how many times slower than a release build on a quiet
+#                    machine a run may be (ctest: 1, or 10 for a sanitizer
+#                    build; by hand: detected from the binary)
 #
 # Every test runs in a fresh directory $T under $TMPDIR (the working
 # directory), with XDG_STATE_HOME=$T/state so that manifests stay inside it.
@@ -45,6 +48,27 @@ TEST_NAME=$(basename "$0" .sh)
 # than PATH_MAX; tree_equal compares every directory of that name with
 # tools that handle any depth.
 LONG_DIR=longpath.d
+
+# SANITIZED: a sanitizer build, from the environment (ctest sets
+# FERRY_SANITIZE) or the sanitizer runtime's entry point in the binary
+# (linked statically or dynamically: readelf, or its bytes without it);
+# empty otherwise.
+SANITIZED=${FERRY_SANITIZE-}
+if [[ -z $SANITIZED ]] &&
+	{ { command -v readelf >/dev/null 2>&1 &&
+		readelf -sW "$FERRY" 2>/dev/null | grep -qE '__(asan|tsan|msan)_init'; } ||
+		grep -aqE '__(asan|tsan|msan)_init' "$FERRY"; }; then
+	SANITIZED=detected
+fi
+
+# SLOW: the factor every wait and every bound on a run's time is scaled by
+# (slow_s), for a sanitizer build on a loaded machine: a deadline that a
+# release build meets with room to spare says nothing about ferry there.
+SLOW=${FERRY_SLOW:-$([[ -n $SANITIZED ]] && echo 10 || echo 1)}
+[[ $SLOW =~ ^[1-9][0-9]*$ ]] || SLOW=1
+
+# slow_s SECONDS: SECONDS (a whole number) scaled by SLOW.
+slow_s() { printf '%s' $(($1 * SLOW)); }
 
 NOBODY_UID=65534
 NOBODY_GID=65534
@@ -237,12 +261,13 @@ bg_wait() {
 	BG_PIDS=("${keep[@]}")
 }
 
-# wait_until TIMEOUT_S CMD...: poll CMD every 10 ms until it succeeds.
+# wait_until TIMEOUT_S CMD...: poll CMD every 10 ms until it succeeds,
+# for TIMEOUT_S (a whole number) times SLOW seconds at most.
 wait_until() {
-	local deadline=$((SECONDS + $1))
+	local deadline=$((${EPOCHREALTIME/./} + $1 * SLOW * 1000000))
 	shift
 	until "$@"; do
-		((SECONDS < deadline)) || return 1
+		((${EPOCHREALTIME/./} < deadline)) || return 1
 		sleep 0.01
 	done
 }

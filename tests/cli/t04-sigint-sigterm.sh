@@ -70,7 +70,7 @@ interrupt_and_resume() {
 		fail "SIG$sig: exit 20 (got $BG_RC)"
 		show "$LOG/bg.err"
 	fi
-	check "SIG$sig: stopped within 10 s" test $((SECONDS - t0)) -le 10
+	check "SIG$sig: stopped within $(slow_s 10) s" test $((SECONDS - t0)) -le "$(slow_s 10)"
 	if grep -q 'resume with the same command' "$LOG/bg.err"; then
 		ok "SIG$sig: stderr says 'resume with the same command'"
 	else
@@ -110,8 +110,9 @@ sig_caught_bit() {
 caught() { [[ $(sig_caught_bit "$1" "$2") == 1 ]]; }
 not_caught() { [[ $(sig_caught_bit "$1" "$2") == 0 ]]; }
 
-# HOLD_US: how long strace holds each syncfs (the barrier) of ferry.
-HOLD_US=1500000
+# HOLD_US: how long strace holds each syncfs (the barrier) of ferry: 1.5 s,
+# up to 4 times that in a slow build, for the test's steps to fit in it.
+HOLD_US=$((1500000 * (SLOW < 4 ? SLOW : 4)))
 
 # death_gap_ms SIG N: from strace -ttt's log, the milliseconds between the
 # Nth delivery of SIG and the first thread of ferry killed by it.

@@ -59,12 +59,7 @@
 need_cmd /usr/bin/time rsync
 need_gentree
 
-# A sanitizer build (the way t2-lib.sh detects one): the runtime's entry point
-# in the binary.
-if [[ -n ${FERRY_SANITIZE-} ]] ||
-	{ command -v readelf >/dev/null 2>&1 &&
-		readelf -sW "$FERRY" 2>/dev/null | grep -qE '__(asan|tsan|msan)_init'; } ||
-	grep -aqE '__(asan|tsan|msan)_init' "$FERRY"; then
+if [[ -n $SANITIZED ]]; then # lib.sh's
 	skip_all "a sanitizer build: its peak RSS is the sanitizer's shadow memory and quarantine, not ferry's own"
 fi
 if ! /usr/bin/time -f %M -o "$LOG/rss" true 2>/dev/null ||

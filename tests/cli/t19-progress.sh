@@ -89,9 +89,14 @@ check "-q on a terminal: the copy is whole" diff -r src dst
 
 # --- off a terminal
 rm -rf dst "$XDG_STATE_HOME/ferry"
+t0=$SECONDS
 expect_code 0 "$FERRY" src dst
-check "a short run off a terminal prints no progress line" \
-	eval '! grep -q "files/s" "$LOG/err"'
+if ((SECONDS - t0 < 9)); then
+	check "a short run off a terminal prints no progress line" \
+		eval '! grep -q "files/s" "$LOG/err"'
+else
+	say "the short run took $((SECONDS - t0)) s (a slow build): its progress lines are not counted"
+fi
 rm -rf dst "$XDG_STATE_HOME/ferry"
 start=$(date +%s)
 # one read(2) per small file (ferry reads a file's size, not up to EOF):

@@ -12,7 +12,8 @@
 #   FERRY_TORTURE=long   the long loops (many iterations, big trees); the
 #                        default is the short CI mode.
 #   FERRY_SANITIZE       set by ctest for a sanitizer build (or detected from
-#                        the binary): the short mode shrinks further.
+#                        the binary, lib.sh's SANITIZED): the short mode
+#                        shrinks further.
 #
 # The central oracle is manifest_invariant: every row that the manifest calls
 # done exists in DST under its name with the recorded size and hash, taken
@@ -26,13 +27,7 @@ T2_LIB_LOADED=1
 LONG_MODE=0
 [[ ${FERRY_TORTURE-} == long ]] && LONG_MODE=1
 
-# A sanitizer build: from the environment, or the sanitizer runtime's entry
-# point in the binary (linked statically or dynamically).
-SANITIZED=${FERRY_SANITIZE-}
-if [[ -z $SANITIZED ]] && command -v readelf >/dev/null 2>&1 &&
-	readelf -sW "$FERRY" 2>/dev/null | grep -E '__(asan|tsan|msan)_init' >/dev/null; then
-	SANITIZED=detected
-fi
+# A sanitizer build: lib.sh's SANITIZED.
 if ((LONG_MODE)); then
 	say "mode: long (FERRY_TORTURE=long)"
 elif [[ -n $SANITIZED ]]; then

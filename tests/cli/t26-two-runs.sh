@@ -124,7 +124,7 @@ if wait_until 60 started_copying dst; then
 	t0=$SECONDS
 	run "$FERRY" -q src dst
 	check "frozen run: a second run exits 4 (got $RC)" test "$RC" = 4
-	check "frozen run: ... within 5 s" test $((SECONDS - t0)) -le 5
+	check "frozen run: ... within $(slow_s 5) s" test $((SECONDS - t0)) -le "$(slow_s 5)"
 	check "frozen run: ... naming pid $first" grep -qw -- "$first" "$LOG/err"
 	"$FERRY" status src dst >"$LOG/status" 2>&1
 	check "frozen run: status says running: yes (pid $first)" \

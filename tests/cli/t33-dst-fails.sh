@@ -225,7 +225,7 @@ fail_mid_run() {
 	"$@" || die "$label: could not make DST fail: $*"
 	local t0=$EPOCHREALTIME
 	if ! wait_until 30 eval '! kill -0 "$BG_PID" 2>/dev/null'; then
-		fail "$label: ferry ends within 30 s of the failure"
+		fail "$label: ferry ends within $(slow_s 30) s of the failure"
 		kill_traced
 	fi
 	local secs
@@ -233,10 +233,12 @@ fail_mid_run() {
 	bg_wait
 	RC=$BG_RC
 	grep -v '^strace: ' "$LOG/bg.err" >"$LOG/err"
-	if awk -v s="$secs" 'BEGIN { exit !(s <= 5) }'; then
-		ok "$label: ferry stopped ${secs}s after DST failed (at most 5 s)"
+	local most
+	most=$(slow_s 5)
+	if awk -v s="$secs" -v m="$most" 'BEGIN { exit !(s <= m) }'; then
+		ok "$label: ferry stopped ${secs}s after DST failed (at most $most s)"
 	else
-		fail "$label: ferry stopped ${secs}s after DST failed (at most 5 s)"
+		fail "$label: ferry stopped ${secs}s after DST failed (at most $most s)"
 	fi
 }
 

@@ -61,7 +61,8 @@ check "worker 2's link down: worker 1 still connects" \
 check "worker 2's link down: worker 3 still connects" \
 	test "$(query "ferry-$$-w3" 10.231.3.1)" = 42
 ip -n "ferry-$$-w2" link set "fw$$x2" up
-wait_until 10 test "$(query "ferry-$$-w2" 10.231.2.1)" = 42
+w2_answers() { [[ $(query "ferry-$$-w2" 10.231.2.1) == 42 ]]; }
+wait_until 10 w2_answers
 check "worker 2's link up again: it connects again" \
 	test "$(query "ferry-$$-w2" 10.231.2.1)" = 42
 
