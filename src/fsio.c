@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -211,6 +212,135 @@ int ferry_fsio_syncfs(int fd)
         sync();
         return 0;
 #endif
+}
+
+#define EXT4_MAGIC  0xEF53UL /* ext2, ext3 and ext4 */
+#define XFS_MAGIC   0x58465342UL
+#define BTRFS_MAGIC 0x9123683EUL
+
+/* The file system type of fd's mount as the kernel's mount table names
+ * it (the driver's name, not the f_type a network file system such as 9p
+ * passes on from its server), found by the mount's id (statx), else by
+ * its device number; false when /proc/self/mountinfo does not say. */
+static bool mount_type(int fd, const struct stat *st, char *type, size_t size)
+{
+        unsigned long long want_id = 0;
+#if defined(HAVE_STATX) && defined(STATX_MNT_ID)
+        struct statx sx;
+        if (!statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) &&
+            (sx.stx_mask & STATX_MNT_ID))
+                want_id = sx.stx_mnt_id;
+#endif
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        if (!f)
+                return false;
+        char *line = NULL;
+        size_t cap = 0;
+        bool found = false;
+        while (!found && getline(&line, &cap, f) > 0) {
+                unsigned long long id;
+                unsigned maj, min;
+                const char *dash = strstr(line, " - ");
+                char t[64];
+                if (!dash ||
+                    sscanf(line, "%llu %*u %u:%u", &id, &maj, &min) != 3 ||
+                    sscanf(dash + 3, "%63s", t) != 1)
+                        continue;
+                found = want_id ? id == want_id
+                                : maj == major(st->st_dev) &&
+                                          min == minor(st->st_dev);
+                if (found)
+                        snprintf(type, size, "%s", t);
+        }
+        free(line);
+        fclose(f);
+        return found;
+}
+
+/* Whether the ext4 file system on block device dev has a journal: jbd2
+ * lists each journal it runs as /proc/fs/jbd2/NAME-INO, NAME the block
+ * device's kernel name (/sys/dev/block/MAJ:MIN links to it). An external
+ * journal is listed under its own device's name: not found, no. */
+static bool ext4_journaled(dev_t dev)
+{
+        char path[64], link[PATH_MAX];
+        snprintf(path, sizeof(path), "/sys/dev/block/%u:%u", major(dev),
+                 minor(dev));
+        ssize_t n = readlink(path, link, sizeof(link) - 1);
+        if (n <= 0)
+                return false;
+        link[n] = '\0';
+        const char *name = strrchr(link, '/');
+        name = name ? name + 1 : link;
+        size_t len = strlen(name);
+        DIR *d = opendir("/proc/fs/jbd2");
+        if (!d)
+                return false;
+        bool found = false;
+        for (struct dirent *e; !found && (e = readdir(d));) {
+                const char *ino = e->d_name + len + 1;
+                found = !strncmp(e->d_name, name, len) &&
+                        e->d_name[len] == '-' && *ino &&
+                        strspn(ino, "0123456789") == strlen(ino);
+        }
+        closedir(d);
+        return found;
+}
+
+enum ferry_fs_sync ferry_fsio_fs_sync(int fd)
+{
+#ifdef HAVE_SYNCFS
+        struct statfs sf;
+        struct stat st;
+        char type[64];
+        if (fstatfs(fd, &sf) || fstat(fd, &st) ||
+            !mount_type(fd, &st, type, sizeof(type)))
+                return FERRY_FS_SYNC_DIRS;
+        unsigned long magic = (unsigned long)sf.f_type;
+        if ((!strcmp(type, "xfs") && magic == XFS_MAGIC) ||
+            (!strcmp(type, "btrfs") && magic == BTRFS_MAGIC))
+                return FERRY_FS_SYNC_COMMITS;
+        if ((!strcmp(type, "ext4") || !strcmp(type, "ext3") ||
+             !strcmp(type, "ext2")) &&
+            magic == EXT4_MAGIC)
+                return ext4_journaled(st.st_dev) ? FERRY_FS_SYNC_COMMITS
+                                                 : FERRY_FS_SYNC_WRITES;
+#else
+        (void)fd;
+#endif
+        return FERRY_FS_SYNC_DIRS; /* without syncfs, sync() in its stead */
+}
+
+/* EROFS when fd's file system is read only (one that failed and was set
+ * read-only: its syncfs returns 0 and writes nothing), else 0 (also when
+ * fstatvfs cannot tell: a FUSE server without statfs). */
+static int writable(int fd)
+{
+        struct statvfs vfs;
+        if (fstatvfs(fd, &vfs))
+                return 0;
+        return vfs.f_flag & ST_RDONLY ? EROFS : 0;
+}
+
+int ferry_fsio_sync_device(int fd, bool *covered)
+{
+        *covered = false;
+        int rc = ferry_fsio_syncfs(fd);
+        if (!rc)
+                rc = writable(fd);
+        enum ferry_fs_sync kind =
+                rc ? FERRY_FS_SYNC_DIRS : ferry_fsio_fs_sync(fd);
+        /* WRITES: the first syncfs's last writes came after its flush; a
+         * second one flushes after them (a directory's fsync does not on
+         * ext4 without a journal before Linux 6.5, when the inode is
+         * clean) */
+        if (kind == FERRY_FS_SYNC_WRITES)
+                rc = ferry_fsio_syncfs(fd);
+        if (!rc && kind != FERRY_FS_SYNC_DIRS) {
+                rc = ferry_fsio_fsync(fd);
+                *covered = !rc;
+        }
+        return rc;
 }
 
 /* The directory's link count, asked of the file system itself. */

@@ -160,6 +160,37 @@ int ferry_fsio_fdatasync(int fd);
  * "write"). */
 int ferry_fsio_room(int fd, uint64_t len);
 int ferry_fsio_syncfs(int fd);
+/* What a syncfs of a file system leaves for the durability barrier to do
+ * (coord/barrier.c), by the driver that runs it (the mount table's type,
+ * checked against statfs's f_type, which 9p passes on from its server):
+ *  - COMMITS: the syncfs makes durable every name made, renamed or
+ *    removed in it before the syncfs: XFS (it forces the log), Btrfs (it
+ *    commits the transaction), ext4 with a journal (jbd2 commits);
+ *  - WRITES: ext2, ext3 and ext4 without a journal: the syncfs writes
+ *    every dirty block and waits for it, directory blocks and inode
+ *    tables among them, but the drive's cache is flushed (->sync_fs)
+ *    before the last of them (sync_filesystem's final sync_blockdev); a
+ *    second syncfs flushes after them;
+ *  - DIRS: anything else, or not known (FUSE, NFS, CIFS, 9p, FAT, tmpfs,
+ *    overlay...): each directory's own fsync is what reaches the disk or
+ *    the server. */
+enum ferry_fs_sync {
+        FERRY_FS_SYNC_DIRS,
+        FERRY_FS_SYNC_WRITES,
+        FERRY_FS_SYNC_COMMITS
+};
+enum ferry_fs_sync ferry_fsio_fs_sync(int fd);
+/* Makes what was written to directory fd's file system before the call
+ * durable as far as syncfs can: a syncfs (two under WRITES); a file
+ * system found read-only after it is EROFS (one that failed and was set
+ * read-only: its syncfs returns 0 having written nothing; since Linux 6.6
+ * a failed ext4 is not set read-only, and the fsync below reports it);
+ * then under COMMITS and WRITES an fsync of fd, which reports a file
+ * system that failed, as its syncfs may not (before Linux 5.17 syncfs
+ * ignored ->sync_fs's errors): *covered then, every directory of that
+ * file system is durable and needs no fsync of its own for what was done
+ * before the call. 0 or an errno (fault ops "syncfs", "fsync"). */
+int ferry_fsio_sync_device(int fd, bool *covered);
 int ferry_fsio_ftruncate(int fd, off_t len);
 int ferry_fsio_renameat(int dirfd, const char *from, const char *to);
 /* Renames from to to unless to exists: EEXIST then, and nothing changed.

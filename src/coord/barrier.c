@@ -4,7 +4,10 @@
  * Owns the copy results waiting for the barrier, the barrier thread (its
  * only other thread, started with the first barrier: it runs syncfs and
  * the directory fsyncs, so that hand-outs go on meanwhile) and the
- * recording of each result. A row is
+ * recording of each result. A directory's fsync is left out when the
+ * syncfs of its file system, run after the batch's renames, and one
+ * fsync after it made every directory there durable (XFS, Btrfs, ext4,
+ * ext2: sync_device). A row is
  * marked done only in on_barrier, after its barrier succeeded, and the
  * mark becomes true with the COMMIT that follows; a barrier that failed
  * leaves its rows pending (copied again later) and notes the run as
@@ -53,35 +56,53 @@ static bool needs_dir_sync(const struct ferry_item *it, bool file)
 }
 
 /* The file systems a barrier has synced: DST's own, then those of the
- * mounts below DST that its directories lie on. */
+ * mounts below DST that its directories lie on; and of each, whether
+ * that syncfs and one directory's fsync after it made every directory of
+ * it durable (covered: ferry_fsio_fs_sync says COMMITS or WRITES), so
+ * that its other directories need no fsync of their own. */
 #define SYNCED_MAX 16
 struct synced {
         uint64_t dev[SYNCED_MAX];
+        bool covered[SYNCED_MAX];
         size_t n;
 };
 
-/* syncfs of the file system of directory fd when it is not DST's (a
- * mount below DST: syncfs of DST's root covers only DST's own) and this
- * barrier has not synced it yet. 0 or an errno. */
-static int sync_mount(int fd, struct synced *done)
+/* ferry_fsio_sync_device of fd's file system, run after every entry of
+ * the barrier was made, and its verdict noted in done. 0 or an errno. */
+static int sync_device(int fd, const struct ferry_stat *st, struct synced *done,
+                       bool *covered)
+{
+        int rc = ferry_fsio_sync_device(fd, covered);
+        if (!rc && done->n < SYNCED_MAX) { /* past it: synced each time */
+                done->dev[done->n] = st->dev;
+                done->covered[done->n++] = *covered;
+        }
+        return rc;
+}
+
+/* The sync of directory fd's file system when this barrier has not run
+ * it yet (sync_device; a mount below DST: syncfs of DST's root covers
+ * only DST's own); *covered as there. 0 or an errno. */
+static int sync_mount(int fd, struct synced *done, bool *covered)
 {
         struct ferry_stat st;
+        *covered = false;
         int rc = ferry_fsio_fstat(fd, &st);
         if (rc)
                 return rc;
         for (size_t i = 0; i < done->n; i++)
-                if (done->dev[i] == st.dev)
+                if (done->dev[i] == st.dev) {
+                        *covered = done->covered[i];
                         return 0;
-        rc = ferry_fsio_syncfs(fd);
-        if (!rc && done->n < SYNCED_MAX) /* past it: synced each time */
-                done->dev[done->n++] = st.dev;
-        return rc;
+                }
+        return sync_device(fd, &st, done, covered);
 }
 
 /* fsyncs each destination directory that received a file (or, see
  * needs_dir_sync, metadata with no descriptor); with done (batch
  * durability) first syncs the file system of each one on a mount below
- * DST (sync_mount). */
+ * DST (sync_mount), and leaves out the fsyncs that sync made needless
+ * (ferry_fsio_sync_device: XFS, Btrfs, ext2/3/4). */
 static int sync_dirs(const struct ferry_coord_cfg *cfg,
                      struct ferry_batch *list, struct synced *done)
 {
@@ -116,9 +137,10 @@ static int sync_dirs(const struct ferry_coord_cfg *cfg,
                                 cfg->dstfd, ferry_batch_at(e[i].b, e[i].off),
                                 &fd);
                 while (rc && ferry_fsio_fd_wait(&since, rc));
+                bool covered = false;
                 if (!rc && done)
-                        rc = sync_mount(fd, done);
-                if (!rc)
+                        rc = sync_mount(fd, done, &covered);
+                if (!rc && !covered)
                         rc = ferry_fsio_fsync(fd);
                 ferry_fsio_close(&fd);
         }
@@ -143,12 +165,12 @@ static int run_barrier(const struct ferry_coord_cfg *cfg,
         ferry_fsio_crashpoint("before_barrier");
         int rc = 0;
         struct synced done = {.n = 0}, *batch = NULL;
-        struct ferry_stat root;
         if (cfg->opt->durability == FERRY_DURABLE_BATCH) {
+                struct ferry_stat root;
+                bool covered;
                 rc = ferry_fsio_fstat(cfg->dstfd, &root);
                 if (!rc)
-                        rc = ferry_fsio_syncfs(cfg->dstfd);
-                done = (struct synced){{root.dev}, 1};
+                        rc = sync_device(cfg->dstfd, &root, &done, &covered);
                 batch = &done;
         }
         if (!rc)

@@ -373,11 +373,13 @@ void finish_tree(struct coord *c)
          * directory changed above: with --durability=file it fsynced each
          * (no syncfs, which that mode is for file systems that lack). */
         enum ferry_durability dur = c->opt->durability;
+        bool covered;
         /* a run that did nothing to DST's tree here owes it no syncfs */
         int rc = c->stop_code || !c->fin.tree_jobs ? 0
                  : dur == FERRY_DURABLE_NONE       ? 0
-                 : dur == FERRY_DURABLE_FILE       ? c->fin.tree_sync_err
-                                             : ferry_fsio_syncfs(c->cfg->dstfd);
+                 : dur == FERRY_DURABLE_FILE
+                         ? c->fin.tree_sync_err
+                         : ferry_fsio_sync_device(c->cfg->dstfd, &covered);
         /* the directories may lie on file systems mounted below DST too */
         if (!rc && !c->stop_code && c->fin.tree_jobs &&
             dur == FERRY_DURABLE_BATCH)

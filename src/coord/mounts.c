@@ -44,12 +44,14 @@ static void unescape(char *s)
 }
 
 /* The fifth field of a mountinfo line (the mount point), unescaped, or
- * NULL. */
-static char *mount_point(char *line)
+ * NULL; *ro when its sixth (the mount's own options) says "ro". */
+static char *mount_point(char *line, bool *ro)
 {
         char *save = NULL, *f = strtok_r(line, " ", &save);
         for (int i = 1; f && i < 5; i++)
                 f = strtok_r(NULL, " ", &save);
+        char *opts = f ? strtok_r(NULL, " ", &save) : NULL;
+        *ro = opts && (!strcmp(opts, "ro") || !strncmp(opts, "ro,", 3));
         if (f)
                 unescape(f);
         return f;
@@ -75,8 +77,9 @@ static int sync_point(const char *point, uint64_t *seen, size_t *n)
         bool known = false;
         for (size_t i = 0; !rc && i < *n; i++)
                 known |= seen[i] == st.dev;
+        bool covered;
         if (!rc && !known) {
-                rc = ferry_fsio_syncfs(fd);
+                rc = ferry_fsio_sync_device(fd, &covered);
                 if (!rc && *n < MOUNTS_MAX)
                         seen[(*n)++] = st.dev;
         }
@@ -106,8 +109,12 @@ int sync_mounts_below(int dstfd)
         size_t cap = 0;
         while (!rc && getline(&line, &cap, f) > 0) {
                 line[strcspn(line, "\n")] = '\0';
-                const char *point = mount_point(line);
-                if (point && below(point, dst, (size_t)len))
+                /* a mount that is read-only as mounted holds nothing this
+                 * run wrote (one whose file system failed is read-only
+                 * in the superblock only: synced, and found failed) */
+                bool ro;
+                const char *point = mount_point(line, &ro);
+                if (point && !ro && below(point, dst, (size_t)len))
                         rc = sync_point(point, seen, &n);
         }
         free(line);
