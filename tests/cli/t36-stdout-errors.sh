@@ -119,9 +119,12 @@ check_stops() {
 		return
 	fi
 	local m pending
+	# each rename 1 ms slower, times SLOW: in a sanitizer build the rest
+	# of the run is that much slower too, and with 1 ms a ThreadSanitizer
+	# run once had every file done before its first listing line failed
 	out_run /dev/full env "$(no_leak_check_env)" strace -f -o /dev/null \
 		-e trace='?renameat,?renameat2' \
-		-e inject='?renameat,?renameat2:delay_enter=1000' \
+		-e inject="?renameat,?renameat2:delay_enter=$((1000 * SLOW))" \
 		"$FERRY" -v -j 2 src dstD
 	exit_is "D: a slowed -v run into /dev/full" 7
 	said_once "D" "No space left on device"
