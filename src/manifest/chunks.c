@@ -276,20 +276,26 @@ static int chunks_read(struct ferry_manifest *m, int64_t id, uint64_t size,
 
 /* A zeroed plan of n chunks of chunk_size in b's arena for the item at
  * index k (the arena may move: the item is found again by index). */
-static int plan_new(struct ferry_manifest *m, struct ferry_batch *b, size_t k,
-                    uint64_t chunk_size, struct ferry_chunk_plan **out)
+/* A plan for n chunks of chunk_size in b's arena, for item k; NULL when
+ * out of memory (m says so). */
+static struct ferry_chunk_plan *plan_new(struct ferry_manifest *m,
+                                         struct ferry_batch *b, size_t k,
+                                         uint64_t chunk_size)
 {
         struct ferry_item *it = &b->items[k];
         uint32_t n = ferry_chunk_count(it->st.size, chunk_size), off = 0;
         size_t len = sizeof(struct ferry_chunk_plan) +
                      (size_t)n * sizeof(struct ferry_chunk_rec);
-        if (ferry_batch_reserve(b, len, &off))
-                return mf_fail(m, "out of memory");
+        if (ferry_batch_reserve(b, len, &off)) {
+                mf_fail(m, "out of memory");
+                return NULL;
+        }
         b->items[k].plan_off = off;
-        *out = (struct ferry_chunk_plan *)(void *)(b->arena + off);
-        (*out)->chunk_size = chunk_size;
-        (*out)->n = n;
-        return 0;
+        struct ferry_chunk_plan *plan =
+                (struct ferry_chunk_plan *)(void *)(b->arena + off);
+        plan->chunk_size = chunk_size;
+        plan->n = n;
+        return plan;
 }
 
 /* --verify of a done file: its chunks' hashes, when every chunk has one
@@ -304,9 +310,9 @@ static int verify_plan(struct ferry_manifest *m, struct ferry_batch *b,
             !plan_fits(it->st.size, r.chunk_size) ||
             r.rows != ferry_chunk_count(it->st.size, r.chunk_size))
                 return rc;
-        struct ferry_chunk_plan *plan;
-        rc = plan_new(m, b, k, r.chunk_size, &plan);
-        return rc ? rc : chunks_read(m, b->items[k].id, it->st.size, plan, &r);
+        struct ferry_chunk_plan *plan = plan_new(m, b, k, r.chunk_size);
+        return !plan ? FERRY_EMANIFEST
+                     : chunks_read(m, b->items[k].id, it->st.size, plan, &r);
 }
 
 /* A copy: a resume (the partial row's temp file and SRC as they are now),
@@ -343,9 +349,9 @@ static int copy_plan(struct ferry_manifest *m, struct ferry_batch *b, size_t k,
                                : fresh_chunk_size(size);
         if (!cs)
                 return 0; /* over 64 TiB: copied whole, as a small file */
-        struct ferry_chunk_plan *plan;
-        if ((rc = plan_new(m, b, k, cs, &plan)))
-                return rc;
+        struct ferry_chunk_plan *plan = plan_new(m, b, k, cs);
+        if (!plan)
+                return FERRY_EMANIFEST;
         plan->resume = resume;
         plan->repair = repair;
         plan->tmp_dev = resume ? p.tmp_dev : 0;

@@ -212,9 +212,9 @@ static char *deep_path(int root, int depth, bool create)
         char *path = calloc((size_t)depth, 202);
         int cur = dup(root);
         for (int i = 0; i < depth; i++) {
-                char name[201];
+                char name[212]; /* 200 bytes used; room for any %d */
                 memset(name, 'a' + i % 26, 200);
-                snprintf(name + 190, 11, "%010d", i);
+                snprintf(name + 190, 22, "%010d", i);
                 if (i)
                         strcat(path, "/");
                 strcat(path, name);
@@ -768,7 +768,7 @@ static int child_crash(void)
         ferry_fsio_crashpoint("after_write"); /* another point: no effect */
         ferry_fsio_crashpoint("after_renam");
         for (int i = 1; i <= 3; i++) {
-                char marker[16];
+                char marker[24];
                 snprintf(marker, sizeof(marker), "before%d", i);
                 unit_write_file(root, marker, "", 0);
                 ferry_fsio_crashpoint("after_rename");
