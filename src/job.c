@@ -238,6 +238,8 @@ static int open_manifest(struct ferry_job *job, struct ferry_error *err)
         int flags = MF_CREATE | (job->opt.verify    ? MF_THOROUGH
                                  : job->opt.dry_run ? 0
                                                     : MF_CHECK_BESIDE);
+        if (!job->dst_exists && !job->opt.verify && !job->opt.dry_run)
+                flags |= MF_EMPTY_NEW;
         if (job->opt.dry_run && !exists)
                 flags = MF_MEMORY; /* a dry run creates nothing */
         else if ((rc = ferry_job_lock_take(job->manifest_path, job->opt.verify,

@@ -161,6 +161,11 @@ enum ferry_manifest_flags {
         /* a plain run: read an existing one through beside the scan, the
          * first COMMIT waits for it (manifest/check.c) */
         MF_CHECK_BESIDE = 16,
+        /* a 0-byte file with no -wal frames is made anew: what a first run
+         * killed between SQLite's open and its first write leaves; the job
+         * passes it while DST does not exist yet (else it is refused: the
+         * journal of a copy may have been cut to nothing) */
+        MF_EMPTY_NEW = 32,
 };
 
 /* UP_RESUMED: unchanged, but not copied yet (pending or failed before).

@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "manifest/internal.h"
 
+#include "fsio.h"
 #include "mvfs.h"
 
 #include "config.h"
@@ -85,6 +86,7 @@ int mf_schema_version(struct ferry_manifest *m, int64_t *version)
  */
 struct file_facts {
         bool exists;
+        bool empty;      /* 0 bytes, no -wal: taken as no manifest */
         int64_t size;    /* bytes */
         bool wal_frames; /* a non-empty -wal: the main file may lag it */
         bool wal_mode;   /* the header says WAL (bytes 18, 19 are 2) */
@@ -139,6 +141,14 @@ static int check_file(int fd, const char *path, struct file_facts *f,
         unsigned char h[100];
         struct stat st;
         ssize_t n = pread(fd, h, sizeof(h), 0);
+        if (n == 0 && !has_wal_frames(path)) {
+                snprintf(err->msg, sizeof(err->msg),
+                         "manifest '%s' is empty (0 bytes): it was cut to "
+                         "nothing, or a run was killed as it made it; to "
+                         "start the job anew, remove it (left untouched)",
+                         path);
+                return FERRY_EMANIFEST;
+        }
         if (n < 16 || memcmp(h, "SQLite format 3", 16) != 0) {
                 snprintf(err->msg, sizeof(err->msg),
                          "manifest '%s' is not an SQLite database (left "
@@ -185,7 +195,7 @@ static int check_file(int fd, const char *path, struct file_facts *f,
 }
 
 /* An SQLite database with sound header and size, or nothing at all. */
-static int check_header(const char *path, struct file_facts *f,
+static int check_header(const char *path, int flags, struct file_facts *f,
                         struct ferry_error *err)
 {
         memset(f, 0, sizeof(*f));
@@ -197,6 +207,18 @@ static int check_header(const char *path, struct file_facts *f,
                          "cannot open manifest '%s': %s", path,
                          strerror(errno));
                 return FERRY_EMANIFEST;
+        }
+        /* SQLite makes the file at open and writes its first page a
+         * moment later: a first run killed in between leaves 0 bytes, and
+         * no DST (MF_EMPTY_NEW). Made anew in place, never removed (it may
+         * be a file the user made for --manifest). Else, or with -wal
+         * frames beside it (not what ferry leaves), check_file refuses. */
+        struct stat st;
+        if ((flags & MF_EMPTY_NEW) && !fstat(fd, &st) && S_ISREG(st.st_mode) &&
+            st.st_size == 0 && !has_wal_frames(path)) {
+                close(fd);
+                f->empty = true;
+                return 0;
         }
         f->exists = true;
         int rc = check_file(fd, path, f, err);
@@ -409,6 +431,8 @@ static int open_writer(struct ferry_manifest *m, int flags,
                 flags &= ~MF_CHECK_BESIDE;
         int rc = mf_open_db(m, memory ? ":memory:" : m->path,
                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, false);
+        if (!rc && !memory && !f->exists)
+                ferry_fsio_crashpoint("manifest_created"); /* t27 */
         if (!rc && !memory && sqlite3_db_readonly(m->db, "main") == 1)
                 rc = mf_fail(m,
                              "manifest '%s' is not writable: a run%s writes to "
@@ -449,7 +473,7 @@ int ferry_manifest_open(const char *path, int flags,
         bool memory = flags & MF_MEMORY, readonly = flags & MF_READONLY;
         struct file_facts f = {.exists = false};
         if (!memory) {
-                int rc = check_header(path, &f, err);
+                int rc = check_header(path, flags, &f, err);
                 if (rc)
                         return rc;
                 if (!f.exists && !(flags & MF_CREATE)) {
@@ -473,7 +497,7 @@ int ferry_manifest_open(const char *path, int flags,
                  * write or fsync failed) would be refused by every later
                  * run: remove it, it holds nothing yet. Found with the
                  * manifest fault injection (mwrite:1, msync:1). */
-                if (!memory && !readonly && !f.exists)
+                if (!memory && !readonly && !f.exists && !f.empty)
                         remove_new(path);
                 return rc;
         }
