@@ -31,7 +31,7 @@ POINTS=(after_write after_rename before_barrier after_barrier before_commit afte
 # per batch (a few per run on this tree).
 read -r -a NTH_FILE <<<"$(pick '1 3 7 100' '1 7 120' '1 2 3 5 7 11 20 40 60 100 150 250 320')"
 read -r -a NTH_BATCH <<<"$(pick '1 2 3' '1 2' '1 2 3 4 5 6')"
-MUTATIONS=$(pick 2 1 4) # incremental rounds per crash point
+MUTATIONS=$(pick 1 1 4) # incremental rounds per crash point
 
 work_in_tmpfs 1g
 gen_tree src/gen --seed 2020 --files "$(pick 300 200 600)" --sparse --max-size 2M

@@ -43,7 +43,7 @@ declare -A ERRNAME=([5]=EIO [116]=ESTALE [13]=EACCES [28]=ENOSPC)
 read -r -a NTHS <<<"$(pick '1 30' '1' '1 2 3 6 12 30 60 120')"
 
 work_in_tmpfs 1g
-gen_tree src --seed 2121 --files "$(pick 150 100 400)" --sparse --max-size 1M
+gen_tree src --seed 2121 --files "$(pick 100 100 400)" --sparse --max-size 1M
 gen_tree small --seed 2122 --files 20 --max-size 64K
 injected=0
 

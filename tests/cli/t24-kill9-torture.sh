@@ -19,8 +19,8 @@
 . "$TESTS_CLI/t2-lib.sh" || exit 1
 need_cmd sqlite3 xxhsum xxd
 
-FILES=$(pick 3000 1500 20000)
-KILLS_WANTED=$(pick 15 8 60)
+FILES=$(pick 2000 1500 20000)
+KILLS_WANTED=$(pick 10 8 60)
 VERIFY_KILLS=$(pick 3 2 10)
 seed=${FERRY_TEST_SEED:-$$}
 RANDOM=$seed
