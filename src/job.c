@@ -26,6 +26,7 @@
 #include "overlap.h"
 #include "select.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -167,6 +168,28 @@ static int check_overlap(struct ferry_job *job, struct ferry_error *err)
         return 0;
 }
 
+/* path is a regular file of 0 bytes. */
+static bool empty_file(const char *path)
+{
+        struct stat st;
+        return !stat(path, &st) && S_ISREG(st.st_mode) && st.st_size == 0;
+}
+
+/* path is a directory with no entry but . and .. (false when it cannot
+ * be read). */
+static bool empty_dir(const char *path)
+{
+        DIR *d = opendir(path);
+        if (!d)
+                return false;
+        const struct dirent *e;
+        bool empty = true;
+        while (empty && (e = readdir(d)))
+                empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+        closedir(d);
+        return empty;
+}
+
 static int resolve_paths(struct ferry_job *job, struct ferry_error *err)
 {
         int rc = ferry_job_resolve_src(job->opt.src, &job->src, err);
@@ -238,7 +261,9 @@ static int open_manifest(struct ferry_job *job, struct ferry_error *err)
         int flags = MF_CREATE | (job->opt.verify    ? MF_THOROUGH
                                  : job->opt.dry_run ? 0
                                                     : MF_CHECK_BESIDE);
-        if (!job->dst_exists && !job->opt.verify && !job->opt.dry_run)
+        if (!job->opt.verify && !job->opt.dry_run &&
+            (!job->dst_exists ||
+             (empty_file(job->manifest_path) && empty_dir(job->dst))))
                 flags |= MF_EMPTY_NEW;
         if (job->opt.dry_run && !exists)
                 flags = MF_MEMORY; /* a dry run creates nothing */

@@ -163,8 +163,9 @@ enum ferry_manifest_flags {
         MF_CHECK_BESIDE = 16,
         /* a 0-byte file with no -wal frames is made anew: what a first run
          * killed between SQLite's open and its first write leaves; the job
-         * passes it while DST does not exist yet (else it is refused: the
-         * journal of a copy may have been cut to nothing) */
+         * passes it while DST does not exist yet or is an empty directory
+         * (else it is refused: the journal of a copy may have been cut to
+         * nothing) */
         MF_EMPTY_NEW = 32,
 };
 

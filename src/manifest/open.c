@@ -210,9 +210,10 @@ static int check_header(const char *path, int flags, struct file_facts *f,
         }
         /* SQLite makes the file at open and writes its first page a
          * moment later: a first run killed in between leaves 0 bytes, and
-         * no DST (MF_EMPTY_NEW). Made anew in place, never removed (it may
-         * be a file the user made for --manifest). Else, or with -wal
-         * frames beside it (not what ferry leaves), check_file refuses. */
+         * no DST or an empty one (MF_EMPTY_NEW). Made anew in place, never
+         * removed (it may be a file the user made for --manifest). Else, or
+         * with -wal frames beside it (not what ferry leaves), check_file
+         * refuses. */
         struct stat st;
         if ((flags & MF_EMPTY_NEW) && !fstat(fd, &st) && S_ISREG(st.st_mode) &&
             st.st_size == 0 && !has_wal_frames(path)) {

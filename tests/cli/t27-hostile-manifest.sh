@@ -25,8 +25,8 @@
 # small through before writing to it; `ferry status` only reads, and may
 # show a manifest whose damage its queries do not meet.)
 # A first run killed as it made its manifest (FERRY_CRASH=manifest_created)
-# leaves 0 bytes and no DST: the same command must make it anew and
-# complete. Finally the default manifest ($XDG_STATE_HOME/ferry/*.db) is damaged the
+# leaves 0 bytes and no DST (or the empty one the user made): the same
+# command must make it anew and complete. Finally the default manifest ($XDG_STATE_HOME/ferry/*.db) is damaged the
 # same way, and once it is restored the job completes.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/t2-lib.sh" || exit 1
@@ -263,9 +263,10 @@ one_refusal "the manifest of another SRC and DST" pair.db 0 "$FERRY" -q --verify
 cases=$((cases + 1))
 
 # a first run killed between SQLite's open of a new manifest and its first
-# write leaves 0 bytes and no DST: nothing to keep, so the same command
-# makes it anew and copies (it once stopped with "not an SQLite database",
-# t55 under TSan); with DST there (the truncations above) it is refused
+# write leaves 0 bytes and no DST (or an empty one): nothing to keep, so
+# the same command makes it anew and copies (it once stopped with "not an
+# SQLite database", t55 under TSan); with a DST that holds files (the
+# truncations above) it is refused
 if "$FERRY" --version 2>/dev/null | grep -q '^test build:'; then
 	rm -rf dst-cut cut.db*
 	run env "$(crash_env)" FERRY_CRASH=manifest_created:1 "$FERRY" -q --manifest cut.db src dst-cut
@@ -278,6 +279,13 @@ if "$FERRY" --version 2>/dev/null | grep -q '^test build:'; then
 	expect_code 0 "$FERRY" -q --manifest cut.db src dst-cut
 	tree_equal src dst-cut
 	expect_code 0 "$FERRY" -q --verify --manifest cut.db src dst-cut
+	# the same into an empty DST the user made
+	rm -rf cut.db* && mkdir dst-mine
+	run env "$(crash_env)" FERRY_CRASH=manifest_created:1 "$FERRY" -q --manifest cut.db src dst-mine
+	check "into an empty DST, killed as the manifest was made: exit 86 (got $RC)" test "$RC" = 86
+	check "into an empty DST: the manifest holds 0 bytes" test -f cut.db -a ! -s cut.db
+	expect_code 0 "$FERRY" -q --manifest cut.db src dst-mine
+	tree_equal src dst-mine
 	# the same 0 bytes beside a -wal with frames are not ferry's leftovers
 	: >odd.db
 	head -c 4096 /dev/urandom >odd.db-wal

@@ -251,8 +251,8 @@ static void test_refuses_what_is_not_a_manifest(void)
                          FERRY_EMANIFEST);
                 CHECK(strstr(err.msg, "is empty (0 bytes)") != NULL);
                 CHECK(file_size(path) == 0);
-                CHECK_EQ(ferry_manifest_open(path, MF_CREATE | MF_EMPTY_NEW,
-                                             &m, &err),
+                CHECK_EQ(ferry_manifest_open(path, MF_CREATE | MF_EMPTY_NEW, &m,
+                                             &err),
                          0);
                 ferry_manifest_close(m);
                 CHECK(file_size(path) > 0);
@@ -267,8 +267,8 @@ static void test_refuses_what_is_not_a_manifest(void)
                 unit_write_file(root, "empty-wal.db-wal", wal, sizeof(wal));
                 struct ferry_manifest *m = NULL;
                 struct ferry_error err = {""};
-                CHECK_EQ(ferry_manifest_open(path, MF_CREATE | MF_EMPTY_NEW,
-                                             &m, &err),
+                CHECK_EQ(ferry_manifest_open(path, MF_CREATE | MF_EMPTY_NEW, &m,
+                                             &err),
                          FERRY_EMANIFEST);
                 CHECK(strstr(err.msg, "not an SQLite database") != NULL);
                 CHECK(file_size(path) == 0);
