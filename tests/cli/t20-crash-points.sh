@@ -29,8 +29,8 @@ need_test_hooks
 POINTS=(after_write after_rename before_barrier after_barrier before_commit after_commit)
 # nth values: per-file points are passed once per file, batch points once
 # per batch (a few per run on this tree).
-read -r -a NTH_FILE <<<"$(pick '1 3 7 100' '1 7 120' '1 2 3 5 7 11 20 40 60 100 150 250 320')"
-read -r -a NTH_BATCH <<<"$(pick '1 2 3' '1 2' '1 2 3 4 5 6')"
+read -r -a NTH_FILE <<<"$(pick '1 7 100' '1 7 120' '1 2 3 5 7 11 20 40 60 100 150 250 320')"
+read -r -a NTH_BATCH <<<"$(pick '1 2' '1 2' '1 2 3 4 5 6')"
 MUTATIONS=$(pick 1 1 4) # incremental rounds per crash point
 
 work_in_tmpfs 1g
