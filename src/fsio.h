@@ -20,8 +20,9 @@
  * entry), probe (ferry_fsio_probe_dir: "DST's root no longer answers"), and for
  * the manifest (through an SQLite VFS shim, src/mvfs.c) mwrite and msync. Crash
  * points: see ferry_fsio_crashpoint callers (after_write, after_rename,
- * before_barrier, after_barrier, before_commit, after_commit, and
- * after_done_commit: after the commit of a barrier's done marks).
+ * before_barrier, after_barrier, before_commit, after_commit,
+ * after_done_commit: after the commit of a barrier's done marks, and
+ * manifest_created: a new manifest opened, before its first write).
  */
 #ifndef FERRY_FSIO_H
 #define FERRY_FSIO_H

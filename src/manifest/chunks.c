@@ -275,9 +275,8 @@ static int chunks_read(struct ferry_manifest *m, int64_t id, uint64_t size,
 }
 
 /* A zeroed plan of n chunks of chunk_size in b's arena for the item at
- * index k (the arena may move: the item is found again by index). */
-/* A plan for n chunks of chunk_size in b's arena, for item k; NULL when
- * out of memory (m says so). */
+ * index k (the arena may move: the item is found again by index); NULL
+ * when out of memory (m says so). */
 static struct ferry_chunk_plan *plan_new(struct ferry_manifest *m,
                                          struct ferry_batch *b, size_t k,
                                          uint64_t chunk_size)
