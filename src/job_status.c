@@ -9,6 +9,7 @@
 #include "job.h"
 #include "control.h"
 #include "manifest.h"
+#include "retry.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -86,6 +87,7 @@ static int status_manifest(const char *path, struct ferry_status_info *info,
                 ferry_manifest_close(m);
                 if (!again)
                         return rc ? FERRY_EMANIFEST : 0;
+                ferry_copy_backoff((unsigned)tries - 1);
         }
 }
 

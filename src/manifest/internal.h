@@ -188,6 +188,9 @@ int mf_schema_version(struct ferry_manifest *m, int64_t *version);
 int mf_open_reader(struct ferry_manifest *m, bool wal_frames);
 /* After an immutable read: nobody wrote the main file meanwhile. */
 bool mf_still_alone(const struct ferry_manifest *m);
+/* A read through the -wal and -shm by a user who cannot write them failed
+ * as a run started or ended under it (SQLITE_READONLY): read again. */
+bool mf_shared_read_torn(const struct ferry_manifest *m);
 
 /* links.c: the hl column for a new or changed row (0: NULL) */
 int mf_hardlink_of(struct ferry_manifest *m, const struct ferry_stat *st,

@@ -117,6 +117,13 @@ static bool cannot_share(const struct ferry_manifest *m)
         return code == SQLITE_CANTOPEN || code == SQLITE_READONLY;
 }
 
+bool mf_shared_read_torn(const struct ferry_manifest *m)
+{
+        return m->db && !m->immutable &&
+               sqlite3_db_readonly(m->db, "main") == 1 &&
+               (sqlite3_errcode(m->db) & 0xff) == SQLITE_READONLY;
+}
+
 /* Opens m->db for `ferry status` through the -wal and -shm as they are. */
 static int open_shared(struct ferry_manifest *m, bool wal_frames)
 {

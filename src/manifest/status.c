@@ -310,6 +310,11 @@ int ferry_manifest_status(struct ferry_manifest *m,
         if (meta)
                 rc = status_failures(m, req, true);
         more = more || meta;
+        /* a run that starts or ends under a reader without write access
+         * fails its queries as it fails the open (reader.c): not torn
+         * rows, a read to make again; t35 E met it in 1 of 71 polls */
+        if (rc && mf_shared_read_torn(m))
+                m->moved = true;
         sqlite3_exec(m->db, status_sql[S_COMMIT], NULL, NULL, NULL);
         /* what was read after the early check may be torn, errors too */
         if (!m->moved && m->immutable && (!early || more) && !mf_still_alone(m))
