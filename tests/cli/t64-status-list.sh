@@ -63,8 +63,10 @@ done_bytes=$(find "$W/a-dst" -type f -printf '%s\n' | awk '{s += $1} END {print 
 check "oracle: DST holds the 20 readable files" test "$done_files" = 20
 
 # job B: frozen mid-copy, holding its lock. bg runs as_nobody in a
-# subshell: ferry is its child (env and setpriv exec it)
-bg as_nobody "$FERRY" -q "$W/b" "$W/b-dst"
+# subshell: ferry is its child (env and setpriv exec it). --bwlimit keeps
+# it going about 3 s (182 MB): unslowed, an idle machine copied it all
+# before the freeze twice ("not the child", its pid gone)
+bg as_nobody "$FERRY" -q --bwlimit 64M "$W/b" "$W/b-dst"
 if ! wait_until 60 started_copying "$W/b-dst"; then
 	fail "job B started copying"
 	finish
