@@ -340,8 +340,7 @@ static void tick(struct coord *c)
         control_tick(c, t);
         if (t - c->last_prog >= 1.0)
                 progress(c, false);
-        /* a chunk's row is what a resume keeps: committed within
-         * CHUNK_COMMIT_SECONDS, not the COMMIT_SECONDS of file rows */
+        /* a chunk's row is what a resume keeps: committed sooner */
         double gap = c->chunks ? CHUNK_COMMIT_SECONDS : COMMIT_SECONDS;
         if (!c->bar.running && t - c->last_commit >= gap)
                 commit(c);
