@@ -9,12 +9,13 @@
 #include "ferry.h"
 #include "job.h"
 #include "manifest.h"
+#include "retry.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads of a manifest that a run changed under an immutable read, while
- * nothing was handed on yet (as status does, job.c). */
+/* Reads of a manifest that a run changed under a reader without write
+ * access, while nothing was handed on yet (as status does, job_status.c). */
 #define EXPORT_TRIES 5
 
 int ferry_export_read(const char *manifest, const char *src, const char *dst,
@@ -39,6 +40,7 @@ int ferry_export_read(const char *manifest, const char *src, const char *dst,
                 ferry_manifest_close(m);
                 if (!again)
                         break;
+                ferry_copy_backoff((unsigned)tries - 1);
                 rc = 0;
         }
         free(path);

@@ -168,6 +168,11 @@ static int read_chunk(struct ferry_manifest *m, bool done_only, struct chunk *c)
                 rc = mf_db_fail(m, "read");
         sqlite3_reset(s);
 out:
+        /* a run that starts or ends under a reader without write access
+         * fails the query as it fails the open (reader.c): a chunk to
+         * read again, as status does */
+        if (rc && mf_shared_read_torn(m))
+                m->moved = true;
         sqlite3_exec(m->db, export_sql[E_COMMIT], NULL, NULL, NULL);
         if (!rc && m->immutable && !mf_still_alone(m)) {
                 m->moved = true;

@@ -110,18 +110,24 @@ bool mf_still_alone(const struct ferry_manifest *m)
                on_its_own(m->path);
 }
 
+/* The primary result code of the last failure on m->db, 0 without one. */
+static int last_code(const struct ferry_manifest *m)
+{
+        return m->db ? sqlite3_errcode(m->db) & 0xff : 0;
+}
+
 /* The last failure came from the -shm or -wal this user cannot make. */
 static bool cannot_share(const struct ferry_manifest *m)
 {
-        int code = m->db ? sqlite3_errcode(m->db) & 0xff : 0;
+        int code = last_code(m);
         return code == SQLITE_CANTOPEN || code == SQLITE_READONLY;
 }
 
+/* The same, met by a query of a reader that shares the -wal read-only. */
 bool mf_shared_read_torn(const struct ferry_manifest *m)
 {
-        return m->db && !m->immutable &&
-               sqlite3_db_readonly(m->db, "main") == 1 &&
-               (sqlite3_errcode(m->db) & 0xff) == SQLITE_READONLY;
+        return last_code(m) == SQLITE_READONLY && !m->immutable &&
+               sqlite3_db_readonly(m->db, "main") == 1;
 }
 
 /* Opens m->db for `ferry status` through the -wal and -shm as they are. */

@@ -20,9 +20,10 @@
 #     says "running: yes (pid N)"; after the run, nobody's status counts
 #     every file done;
 #  D. status for a pair without a manifest creates no state directory;
-#  E. nobody polls status in a loop while 20 runs start and end (so the
-#     manifest's -wal and -shm come and go under the reader): every call
-#     exits 0 and says all files done.
+#  E. nobody polls status and export in turn while 20 runs start and end
+#     (so the manifest's -wal and -shm come and go under the reader): every
+#     call exits 0; each status says all files done, each export (csv)
+#     lists every file, done.
 # Parts that need root or an unprivileged user skip themselves with the
 # reason when those are missing.
 . "$(dirname "$0")/lib.sh" || exit 1
@@ -229,8 +230,17 @@ check_polling() {
 		n=0 f=0 w=0
 		while [[ ! -e $LOG/stop-polling ]]; do
 			n=$((n + 1))
-			if as_nobody "$FERRY" status --manifest "$M" >"$LOG/poll.out" 2>>"$LOG/poll.err"; then
-				grep -qx "done: $n_files files, $n_bytes bytes" "$LOG/poll.out" || {
+			if ((n % 2)); then
+				as_nobody "$FERRY" status --manifest "$M" >"$LOG/poll.out" 2>>"$LOG/poll.err"
+			else
+				as_nobody "$FERRY" export --format=csv --manifest "$M" >"$LOG/poll.out" 2>>"$LOG/poll.err"
+			fi
+			if (($? == 0)); then
+				if ((n % 2)); then
+					grep -qx "done: $n_files files, $n_bytes bytes" "$LOG/poll.out"
+				else
+					test "$(grep -c $',done\r$' "$LOG/poll.out")" = "$n_files"
+				fi || {
 					w=$((w + 1))
 					cat "$LOG/poll.out" >>"$LOG/poll.wrong"
 				}
@@ -251,10 +261,10 @@ check_polling() {
 	check "E: 20 runs while nobody polls status all exit 0 ($run_fail failed)" \
 		test "$run_fail" = 0
 	show "$LOG/runs.err" 3
-	check "E: $polls status calls by nobody during those runs all exit 0 ($poll_fail failed)" \
+	check "E: $polls status and export calls by nobody during those runs all exit 0 ($poll_fail failed)" \
 		test "$poll_fail" = 0 -a "$polls" -gt 0
 	show "$LOG/poll.err" 3
-	check "E: and all say $n_files files done ($poll_wrong did not)" test "$poll_wrong" = 0
+	check "E: and all give $n_files files done ($poll_wrong did not)" test "$poll_wrong" = 0
 	show "$LOG/poll.wrong" 12
 }
 
