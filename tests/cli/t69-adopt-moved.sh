@@ -191,7 +191,9 @@ else
 	say "E skipped: not a test build (FERRY_CRASH needs -DFERRY_TESTING=ON)"
 fi
 if [[ -n $GENTREE && -x $GENTREE ]]; then
-	gen_tree big --seed 69 --files 20000 --median 2K --max-size 64K
+	# a sanitizer build is slow enough to be killed mid-run in fewer
+	gen_tree big --seed 69 --files "$([[ -n $SANITIZED ]] && echo 5000 || echo 20000)" \
+		--median 2K --max-size 64K
 	cp -a big cp.kill
 	bg "$FERRY" --adopt -q big "$T/cp.kill"
 	MK=
