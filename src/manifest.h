@@ -274,8 +274,10 @@ int ferry_manifest_status(struct ferry_manifest *m,
  * read that ferry_manifest_moved says was torn before any was). */
 int ferry_manifest_export(struct ferry_manifest *m,
                           const struct ferry_export_req *req, uint64_t *handed);
-/* True when ferry_manifest_status failed because a manifest read without
- * write access changed while it was read: a new open and read answers. */
+/* True when ferry_manifest_status or ferry_manifest_export failed because
+ * a manifest read without write access changed while it was read, or a
+ * run made or took down its -wal and -shm meanwhile: a new open and read
+ * answers. */
 bool ferry_manifest_moved(const struct ferry_manifest *m);
 
 /*

@@ -10,9 +10,10 @@
  * row is as a commit left it; a row a run changes between two chunks may
  * show in the state before or after the change, never twice.
  *
- * Read without write access (immutable, manifest/reader.c), each chunk is
- * checked against a run that wrote the file meanwhile; a torn chunk is
- * not handed on, and ferry_manifest_moved says so.
+ * Read without write access (manifest/reader.c), each chunk is checked
+ * against a run that wrote the file meanwhile (immutable) or made or took
+ * down its -wal and -shm (shared); a torn chunk is not handed on, and
+ * ferry_manifest_moved says so.
  */
 #define _GNU_SOURCE
 #include "manifest/internal.h"

@@ -80,7 +80,7 @@ check_hashes() {
 		rel=${rels[i]} hash=${hashes[i]} len=${lens[i]}
 		n=$((n + 1))
 		hashed[$rel]=1
-		if [[ -v sum[$rel] ]]; then
+		if [[ -n ${sum[$rel]+set} ]]; then
 			got=${sum[$rel]}
 		else
 			got=$(xxh128_of dst "$rel")

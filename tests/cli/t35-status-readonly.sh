@@ -239,7 +239,8 @@ check_polling() {
 				if ((n % 2)); then
 					grep -qx "done: $n_files files, $n_bytes bytes" "$LOG/poll.out"
 				else
-					test "$(grep -c $',done\r$' "$LOG/poll.out")" = "$n_files"
+					test "$(grep -c $',done\r$' "$LOG/poll.out")" = "$n_files" &&
+						test "$(grep -c $'\r$' "$LOG/poll.out")" = $((n_files + 1))
 				fi || {
 					w=$((w + 1))
 					cat "$LOG/poll.out" >>"$LOG/poll.wrong"
