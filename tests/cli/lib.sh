@@ -177,6 +177,21 @@ need_gentree() {
 		skip_all "needs bench/gentree (GENTREE='$GENTREE' is not executable)"
 }
 
+# need_slowfs: SLOWFS is bench/slowfs (the FUSE file system with a latency
+# per operation, built beside gentree), or the test skips, saying why.
+# umount_fuse DIR: unmounts the FUSE mount at DIR if there is one (lazily
+# when it is busy); for the EXIT trap too.
+need_slowfs() {
+	SLOWFS=${GENTREE:+$(dirname "$GENTREE")/slowfs}
+	[[ -n $SLOWFS && -x $SLOWFS && -c /dev/fuse ]] && command -v fusermount3 >/dev/null ||
+		skip_all "needs bench/slowfs (libfuse3), /dev/fuse and fusermount3"
+}
+umount_fuse() {
+	if mountpoint -q "$1" 2>/dev/null; then
+		fusermount3 -u "$1" 2>/dev/null || fusermount3 -uz "$1" 2>/dev/null
+	fi
+}
+
 # have_strace: strace is installed and allowed to trace (ptrace may be
 # forbidden in containers). need_strace skips the test otherwise.
 have_strace() {

@@ -25,15 +25,9 @@
 need_cmd cmp script
 need_test_hooks
 
-SLOWFS=${GENTREE:+$(dirname "$GENTREE")/slowfs}
-[[ -n $SLOWFS && -x $SLOWFS && -c /dev/fuse ]] && command -v fusermount3 >/dev/null ||
-	skip_all "needs bench/slowfs (libfuse3), /dev/fuse and fusermount3"
+need_slowfs
 MNT=$T/mnt
-umount_mnt() {
-	if mountpoint -q "$MNT" 2>/dev/null; then
-		fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null
-	fi
-}
+umount_mnt() { umount_fuse "$MNT"; }
 trap 'umount_mnt; cleanup' EXIT
 
 MIB=$((1 << 20))

@@ -25,9 +25,7 @@ need_test_hooks
 need_strace
 grep -qw xfs /proc/filesystems || modprobe xfs 2>/dev/null ||
 	skip_all "the kernel has no XFS"
-SLOWFS=${GENTREE:+$(dirname "$GENTREE")/slowfs}
-[[ -n $SLOWFS && -x $SLOWFS && -c /dev/fuse ]] && command -v fusermount3 >/dev/null ||
-	skip_all "needs bench/slowfs (libfuse3), /dev/fuse and fusermount3"
+need_slowfs
 
 truncate -s 640M xfs.img || die "cannot create the image"
 mkfs.xfs -q -f xfs.img 2>"$LOG/mkfs.err" || skip_all "mkfs.xfs failed: $(head -c 200 "$LOG/mkfs.err")"
@@ -45,9 +43,7 @@ head -c "$SIZE" /dev/urandom >src/big || die "cannot write the source"
 echo small >src/small
 "$SLOWFS" --latency-us 20000 "$T/src" "$T/slow" 2>"$LOG/slowfs.err" ||
 	skip_all "slowfs does not mount here: $(head -c 200 "$LOG/slowfs.err")"
-umount_slow() {
-	mountpoint -q "$T/slow" 2>/dev/null && { fusermount3 -u "$T/slow" 2>/dev/null || fusermount3 -uz "$T/slow"; }
-}
+umount_slow() { umount_fuse "$T/slow"; }
 trap 'umount_slow; t2_cleanup_mounts; cleanup' EXIT
 
 export FERRY_CHUNK_STREAMS=2

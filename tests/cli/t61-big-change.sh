@@ -12,15 +12,9 @@
 . "$(dirname "$0")/lib.sh" || exit 1
 need_cmd sqlite3 cmp dd
 
-SLOWFS=${GENTREE:+$(dirname "$GENTREE")/slowfs}
-[[ -n $SLOWFS && -x $SLOWFS && -c /dev/fuse ]] && command -v fusermount3 >/dev/null ||
-	skip_all "needs bench/slowfs (libfuse3), /dev/fuse and fusermount3"
+need_slowfs
 MNT=$T/mnt
-umount_mnt() {
-	if mountpoint -q "$MNT" 2>/dev/null; then
-		fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null
-	fi
-}
+umount_mnt() { umount_fuse "$MNT"; }
 trap 'umount_mnt; cleanup' EXIT
 
 SIZE=$((200 << 20))
