@@ -37,7 +37,8 @@ static const char claim_files_sql[] =
         " lease_until = now() + make_interval(secs => $4::float8)"
         " FROM t, picked, dirs d WHERE f.id = picked.id AND d.id = f.dir"
         " RETURNING f.claim_token, f.id, f.dir, d.path, f.name,"
-        " f.type::int8, f.size, f.mtime_ns";
+        " f.type::int8, f.size, f.mtime_ns, f.ctime_ns, f.mode::int8,"
+        " f.uid, f.gid, f.dev, f.ino, f.rdev";
 
 static const char claim_dirs_sql[] =
         "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
@@ -48,7 +49,24 @@ static const char claim_dirs_sql[] =
         " lease_until = now() + make_interval(secs => $4::float8)"
         " FROM t, picked WHERE d.id = picked.id"
         " RETURNING d.claim_token, d.id, d.parent, d.path, NULL::bytea,"
+        " 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8,"
         " 0::int8, 0::int8, 0::int8";
+
+/* listed, metadata to apply; deepest first (a child's row is made when
+ * its parent is listed: a larger id), so that one host's claims apply a
+ * directory after those below it */
+static const char claim_meta_sql[] =
+        "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
+        " picked AS MATERIALIZED (SELECT id FROM dirs WHERE job = $1"
+        " AND state = 0 AND list_state = " MF_SQL_INT(PG_LISTED) CLAIMABLE
+        " ORDER BY id DESC LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
+        " UPDATE dirs d SET claim_token = t.token, claimed_by = $2,"
+        " lease_until = now() + make_interval(secs => $4::float8)"
+        " FROM t, picked WHERE d.id = picked.id"
+        " RETURNING d.claim_token, d.id, d.parent, d.path, NULL::bytea,"
+        " 0::int8, 0::int8, coalesce(d.mtime_ns, 0), 0::int8,"
+        " coalesce(d.mode, 0)::int8, coalesce(d.uid, 0),"
+        " coalesce(d.gid, 0), 0::int8, 0::int8, 0::int8";
 
 struct claim_args {
         enum ferry_pg_kind kind;
@@ -70,7 +88,9 @@ static int claim_step(struct ferry_pg *pg, void *arg)
         /* a claim whose reply is lost stays with a token nobody knows
          * until its lease runs out: the next try takes other rows */
         int rc = pg_exec(pg,
-                         a->kind == PG_DIRS ? claim_dirs_sql : claim_files_sql,
+                         a->kind == PG_DIRS    ? claim_dirs_sql
+                         : a->kind == PG_FILES ? claim_files_sql
+                                               : claim_meta_sql,
                          &p, &r, "claim");
         pg_params_release(&p);
         if (rc)
@@ -95,6 +115,13 @@ static int claim_step(struct ferry_pg *pg, void *arg)
                 w->type = (int)pg_get_i64(r, k, 5);
                 w->size = (uint64_t)pg_get_i64(r, k, 6);
                 w->mtime_ns = pg_get_i64(r, k, 7);
+                w->ctime_ns = pg_get_i64(r, k, 8);
+                w->mode = (uint32_t)pg_get_i64(r, k, 9);
+                w->uid = (uint32_t)pg_get_i64(r, k, 10);
+                w->gid = (uint32_t)pg_get_i64(r, k, 11);
+                w->dev = (uint64_t)pg_get_i64(r, k, 12);
+                w->ino = (uint64_t)pg_get_i64(r, k, 13);
+                w->rdev = (uint64_t)pg_get_i64(r, k, 14);
         }
         a->c->token = pg_get_i64(r, 0, 0);
         a->c->n = n;
@@ -139,7 +166,8 @@ static const char renew_sql[] =
         " WHERE job = $1 AND host = $2),"
         " d AS (UPDATE dirs SET lease_until = now() +"
         " make_interval(secs => $4::float8) WHERE job = $1 AND"
-        " claimed_by = $2 AND list_state = " MF_SQL_INT(PG_LIST_PENDING)
+        " claimed_by = $2 AND (list_state = " MF_SQL_INT(PG_LIST_PENDING)
+        " OR state = " MF_SQL_INT(PG_META_TO_APPLY) ")"
         " AND claim_token = ANY($3::int8[]) RETURNING 1),"
         " f AS (UPDATE files SET lease_until = now() +"
         " make_interval(secs => $4::float8) WHERE job = $1 AND"
@@ -213,7 +241,11 @@ static int lock_rows(struct ferry_pg *pg, const struct complete_args *a,
                                  ? "SELECT list_state::int8 FROM dirs WHERE "
                                    "job = $1 AND id = ANY($2::int8[]) AND "
                                    "claim_token = $3 FOR UPDATE"
-                                 : "SELECT state::int8 FROM files WHERE "
+                         : a->kind == PG_FILES
+                                 ? "SELECT state::int8 FROM files WHERE "
+                                   "job = $1 AND id = ANY($2::int8[]) AND "
+                                   "claim_token = $3 FOR UPDATE"
+                                 : "SELECT state::int8 FROM dirs WHERE "
                                    "job = $1 AND id = ANY($2::int8[]) AND "
                                    "claim_token = $3 FOR UPDATE",
                          &p, &r, "outcome check");
@@ -240,9 +272,12 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
         ferry_buf_adds(&sql, a->kind == PG_DIRS
                                      ? "UPDATE dirs f SET list_state = v.state,"
                                        " error = v.error,"
-                                     : "UPDATE files f SET state = v.state,"
+                             : a->kind == PG_FILES
+                                     ? "UPDATE files f SET state = v.state,"
                                        " hash = v.hash, error = v.error,"
-                                       " attempts = f.attempts + 1,");
+                                       " attempts = f.attempts + 1,"
+                                     : "UPDATE dirs f SET state = v.state,"
+                                       " meta_error = v.error,");
         ferry_buf_adds(&sql, " lease_until = NULL FROM (VALUES ");
         pg_values_sql(&sql, a->n, 3, outcome_casts, 4, false);
         ferry_buf_adds(&sql, ") v (id, state, hash, error) WHERE f.job = $1"
@@ -255,7 +290,10 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
                 bool done = o->result == PG_DONE;
                 int state = a->kind == PG_DIRS
                                     ? (done ? PG_LISTED : PG_LIST_FAILED)
-                                    : (done ? MF_ST_DONE : MF_ST_FAILED);
+                            : a->kind == PG_FILES
+                                    ? (done ? MF_ST_DONE : MF_ST_FAILED)
+                                    : (done ? PG_META_APPLIED
+                                            : PG_META_FAILED);
                 pg_param_int(&p, o->id);
                 pg_param_int(&p, state);
                 pg_param_bytes(&p, done ? o->hash : NULL, o->hash_len);
@@ -311,4 +349,24 @@ int ferry_pg_complete(struct ferry_pg *pg, enum ferry_pg_kind kind,
         int rc = pg_retry(pg, complete_step, &a);
         *refused = a.refused;
         return rc;
+}
+
+/* ---- giving claims back ---------------------------------------------- */
+
+/* (a row another claim took has that host's name in claimed_by) */
+/* clang-format off */
+static const char release_sql[] =
+        "WITH d AS (UPDATE dirs SET lease_until = NULL WHERE job = $1"
+        " AND claimed_by = $2 AND lease_until IS NOT NULL"
+        " AND (list_state = " MF_SQL_INT(PG_LIST_PENDING)
+        " OR state = " MF_SQL_INT(PG_META_TO_APPLY) ") RETURNING 1),"
+        " f AS (UPDATE files SET lease_until = NULL WHERE job = $1"
+        " AND claimed_by = $2 AND lease_until IS NOT NULL"
+        " AND state = " MF_SQL_INT(MF_ST_PENDING) " RETURNING 1)"
+        " SELECT ((SELECT count(*) FROM d) + (SELECT count(*) FROM f))::int8";
+/* clang-format on */
+
+int ferry_pg_release(struct ferry_pg *pg, uint64_t *n)
+{
+        return pg_job_count(pg, release_sql, true, n, "release");
 }

@@ -479,3 +479,39 @@ void ferry_pg_close(struct ferry_pg *pg)
         free(pg->host);
         free(pg);
 }
+
+struct count_args {
+        const char *sql, *what;
+        bool with_host;
+        uint64_t n;
+};
+
+static int count_step(struct ferry_pg *pg, void *arg)
+{
+        struct count_args *a = arg;
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        if (a->with_host)
+                pg_param_text(&p, pg->host);
+        int rc = pg_exec(pg, a->sql, &p, &r, a->what);
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        a->n = (uint64_t)pg_get_i64(r, 0, 0);
+        PQclear(r);
+        return 0;
+}
+
+int pg_job_count(struct ferry_pg *pg, const char *sql, bool with_host,
+                 uint64_t *out, const char *what)
+{
+        *out = 0;
+        if (!pg->job)
+                return pg_fail(pg, "no job joined");
+        struct count_args a = {sql, what, with_host, 0};
+        int rc = pg_retry(pg, count_step, &a);
+        *out = a.n;
+        return rc;
+}

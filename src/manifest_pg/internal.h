@@ -21,6 +21,10 @@
 #define PG_LIST_PENDING 0
 #define PG_LISTED       1
 #define PG_LIST_FAILED  2
+/* dirs.state (sql/pg/002_dir_meta.sql) */
+#define PG_META_TO_APPLY 0
+#define PG_META_APPLIED  1
+#define PG_META_FAILED   2
 
 /* What a step returns besides 0 and FERRY_* codes: the connection was
  * lost, or the server asked for the transaction again (deadlock,
@@ -33,6 +37,7 @@ struct ferry_pg {
         int wait_s;
         unsigned reconnects;
         int64_t job; /* 0 until ferry_pg_job_join */
+        int64_t created; /* the job's, seconds since the epoch */
         char *host;
         char errmsg[1024];
 };
@@ -62,6 +67,10 @@ void pg_param_int_array(struct pg_params *p, const int64_t *v, size_t n);
  * "manifest <what> failed: <server's message>". */
 int pg_exec(struct ferry_pg *pg, const char *sql, const struct pg_params *p,
             PGresult **res, const char *what);
+/* Runs sql, whose $1 is the joined job and (with_host) $2 this host, in
+ * pg_retry; *out: the first column of its one row (an int8). */
+int pg_job_count(struct ferry_pg *pg, const char *sql, bool with_host,
+                 uint64_t *out, const char *what);
 /* BEGIN, COMMIT, ROLLBACK (the last ignores failures: after a lost
  * connection there is nothing to roll back). */
 int pg_begin(struct ferry_pg *pg);

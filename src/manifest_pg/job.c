@@ -35,9 +35,11 @@ static int join_step(struct ferry_pg *pg, void *arg)
         int rc = pg_exec(pg,
                          "WITH ins AS (INSERT INTO jobs (name, src_fp, dst_fp)"
                          " VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING"
-                         " RETURNING id, src_fp, dst_fp)"
-                         " SELECT id, src_fp, dst_fp FROM ins"
-                         " UNION ALL SELECT id, src_fp, dst_fp"
+                         " RETURNING id, src_fp, dst_fp, created)"
+                         " SELECT id, src_fp, dst_fp,"
+                         " extract(epoch FROM created)::int8 FROM ins"
+                         " UNION ALL SELECT id, src_fp, dst_fp,"
+                         " extract(epoch FROM created)::int8"
                          " FROM jobs WHERE name = $1 LIMIT 1",
                          &p, &r, "job join");
         pg_params_release(&p);
@@ -69,6 +71,7 @@ static int join_step(struct ferry_pg *pg, void *arg)
                 return FERRY_EPATH;
         }
         int64_t job = pg_get_i64(r, 0, 0);
+        pg->created = pg_get_i64(r, 0, 3);
         PQclear(r);
         pg_params_init(&p);
         pg_param_int(&p, job);
@@ -81,6 +84,11 @@ static int join_step(struct ferry_pg *pg, void *arg)
         if (!rc)
                 pg->job = job;
         return rc;
+}
+
+int64_t ferry_pg_job_created(const struct ferry_pg *pg)
+{
+        return pg->created;
 }
 
 int ferry_pg_job_join(struct ferry_pg *pg, const char *name, const char *src_fp,
@@ -109,7 +117,8 @@ struct add_args {
         int64_t *ids;
 };
 
-static const char *const dir_casts[] = {"int8", "bytea"};
+static const char *const dir_casts[] = {"int8", "bytea", "int4", "int8",
+                                        "int8", "int8"};
 
 static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
                           size_t from, size_t n)
@@ -120,14 +129,23 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
         PGresult *r = NULL;
         /* the ids in the order of the rows, an existing row's too (DO
          * UPDATE, not NOTHING: RETURNING then names it) */
-        ferry_buf_adds(&sql, "WITH v(ord, parent, path) AS (VALUES ");
-        pg_values_sql(&sql, n, 3, dir_casts, 2, true);
+        ferry_buf_adds(&sql, "WITH v(ord, parent, path, mode, uid, gid,"
+                             " mtime_ns) AS (VALUES ");
+        pg_values_sql(&sql, n, 3, dir_casts, 6, true);
+        /* the metadata of a row listed again (another host's listing, a
+         * lost one's) is what this listing saw; none leaves it */
         ferry_buf_adds(
                 &sql,
-                "), ins AS (INSERT INTO dirs (job, parent, path, gen)"
-                " SELECT $1::int8, nullif(parent, 0), path, $2::int8 FROM v"
+                "), ins AS (INSERT INTO dirs (job, parent, path, gen, mode,"
+                " uid, gid, mtime_ns) SELECT $1::int8, nullif(parent, 0),"
+                " path, $2::int8, mode, uid, gid, mtime_ns FROM v"
                 " ORDER BY ord ON CONFLICT (job, path) DO UPDATE"
-                " SET path = EXCLUDED.path RETURNING id, path)"
+                " SET path = EXCLUDED.path,"
+                " mode = coalesce(EXCLUDED.mode, dirs.mode),"
+                " uid = coalesce(EXCLUDED.uid, dirs.uid),"
+                " gid = coalesce(EXCLUDED.gid, dirs.gid),"
+                " mtime_ns = coalesce(EXCLUDED.mtime_ns, dirs.mtime_ns)"
+                " RETURNING id, path)"
                 " SELECT ins.id FROM v JOIN ins ON ins.path = v.path"
                 " ORDER BY v.ord");
         pg_params_init(&p);
@@ -136,6 +154,15 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
         for (size_t i = from; i < from + n; i++) {
                 pg_param_int(&p, d[i].parent);
                 pg_param_bytes(&p, d[i].path, d[i].path_len);
+                if (d[i].has_meta) {
+                        pg_param_int(&p, d[i].mode);
+                        pg_param_int(&p, d[i].uid);
+                        pg_param_int(&p, d[i].gid);
+                        pg_param_int(&p, d[i].mtime_ns);
+                } else {
+                        for (int k = 0; k < 4; k++)
+                                pg_param_text(&p, NULL);
+                }
         }
         int rc = sql.oom ? pg_fail(pg, "out of memory")
                          : pg_exec(pg, sql.buf, &p, &r, "directory insert");
@@ -158,8 +185,8 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
 
 static const char *const file_casts[] = {"int8", "bytea", "int2", "int8",
                                          "int8", "int8",  "int8", "int8",
-                                         "int8", "int8",  "int8"};
-#define FILE_COLS 11
+                                         "int8", "int8",  "int8", "int8"};
+#define FILE_COLS 12
 
 static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
                            size_t from, size_t n)
@@ -170,7 +197,7 @@ static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
         ferry_buf_adds(&sql,
                        "INSERT INTO files (job, gen, dir, name, type,"
                        " size, mtime_ns, ctime_ns, mode, uid, gid, dev,"
-                       " ino) SELECT $1::int8, $2::int8, v.* FROM (VALUES ");
+                       " ino, rdev) SELECT $1::int8, $2::int8, v.* FROM (VALUES ");
         pg_values_sql(&sql, n, 3, file_casts, FILE_COLS, false);
         ferry_buf_adds(&sql, ") v ON CONFLICT (dir, name) DO NOTHING");
         pg_params_init(&p);
@@ -188,6 +215,7 @@ static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
                 pg_param_int(&p, f[i].gid);
                 pg_param_int(&p, (int64_t)f[i].dev);
                 pg_param_int(&p, (int64_t)f[i].ino);
+                pg_param_int(&p, (int64_t)f[i].rdev);
         }
         int rc = sql.oom ? pg_fail(pg, "out of memory")
                          : pg_exec(pg, sql.buf, &p, NULL, "file insert");
@@ -286,4 +314,70 @@ int ferry_pg_remaining(struct ferry_pg *pg, enum ferry_pg_kind kind,
         *pending = a.pending;
         *leased = a.leased;
         return rc;
+}
+
+/* ---- failed rows, and the job's counts ------------------------------- */
+
+/* clang-format off */
+static const char retry_failed_sql[] =
+        "WITH f AS (UPDATE files SET state = "
+        MF_SQL_INT(MF_ST_PENDING) ", claim_token = NULL,"
+        " lease_until = NULL, claimed_by = NULL WHERE job = $1"
+        " AND state = " MF_SQL_INT(MF_ST_FAILED) " RETURNING 1),"
+        " d AS (UPDATE dirs SET state = " MF_SQL_INT(PG_META_TO_APPLY) ","
+        " meta_error = NULL, lease_until = NULL WHERE job = $1"
+        " AND state = " MF_SQL_INT(PG_META_FAILED) " RETURNING 1),"
+        " l AS (UPDATE dirs SET list_state = " MF_SQL_INT(PG_LIST_PENDING) ","
+        " error = NULL, lease_until = NULL WHERE job = $1"
+        " AND list_state = " MF_SQL_INT(PG_LIST_FAILED) " RETURNING 1)"
+        " SELECT ((SELECT count(*) FROM f) + (SELECT count(*) FROM d) +"
+        " (SELECT count(*) FROM l))::int8";
+/* clang-format on */
+
+int ferry_pg_retry_failed(struct ferry_pg *pg, uint64_t *n)
+{
+        return pg_job_count(pg, retry_failed_sql, false, n,
+                            "retry of failed rows");
+}
+
+static int counts_step(struct ferry_pg *pg, void *arg)
+{
+        struct ferry_pg_counts *c = arg;
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        int rc = pg_exec(
+                pg,
+                "SELECT count(*)::int8,"
+                " count(*) FILTER (WHERE state = " MF_SQL_INT(MF_ST_DONE)
+                ")::int8, count(*) FILTER (WHERE state = "
+                MF_SQL_INT(MF_ST_FAILED) ")::int8,"
+                " coalesce(sum(size), 0)::int8,"
+                " coalesce(sum(size) FILTER (WHERE state = "
+                MF_SQL_INT(MF_ST_DONE) "), 0)::int8,"
+                " (SELECT count(*) FROM dirs WHERE job = $1)::int8,"
+                " (SELECT count(*) FROM dirs WHERE job = $1 AND list_state = "
+                MF_SQL_INT(PG_LIST_FAILED) ")::int8,"
+                " (SELECT count(*) FROM dirs WHERE job = $1 AND state = 2)::int8"
+                " FROM files WHERE job = $1",
+                &p, &r, "count");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        uint64_t *v[] = {&c->files,       &c->files_done, &c->files_failed,
+                         &c->bytes,       &c->bytes_done, &c->dirs,
+                         &c->dirs_failed, &c->meta_failed};
+        for (int i = 0; i < 8; i++)
+                *v[i] = (uint64_t)pg_get_i64(r, 0, i);
+        PQclear(r);
+        return 0;
+}
+
+int ferry_pg_counts(struct ferry_pg *pg, struct ferry_pg_counts *out)
+{
+        memset(out, 0, sizeof(*out));
+        if (!pg->job)
+                return pg_fail(pg, "no job joined");
+        return pg_retry(pg, counts_step, out);
 }

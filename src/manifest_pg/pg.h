@@ -1,9 +1,9 @@
 /*
  * manifest_pg/pg.h - the core of the shared manifest (issue 14): one job's
  * rows in a PostgreSQL database that several hosts use at once, and the
- * claims by which they share the work. Not yet a backend of manifest.h
- * (the rest of it builds on this; nothing in ferry's command line reaches
- * it yet). Schema and migrations: sql/pg/.
+ * claims by which they share the work. Not a backend of manifest.h:
+ * src/shared/ runs a copy on it (ferry --manifest postgresql://...).
+ * Schema and migrations: sql/pg/.
  *
  * Calling sequence of a host:
  *   ferry_pg_connect(url, wait_s, &pg, &err);      migrates the schema
@@ -32,8 +32,15 @@
  * (it was killed, or partitioned past its lease) can never mark them.
  * A lease that ran out but that no other claim took still holds the
  * token: its late outcome is taken. The token fences the done marks,
- * not what the host writes into DST: the copier will have to renew
- * before its final rename (the next slice).
+ * not what the host writes into DST: a host partitioned past its lease
+ * may still rename a copy into place (the same bytes another host
+ * copies), but it never marks it done.
+ *
+ * A directory's metadata (PG_DIR_META) is claimed the same way once the
+ * job's scan and copies are over: listed, state 0 (to apply) --claim-->
+ * leased --complete--> applied (state 1) or failed (state 2, meta_error
+ * says why); ferry_pg_retry_failed makes failed files and directories
+ * pending again.
  *
  * Durability (DESIGN.md rule 1, issue 14 item 4): the caller runs its
  * own barrier on its DST mount before complete(); complete() returns
@@ -89,11 +96,16 @@ unsigned ferry_pg_reconnects(const struct ferry_pg *pg);
  * this job, as this host. */
 int ferry_pg_job_join(struct ferry_pg *pg, const char *name, const char *src_fp,
                       const char *dst_fp, const char *host);
+/* When the joined job was made (seconds since the epoch, the server's
+ * clock): a DST entry changed since may be a copy a host renamed into
+ * place before it could mark it (copy.h, written_since). */
+int64_t ferry_pg_job_created(const struct ferry_pg *pg);
 
 /* What a claim hands out. */
 enum ferry_pg_kind {
         PG_DIRS = 1, /* directories to list (the shared scan queue) */
         PG_FILES,    /* file rows to copy */
+        PG_DIR_META, /* listed directories whose metadata is to apply */
 };
 
 /* A directory to list; path relative to SRC ("" for the root), parent 0
@@ -102,6 +114,10 @@ struct ferry_pg_dir {
         int64_t parent;
         const char *path;
         size_t path_len;
+        /* its metadata, as its parent's listing saw it (has_meta) */
+        bool has_meta;
+        uint32_t mode, uid, gid;
+        int64_t mtime_ns;
 };
 /* Adds n directories of scan gen to the queue, one statement per
  * FERRY_PG_BATCH_MAX; ids[i] (may be NULL) becomes dirs[i]'s row, an
@@ -119,23 +135,28 @@ struct ferry_pg_file {
         int64_t mtime_ns, ctime_ns;
         uint32_t mode, uid, gid;
         uint64_t dev, ino;
+        uint64_t rdev; /* a device's number, else 0 */
 };
 /* Adds n file rows of scan gen, one statement per FERRY_PG_BATCH_MAX, all
  * in one transaction. A name its directory has already is an error. */
 int ferry_pg_add_files(struct ferry_pg *pg, int64_t gen,
                        const struct ferry_pg_file *files, size_t n);
 
-/* A claimed row. PG_DIRS: path is the directory's (name NULL); PG_FILES:
- * path is its directory's, name its own. Not NUL-terminated; lent by the
- * claim until ferry_pg_claim_release. */
+/* A claimed row. PG_DIRS, PG_DIR_META: path is the directory's (name
+ * NULL); PG_FILES: path is its directory's, name its own. Not
+ * NUL-terminated; lent by the claim until ferry_pg_claim_release. */
 struct ferry_pg_row {
         int64_t id;
-        int64_t dir; /* PG_FILES: its directory's row */
+        int64_t dir; /* PG_FILES: its directory's row; else its parent */
         const char *path, *name;
         size_t path_len, name_len;
         int type; /* PG_FILES */
         uint64_t size;
-        int64_t mtime_ns;
+        /* PG_FILES and PG_DIR_META (mode 0: the directory's metadata was
+         * never seen) */
+        int64_t mtime_ns, ctime_ns;
+        uint32_t mode, uid, gid;
+        uint64_t dev, ino, rdev;
 };
 struct ferry_pg_claim {
         int64_t token; /* 0 when n is 0 */
@@ -164,7 +185,7 @@ int ferry_pg_renew(struct ferry_pg *pg, const int64_t *tokens, size_t n,
 /* What became of a claimed row. */
 enum ferry_pg_result {
         PG_DONE = 1, /* PG_FILES: copied, durable (hash kept); PG_DIRS:
-                        listed */
+                        listed; PG_DIR_META: applied */
         PG_FAILED,   /* error kept */
 };
 struct ferry_pg_outcome {
@@ -187,5 +208,23 @@ int ferry_pg_complete(struct ferry_pg *pg, enum ferry_pg_kind kind,
  * lease): 0 pending is the end of that kind's work. */
 int ferry_pg_remaining(struct ferry_pg *pg, enum ferry_pg_kind kind,
                        uint64_t *pending, uint64_t *leased);
+
+/* Gives back at once every claim this host holds that it did not
+ * complete (a host that stops: the other hosts need not wait for its
+ * leases to run out); *n rows. */
+int ferry_pg_release(struct ferry_pg *pg, uint64_t *n);
+
+/* Failed file rows, directories that could not be listed and those
+ * whose metadata failed become pending again (a host's start: the same
+ * command retries them); *n of them. */
+int ferry_pg_retry_failed(struct ferry_pg *pg, uint64_t *n);
+
+/* The joined job as a whole. */
+struct ferry_pg_counts {
+        uint64_t files, files_done, files_failed, bytes, bytes_done;
+        uint64_t dirs, dirs_failed; /* could not be listed */
+        uint64_t meta_failed;       /* directories whose metadata failed */
+};
+int ferry_pg_counts(struct ferry_pg *pg, struct ferry_pg_counts *out);
 
 #endif

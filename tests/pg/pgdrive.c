@@ -80,7 +80,7 @@ static int seed(const char *url, const char *job, size_t nfiles, size_t ndirs)
         if (rc)
                 return rc;
         rc = ferry_pg_job_join(pg, job, "src-1", "dst-1", "seed");
-        struct ferry_pg_dir root = {0, "", 0};
+        struct ferry_pg_dir root = {.parent = 0, .path = "", .path_len = 0};
         int64_t root_id = 0;
         if (!rc)
                 rc = ferry_pg_add_dirs(pg, 1, &root, 1, &root_id);
@@ -97,7 +97,8 @@ static int seed(const char *url, const char *job, size_t nfiles, size_t ndirs)
         }
         for (size_t i = 0; i < ndirs; i++) {
                 int len = snprintf(names[i], 16, "d%05zu", i);
-                d[i] = (struct ferry_pg_dir){root_id, names[i], (size_t)len};
+                d[i] = (struct ferry_pg_dir){
+                        .parent = root_id, .path = names[i], .path_len = (size_t)len};
         }
         for (size_t i = 0; i < nfiles; i++) {
                 char *nm = names[ndirs + i];
