@@ -266,6 +266,12 @@ struct ferry_options {
          * on both sides and, equal, recorded as done without a copy; a
          * manifest of other SRC and DST paths is pointed at these */
         bool adopt;
+        /* a shared manifest (manifest a postgresql:// or postgres:// URL,
+         * ferry_shared_copy): the job's name, the same on every host, and
+         * how long a claim stays a host's without a renewal (seconds; 0:
+         * 60) */
+        const char *job_name;
+        unsigned lease;
 };
 
 struct ferry_summary {
@@ -525,6 +531,16 @@ int ferry_export_read(const char *manifest, const char *src, const char *dst,
  * "vanished", "removed"; "?" for another number. Static strings. */
 const char *ferry_file_type_str(int type);
 const char *ferry_file_state_str(int state);
+
+/*
+ * A shared manifest (PostgreSQL, src/shared/): whether manifest names one,
+ * and a copy as one host of the job opt->job_name, which any number of
+ * hosts that mount SRC and DST join with the same command. Only a copy:
+ * the options it cannot honour yet are refused (FERRY_EUSAGE).
+ */
+bool ferry_manifest_is_shared(const char *manifest);
+int ferry_shared_copy(const struct ferry_options *opt,
+                      struct ferry_summary *sum, struct ferry_error *err);
 
 /* Asks a running job to stop soon (async-signal-safe). */
 void ferry_request_stop(void);

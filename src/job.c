@@ -58,6 +58,18 @@ void ferry_request_stop(void)
         atomic_store(&stop_requested, true);
 }
 
+/* here, not in src/shared/: the command line asks it without libpq */
+bool ferry_manifest_is_shared(const char *manifest)
+{
+        return manifest && (!strncmp(manifest, "postgresql://", 13) ||
+                            !strncmp(manifest, "postgres://", 11));
+}
+
+atomic_bool *ferry_job_stop_flag(void)
+{
+        return &stop_requested;
+}
+
 void ferry_options_init(struct ferry_options *opt)
 {
         memset(opt, 0, sizeof(*opt));

@@ -11,9 +11,13 @@
 
 #include "ferry.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 struct ferry_manifest;
+
+/* The flag ferry_request_stop sets, for a run's threads to watch. */
+atomic_bool *ferry_job_stop_flag(void);
 
 /* Formats err->msg and returns code: `return ferry_job_errf(err, ...)`. */
 int ferry_job_errf(struct ferry_error *err, int code, const char *fmt, ...)

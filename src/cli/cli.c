@@ -49,6 +49,8 @@ enum opt_id {
         O_FAILURES,
         O_FORMAT,
         O_LOG_FILE,
+        O_JOB_NAME,
+        O_LEASE,
         O_BWLIMIT, /* live control: set.c */
         O_WINDOW,
         O_PAUSE,
@@ -69,8 +71,15 @@ static const struct opt_def opts[] = {
          "throughput rises, backing off when it falls, probing again as "
          "the source changes, at most 256); fewer when open files are "
          "limited"},
-        {"manifest", required_argument, O_MANIFEST, "FILE",
-         "manifest file (default: $XDG_STATE_HOME/ferry/<hash>.db)"},
+        {"manifest", required_argument, O_MANIFEST, "FILE|URL",
+         "manifest file (default: $XDG_STATE_HOME/ferry/<hash>.db), or a "
+         "postgresql:// URL: a job shared by every host that runs the same "
+         "command (needs --job-name)"},
+        {"job-name", required_argument, O_JOB_NAME, "NAME",
+         "the shared job this host joins (with a postgresql:// manifest)"},
+        {"lease", required_argument, O_LEASE, "SECONDS",
+         "a shared job's claims return to the other hosts after this long "
+         "without a renewal, 5-86400 (default 60)"},
         {"exclude", required_argument, O_EXCLUDE, "PATTERN",
          "skip names or paths matching PATTERN (repeatable; with "
          "--include the first rule that matches decides)"},
@@ -378,6 +387,18 @@ static int apply(struct ferry_cli *cli, int id, const char *arg,
                         return usage(err, "--manifest needs a file name");
                 cli->opt.manifest = arg;
                 return 0;
+        case O_JOB_NAME:
+                if (!*arg)
+                        return usage(err, "--job-name needs a name");
+                cli->opt.job_name = arg;
+                return 0;
+        case O_LEASE:
+                if (parse_uint(arg, 5, 86400, &cli->opt.lease))
+                        return usage(err,
+                                     "--lease must be a number of seconds "
+                                     "from 5 to 86400, not '%s'",
+                                     arg);
+                return 0;
         case O_EXCLUDE: return add_rule(cli, arg, false, err);
         case O_INCLUDE: return add_rule(cli, arg, true, err);
         case O_FILES_FROM:
@@ -551,6 +572,13 @@ int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
         if (cli->command == CMD_EXPORT && (cli->failures || cli->json))
                 return usage(err, "export does not take --%s (see --format)",
                              cli->json ? "json" : "failures");
+        bool shared = ferry_manifest_is_shared(cli->opt.manifest);
+        if (!shared && (cli->opt.job_name || cli->opt.lease))
+                return usage(err, "--job-name and --lease go with a "
+                                  "postgresql:// manifest");
+        if (shared && cli->command != CMD_COPY && cli->command != CMD_VERIFY)
+                return usage(err, "a PostgreSQL manifest takes a copy only, "
+                                  "so far (not status, export or set)");
         return ferry_cli_set_check(cli, err);
 }
 

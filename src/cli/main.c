@@ -425,6 +425,32 @@ static void run_end(struct out *o, const struct ferry_summary *sum, int code,
                         o->cli->log_file, strerror(e));
 }
 
+/* A host of a job on a shared manifest (src/shared/): its own summary;
+ * the failures are the job's, in the shared manifest. */
+static int run_shared(struct out *o, struct ferry_summary *sum,
+                      struct ferry_error *err)
+{
+        const struct ferry_cli *cli = o->cli;
+        int code = ferry_shared_copy(&cli->opt, sum, err);
+        clear_line(o);
+        if (cli->json && ferry_sink_ready(o->so)) {
+                print_json_summary(cli, sum, code);
+                ferry_sink_flush(o->so);
+        } else if (!cli->quiet && !cli->json)
+                print_summary(cli, sum);
+        run_end(o, sum, code, cli->opt.manifest, err->msg);
+        if (err->msg[0])
+                fprintf(stderr, "ferry: %s\n", err->msg);
+        else if (code == FERRY_EPARTIAL)
+                fprintf(stderr, "ferry: some files of the shared job failed; "
+                                "run the same command to retry them\n");
+        else if (code == FERRY_EMETA)
+                fprintf(stderr, "ferry: some directories' metadata of the "
+                                "shared job was not applied; run the same "
+                                "command to apply it again\n");
+        return code;
+}
+
 static int run_job(struct ferry_cli *cli, struct sink *so, int argc,
                    char **argv)
 {
@@ -451,6 +477,8 @@ static int run_job(struct ferry_cli *cli, struct sink *so, int argc,
          * and may take long on a slow share; a signal meanwhile is a stop
          * that the run then sees at once */
         install_signals();
+        if (ferry_manifest_is_shared(cli->opt.manifest))
+                return run_shared(&o, &sum, &err);
         code = ferry_job_open(&cli->opt, &job, &err);
         if (code) {
                 fprintf(stderr, "ferry: %s\n", err.msg);

@@ -324,9 +324,16 @@ static const char retry_failed_sql[] =
         MF_SQL_INT(MF_ST_PENDING) ", claim_token = NULL,"
         " lease_until = NULL, claimed_by = NULL WHERE job = $1"
         " AND state = " MF_SQL_INT(MF_ST_FAILED) " RETURNING 1),"
+        /* and the directories the retries will write into (a copy, a
+         * subdirectory made) get their times again: one statement for
+         * them all, no row updated twice */
         " d AS (UPDATE dirs SET state = " MF_SQL_INT(PG_META_TO_APPLY) ","
         " meta_error = NULL, lease_until = NULL WHERE job = $1"
-        " AND state = " MF_SQL_INT(PG_META_FAILED) " RETURNING 1),"
+        " AND (state = " MF_SQL_INT(PG_META_FAILED) " OR id IN"
+        " (SELECT dir FROM files WHERE job = $1 AND state = "
+        MF_SQL_INT(MF_ST_FAILED) ") OR id IN (SELECT parent FROM dirs"
+        " WHERE job = $1 AND list_state = " MF_SQL_INT(PG_LIST_FAILED) "))"
+        " RETURNING 1),"
         " l AS (UPDATE dirs SET list_state = " MF_SQL_INT(PG_LIST_PENDING) ","
         " error = NULL, lease_until = NULL WHERE job = $1"
         " AND list_state = " MF_SQL_INT(PG_LIST_FAILED) " RETURNING 1)"

@@ -216,7 +216,8 @@ int ferry_pg_release(struct ferry_pg *pg, uint64_t *n);
 
 /* Failed file rows, directories that could not be listed and those
  * whose metadata failed become pending again (a host's start: the same
- * command retries them); *n of them. */
+ * command retries them), and the directories those write into get their
+ * metadata applied again; *n rows changed. */
 int ferry_pg_retry_failed(struct ferry_pg *pg, uint64_t *n);
 
 /* The joined job as a whole. */

@@ -1,0 +1,140 @@
+/*
+ * shared/finish.c - the end of a shared job: once no directory is left to
+ * list and no file to copy (none pending, none leased), the hosts that
+ * get there claim the listed directories whose metadata is still to apply
+ * and give each its mode, owner, xattrs and ACLs and times in DST (making
+ * it first when it is missing: an empty directory), children before
+ * parents, through the tree work of the SQLite run (treework.h). A host
+ * that dies meanwhile leaves its claim to expire; the next host, or the
+ * next run of the command, applies those.
+ */
+#define _GNU_SOURCE
+#include "shared/internal.h"
+
+#include "failure.h"
+#include "treework.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Directories a claim of the metadata pass takes. */
+#define META_CLAIM 200
+
+struct meta_pass {
+        struct shared *s;
+        struct ferry_pg_outcome o[META_CLAIM];
+        char why[META_CLAIM][400]; /* a job's why, 384 */
+        size_t n;
+};
+
+static bool meta_done(void *ctx, const struct ferry_tree_job *t)
+{
+        struct meta_pass *mp = ctx;
+        struct shared *s = mp->s;
+        size_t i = mp->n++;
+        mp->o[i] = (struct ferry_pg_outcome){.id = t->row.id,
+                                             .result = PG_DONE};
+        int err = t->rc ? t->rc : t->sync_rc;
+        if (!err && !t->why[0])
+                return true;
+        struct ferry_failure f =
+                ferry_failure_of(FERRY_SIDE_DST, t->step, err);
+        char msg[200];
+        snprintf(mp->why[i], sizeof(mp->why[i]), "%s",
+                 t->why[0] ? t->why : ferry_failure_str(&f, msg, sizeof(msg)));
+        mp->o[i].result = PG_FAILED;
+        mp->o[i].error = mp->why[i];
+        s->sum->meta_failed++;
+        shared_event(s, FERRY_EV_META_FAILED, t->row.path, t->row.path_len,
+                     "", 0, mp->why[i], &f);
+        return true;
+}
+
+static int by_id_desc(const void *a, const void *b)
+{
+        int64_t x = ((const struct ferry_pg_row *)a)->id;
+        int64_t y = ((const struct ferry_pg_row *)b)->id;
+        return (x < y) - (x > y);
+}
+
+/* One claim's directories; *none when none was left. */
+static int apply_some(struct shared *s, const struct ferry_tree_cfg *tc,
+                      struct meta_pass *mp, bool *none)
+{
+        struct ferry_pg_claim c;
+        if (shared_claim(s, PG_DIR_META, META_CLAIM, &c, none) || *none)
+                return s->code;
+        int rc = 0;
+        qsort(c.rows, c.n, sizeof(*c.rows), by_id_desc);
+        struct ferry_treework *tw = NULL;
+        mp->n = 0;
+        if (ferry_treework_new(tc, NULL, meta_done, mp, &tw)) {
+                ferry_pg_claim_release(&c);
+                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        }
+        for (size_t i = 0; i < c.n && !rc; i++) {
+                const struct ferry_pg_row *r = &c.rows[i];
+                char *path = strndup(r->path, r->path_len);
+                if (!path) {
+                        rc = shared_fail(s, FERRY_EINTERNAL, "out of memory");
+                        break;
+                }
+                struct ferry_dir_row d = {
+                        .id = r->id,
+                        .parent = r->dir,
+                        .path = path,
+                        .path_len = r->path_len,
+                        .mode = r->mode & 07777,
+                        .uid = r->uid,
+                        .gid = r->gid,
+                        .mtime = shared_time(r->mtime_ns),
+                };
+                if (ferry_treework_add_dir(tw, TREE_APPLY_DIR, false, &d))
+                        rc = shared_fail(s, FERRY_EINTERNAL, "out of memory");
+                free(path);
+        }
+        ferry_treework_drain(tw);
+        ferry_treework_free(tw);
+        /* rule 1: what was applied is durable before it is marked (each
+         * directory fsynced by the tree work where this does not cover
+         * them: tc->fsync_dirs) */
+        bool covered = false;
+        if (!rc && mp->n && s->opt->durability == FERRY_DURABLE_BATCH) {
+                int e = ferry_fsio_sync_device(s->dstfd, &covered);
+                if (e)
+                        rc = shared_fail(s, FERRY_EDSTFAIL,
+                                         "cannot make DST '%s' durable: %s",
+                                         s->opt->dst, strerror(e));
+        }
+        bool refused = false;
+        if (!rc && mp->n) {
+                int prc = ferry_pg_complete(s->pg, PG_DIR_META, c.token, mp->o,
+                                            mp->n, &refused);
+                if (prc)
+                        rc = shared_pg_fail(s, prc);
+        }
+        ferry_pg_claim_release(&c);
+        return rc;
+}
+
+int shared_finish_dirs(struct shared *s)
+{
+        struct ferry_tree_cfg tc = {
+                .srcfd = s->srcfd,
+                .dstfd = s->dstfd,
+                .meta = s->ccfg.meta,
+                .fsync_dirs = s->opt->durability != FERRY_DURABLE_NONE &&
+                              !shared_dirs_covered(s),
+        };
+        struct meta_pass *mp = calloc(1, sizeof(*mp));
+        if (!mp)
+                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        mp->s = s;
+        bool none = false;
+        int rc = 0;
+        while (!rc && !none && !atomic_load(s->stop))
+                rc = apply_some(s, &tc, mp, &none);
+        free(mp);
+        return rc;
+}

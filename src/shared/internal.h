@@ -1,0 +1,129 @@
+/*
+ * shared/internal.h - a copy run on the shared manifest (issue 14): what
+ * the files of src/shared/ share. One process is one host of the job; its
+ * coordinator thread holds the one PostgreSQL connection (pg.h: one
+ * thread at a time) and is the only one that claims, renews and completes.
+ *
+ * run.c starts the host and runs its loop: claim batches of file rows,
+ * hand them to the worker pool (workers.h, the SQLite run's copiers),
+ * take them back, run the DST barrier and only then complete them (rule
+ * 1); list claimed directories between hand-outs (scan.c); renew the
+ * leases of what is in flight; and at the end, when the whole job's scan
+ * and copies are over, apply directories' metadata (finish.c). fp.c makes
+ * the SRC and DST fingerprints a host joins with.
+ */
+#ifndef FERRY_SHARED_INTERNAL_H
+#define FERRY_SHARED_INTERNAL_H
+
+#include "ferry.h"
+#include "copy.h"
+#include "fsio.h"
+#include "manifest_pg/pg.h"
+#include "queue.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Scan threads of a host: directories listed at once. */
+#define SHARED_SCANNERS 16
+
+/* A file claim handed to the workers, until its barrier and outcome. */
+struct flight {
+        struct ferry_batch *b;
+        int64_t token;
+};
+
+struct shared {
+        const struct ferry_options *opt;
+        struct ferry_summary *sum;
+        struct ferry_error *err;
+        struct ferry_pg *pg;
+        int srcfd, dstfd;
+        uint64_t src_dev; /* -x */
+        atomic_bool *stop;
+        int lease;        /* seconds */
+        unsigned jobs;    /* worker threads, copies in flight */
+        struct ferry_copy_cfg ccfg;
+        struct ferry_workers *pool;
+        struct ferry_queue work, inbox;
+        struct flight *fl; /* in flight, nfl of cap 2 * jobs */
+        size_t nfl;
+        double last_renew, last_progress;
+        double t0;
+        int code; /* what ends the run early (0: nothing) */
+        bool warned_links;
+        /* scan.c: the scan threads and the directories in flight (the
+         * token of each, for renewals) */
+        struct ferry_queue scanq;
+        pthread_t scanners[SHARED_SCANNERS];
+        unsigned nscan;
+        bool scan_started;
+        int64_t scan_tokens[SHARED_SCANNERS];
+        size_t nscans;
+};
+
+/* Seconds on a monotonic clock. */
+double shared_now(void);
+/* Formats s->err and sets s->code, unless a code is set already; returns
+ * s->code. */
+int shared_fail(struct shared *s, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+/* The PostgreSQL failure as s's (FERRY_EMANIFEST unless rc says more). */
+int shared_pg_fail(struct shared *s, int rc);
+/* Renews the leases of everything in flight (file batches, directories
+ * being listed) once a third of a lease has passed since the last. */
+int shared_renew(struct shared *s);
+/* Claims up to max rows of kind under s's lease; *none when none was
+ * claimable (c then holds nothing). */
+int shared_claim(struct shared *s, enum ferry_pg_kind kind, size_t max,
+                 struct ferry_pg_claim *c, bool *none);
+/* Tells the caller's event callback. */
+void shared_event(struct shared *s, enum ferry_event ev, const char *dir,
+                  size_t dir_len, const char *name, size_t name_len,
+                  const char *detail, const struct ferry_failure *fail);
+
+static inline int64_t shared_ns(struct ferry_time t)
+{
+        return t.sec * 1000000000 + (int64_t)t.nsec;
+}
+static inline struct ferry_time shared_time(int64_t ns)
+{
+        int64_t sec = ns / 1000000000, rem = ns % 1000000000;
+        if (rem < 0)
+                sec--, rem += 1000000000;
+        return (struct ferry_time){sec, (uint32_t)rem};
+}
+
+/* barrier.c: makes what batch b's done items wrote durable (rule 1), as
+ * the options say; 0 or an errno. shared_dirs_covered: the barrier's
+ * sync covers every DST directory (no fsync of each is needed). */
+int shared_barrier(struct shared *s, const struct ferry_batch *b);
+bool shared_dirs_covered(const struct shared *s);
+
+/* fp.c: the fingerprint of SRC (its root's entries: names, types, sizes)
+ * and of DST (the job's mark in DST's root, SHARED_MARK, made when
+ * missing: *made says so). out: at least SHARED_FP_LEN bytes. */
+#define SHARED_MARK   ".ferry-job"
+#define SHARED_FP_LEN 80
+int shared_src_fp(struct shared *s, char *out);
+int shared_dst_fp(struct shared *s, char *out, bool *made);
+
+/* scan.c: starts and ends the scan threads; claims directories for the
+ * idle ones (*none: none was claimable); records a listing that came back
+ * in the inbox (MSG_LISTING: rows added, the directory completed;
+ * *added_dirs when it had subdirectories), or drops one unrecorded. */
+int shared_scan_start(struct shared *s);
+void shared_scan_end(struct shared *s);
+int shared_scan_claim(struct shared *s, bool *none);
+int shared_scan_done(struct shared *s, void *msg, bool *added_dirs);
+void shared_scan_drop(void *msg);
+/* The root's row (every host adds it; it exists once). */
+int shared_add_root(struct shared *s);
+
+/* finish.c: applies the metadata of every listed directory still to
+ * apply, a claim at a time (the whole job's copies are over). */
+int shared_finish_dirs(struct shared *s);
+
+#endif

@@ -1,0 +1,577 @@
+/*
+ * shared/run.c - one host of a job on the shared manifest (issue 14):
+ * `ferry --manifest postgresql://... --job-name NAME SRC DST`, the same
+ * command on every host that mounts SRC and DST.
+ *
+ * A host joins the job by its name (the fingerprints of SRC and DST must
+ * be the job's: fp.c), makes the job's failed rows pending again, adds
+ * SRC's root to the scan queue (once per job), then loops until the job
+ * has nothing left: it claims batches of file rows under a lease and hands
+ * them to its worker pool, lists claimed directories in between (scan.c),
+ * takes batches back, runs the DST barrier (syncfs) and only then
+ * completes them with their claim's token (rule 1; a claim whose lease ran
+ * out and was taken by another host is refused, and nothing of it is
+ * marked), and renews the leases of what it holds every third of a lease.
+ * When no row is pending in the whole job, not even under another host's
+ * lease, it applies directories' metadata (finish.c), and the job's counts
+ * give the exit code.
+ *
+ * What a shared job does not do yet (refused or said, never silent):
+ * selection options, --delete, --adopt, --dry-run, --verify, live control;
+ * hard links are copied as separate files (one warning says so), big files
+ * as one stream; a re-run does not scan SRC again (a job copies SRC once;
+ * failed rows are retried).
+ */
+#define _GNU_SOURCE
+#include "shared/internal.h"
+
+#include "bufpool.h"
+#include "dstcaps.h"
+#include "failure.h"
+#include "job.h"
+#include "manifest_types.h"
+#include "meta.h"
+#include "workers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* File rows a claim takes; copies in flight without -j N. */
+#define FILE_CLAIM   16
+#define SHARED_JOBS  16
+#define LEASE_S      60
+/* How long a call waits for the server to come back (restart, network). */
+#define PG_WAIT_S    120
+/* How often a host with nothing to claim looks again. */
+#define IDLE_WAIT_MS 300
+
+double shared_now(void)
+{
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+int shared_fail(struct shared *s, int code, const char *fmt, ...)
+{
+        if (s->code)
+                return s->code;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->err->msg, sizeof(s->err->msg), fmt, ap);
+        va_end(ap);
+        s->code = code;
+        return code;
+}
+
+int shared_pg_fail(struct shared *s, int rc)
+{
+        return shared_fail(s, rc == FERRY_EPATH ? FERRY_EPATH : FERRY_EMANIFEST,
+                           "%s", ferry_pg_errmsg(s->pg));
+}
+
+void shared_event(struct shared *s, enum ferry_event ev, const char *dir,
+                  size_t dir_len, const char *name, size_t name_len,
+                  const char *detail, const struct ferry_failure *fail)
+{
+        if (!s->opt->event)
+                return;
+        char *p = NULL;
+        int n = asprintf(&p, "%.*s%s%.*s", (int)dir_len, dir,
+                         dir_len && name_len ? "/" : "", (int)name_len, name);
+        if (n < 0)
+                return;
+        s->opt->event(ev, p, (size_t)n, detail, fail, s->opt->cb_arg);
+        free(p);
+}
+
+int shared_claim(struct shared *s, enum ferry_pg_kind kind, size_t max,
+                 struct ferry_pg_claim *c, bool *none)
+{
+        int rc = ferry_pg_claim(s->pg, kind, max, s->lease, c);
+        if (rc)
+                return shared_pg_fail(s, rc);
+        *none = c->n == 0;
+        return 0;
+}
+
+int shared_renew(struct shared *s)
+{
+        double now = shared_now();
+        if (now - s->last_renew < s->lease / 3.0)
+                return 0;
+        s->last_renew = now;
+        int64_t *tokens = malloc((s->nfl + s->nscans + 1) * sizeof(*tokens));
+        if (!tokens)
+                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        size_t n = 0;
+        for (size_t i = 0; i < s->nfl; i++)
+                tokens[n++] = s->fl[i].token;
+        for (size_t i = 0; i < s->nscans; i++)
+                tokens[n++] = s->scan_tokens[i];
+        uint64_t renewed = 0;
+        int rc = n ? ferry_pg_renew(s->pg, tokens, n, s->lease, &renewed) : 0;
+        free(tokens);
+        return rc ? shared_pg_fail(s, rc) : 0;
+}
+
+/* ---- hand-out and take-back ------------------------------------------ */
+
+static int put_row(struct ferry_batch *b, const struct ferry_pg_row *r)
+{
+        struct ferry_item *it = &b->items[b->n];
+        memset(it, 0, sizeof(*it));
+        if (ferry_batch_str(b, r->path, r->path_len, &it->dir_off) ||
+            ferry_batch_str(b, r->name, r->name_len, &it->name_off))
+                return ENOMEM;
+        it->id = r->id;
+        it->dir_id = r->dir;
+        it->type = (enum ferry_ftype)r->type;
+        it->st = (struct ferry_stat){
+                .size = r->size,
+                .mtime = shared_time(r->mtime_ns),
+                .ctime = shared_time(r->ctime_ns),
+                .atime = shared_time(r->mtime_ns),
+                .dev = r->dev,
+                .ino = r->ino,
+                .rdev = r->rdev,
+                .mode = r->mode,
+                .nlink = 1,
+                .uid = r->uid,
+                .gid = r->gid,
+        };
+        it->need = MF_NEED_DATA;
+        b->n++;
+        return 0;
+}
+
+static int hand_out(struct shared *s, bool *none)
+{
+        struct ferry_pg_claim c;
+        if (shared_claim(s, PG_FILES, FILE_CLAIM, &c, none) || *none)
+                return s->code;
+        struct ferry_batch *b = ferry_batch_new(WORK_COPY, c.n);
+        for (size_t i = 0; b && i < c.n; i++)
+                if (put_row(b, &c.rows[i])) {
+                        ferry_batch_free(b);
+                        b = NULL;
+                }
+        int64_t token = c.token;
+        ferry_pg_claim_release(&c);
+        if (!b || ferry_queue_push(&s->work, b)) {
+                ferry_batch_free(b);
+                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        }
+        s->fl[s->nfl++] = (struct flight){b, token};
+        int e = ferry_workers_want(s->pool, (unsigned)s->nfl);
+        if (!e)
+                return 0;
+        /* no thread at all: nothing would take it back (its claim goes
+         * back with the others at the end) */
+        void *msg;
+        while (ferry_queue_try_pop(&s->work, &msg) == FERRY_QUEUE_OK)
+                ferry_batch_free(msg);
+        s->nfl = 0;
+        return shared_fail(s, FERRY_EINTERNAL,
+                           "cannot start a worker thread: %s", strerror(e));
+}
+
+/* The outcome of item it, or false when it has none to record (not
+ * attempted, or a failure of DST or of the run, which stops it). */
+static bool outcome_of(struct shared *s, struct ferry_batch *b,
+                       struct ferry_item *it, struct ferry_pg_outcome *o,
+                       char *why, size_t size)
+{
+        const char *dir = ferry_batch_at(b, it->dir_off);
+        const char *name = ferry_batch_at(b, it->name_off);
+        *o = (struct ferry_pg_outcome){.id = it->id};
+        switch (it->result) {
+        case R_NONE: return false;
+        case R_NOSPACE:
+                shared_fail(s, FERRY_ENOSPC, "DST '%s' is full",
+                            s->opt->dst);
+                return false;
+        case R_DSTFAIL:
+                shared_fail(s, FERRY_EDSTFAIL, "DST '%s' failed: %s",
+                            s->opt->dst, strerror(it->err));
+                return false;
+        case R_NOFDS:
+                shared_fail(s, FERRY_EINTERNAL,
+                            "no file descriptor came free");
+                return false;
+        case R_DONE:
+                o->result = PG_DONE;
+                o->hash = it->hash;
+                o->hash_len = sizeof(it->hash);
+                s->sum->files_copied++;
+                s->sum->bytes_copied += it->bytes;
+                shared_event(s, FERRY_EV_COPIED, dir, strlen(dir), name,
+                             strlen(name), NULL, NULL);
+                if (it->meta_fail.step != FERRY_STEP_NONE) {
+                        s->sum->meta_failed++;
+                        ferry_failure_str(&it->meta_fail, why, size);
+                        shared_event(s, FERRY_EV_META_FAILED, dir, strlen(dir),
+                                     name, strlen(name), why, &it->meta_fail);
+                }
+                return true;
+        default:
+                break;
+        }
+        if (it->why_off)
+                snprintf(why, size, "%s", ferry_batch_at(b, it->why_off));
+        else
+                ferry_failure_str(&it->fail, why, size);
+        o->result = PG_FAILED;
+        o->error = why;
+        bool gone = it->result == R_VANISHED;
+        if (gone)
+                s->sum->files_vanished++;
+        else
+                s->sum->files_failed++;
+        shared_event(s, gone ? FERRY_EV_VANISHED : FERRY_EV_FAILED, dir,
+                     strlen(dir), name, strlen(name), why, &it->fail);
+        return true;
+}
+
+static int take_back(struct shared *s, struct ferry_batch *b)
+{
+        size_t k = 0;
+        while (k < s->nfl && s->fl[k].b != b)
+                k++;
+        if (k == s->nfl)
+                return shared_fail(s, FERRY_EINTERNAL, "a batch not handed out");
+        int64_t token = s->fl[k].token;
+        s->fl[k] = s->fl[--s->nfl];
+        int rc = 0;
+        struct ferry_pg_outcome *o = calloc(b->n, sizeof(*o));
+        char(*why)[256] = calloc(b->n, sizeof(*why));
+        if (!o || !why)
+                rc = shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        size_t n = 0;
+        for (size_t i = 0; !rc && i < b->n; i++)
+                if (outcome_of(s, b, &b->items[i], &o[n], why[n],
+                               sizeof(why[n])))
+                        n++;
+        /* rule 1: the copies durable before their done marks */
+        if (!rc && n) {
+                int e = shared_barrier(s, b);
+                if (e)
+                        rc = shared_fail(s, FERRY_EDSTFAIL,
+                                         "cannot make DST '%s' durable: %s",
+                                         s->opt->dst, strerror(e));
+        }
+        bool refused = false;
+        /* (a manifest that failed is not asked again for every batch) */
+        if (!rc && n && s->code != FERRY_EMANIFEST) {
+                int prc = ferry_pg_complete(s->pg, PG_FILES, token, o, n,
+                                            &refused);
+                if (prc)
+                        rc = shared_pg_fail(s, prc);
+        }
+        if (refused)
+                shared_event(s, FERRY_EV_WARNING, "", 0, "", 0,
+                             "a claim's lease ran out and another host took "
+                             "its files: this host's copies of them are not "
+                             "marked",
+                             NULL);
+        free(o);
+        free(why);
+        ferry_batch_free(b);
+        return rc;
+}
+
+/* ---- the loop ------------------------------------------------------- */
+
+static void progress(struct shared *s, bool scanning, bool final)
+{
+        double now = shared_now();
+        if (!s->opt->progress || (!final && now - s->last_progress < 1.0))
+                return;
+        s->last_progress = now;
+        struct ferry_pg_counts c;
+        if (ferry_pg_counts(s->pg, &c))
+                return;
+        struct ferry_progress p = {
+                .files_total = c.files,
+                .files_done = c.files_done + c.files_failed,
+                .bytes_total = c.bytes,
+                .bytes_done = c.bytes_done,
+                .errors = c.files_failed + c.dirs_failed,
+                .elapsed = now - s->t0,
+                .scanning = scanning,
+                .final = final,
+        };
+        s->opt->progress(&p, s->opt->cb_arg);
+}
+
+/* Whether the whole job has nothing pending (leased to another host or
+ * not). */
+static int job_over(struct shared *s, bool *over)
+{
+        uint64_t dp, dl, fp, flv;
+        int rc = ferry_pg_remaining(s->pg, PG_DIRS, &dp, &dl);
+        if (!rc)
+                rc = ferry_pg_remaining(s->pg, PG_FILES, &fp, &flv);
+        if (rc)
+                return shared_pg_fail(s, rc);
+        *over = dp == 0 && fp == 0;
+        return 0;
+}
+
+static int copy_loop(struct shared *s)
+{
+        bool files_none = false, dirs_none = false;
+        size_t room = 2 * (size_t)s->jobs;
+        for (;;) {
+                bool stopping = s->code || atomic_load(s->stop);
+                /* every turn (it waits a third of a lease between two):
+                 * batches that keep coming back must not starve it */
+                if (!stopping)
+                        shared_renew(s);
+                while (!stopping && !files_none && s->nfl < room &&
+                       !hand_out(s, &files_none))
+                        ;
+                stopping = s->code || atomic_load(s->stop);
+                if (!stopping && !dirs_none && s->nscans < s->nscan)
+                        shared_scan_claim(s, &dirs_none);
+                stopping = s->code || atomic_load(s->stop);
+                bool out = s->nfl || s->nscans;
+                if (stopping && !out)
+                        break;
+                bool busy = !stopping && !files_none && s->nfl < room;
+                void *msg = NULL;
+                if (out &&
+                    !ferry_queue_pop(&s->inbox, &msg, busy ? 0 : 200) && msg) {
+                        bool dirs = false;
+                        if (((struct ferry_msg *)msg)->kind == MSG_BATCH)
+                                take_back(s, msg);
+                        else
+                                shared_scan_done(s, msg, &dirs);
+                        /* rows added (here, or by another host's scan) */
+                        files_none = false;
+                        dirs_none = dirs_none && !dirs;
+                        continue;
+                }
+                progress(s, !dirs_none || s->nscans, false);
+                if (stopping || out || !files_none || !dirs_none)
+                        continue;
+                /* nothing to claim: over, or held by other hosts */
+                bool over = false;
+                if (job_over(s, &over) || over)
+                        break;
+                struct timespec w = {0, IDLE_WAIT_MS * 1000000L};
+                nanosleep(&w, NULL);
+                files_none = dirs_none = false;
+        }
+        return s->code;
+}
+
+/* ---- start and end -------------------------------------------------- */
+
+static int check_options(const struct ferry_options *o, struct ferry_error *e)
+{
+        const char *no = o->verify          ? "--verify"
+                         : o->dry_run       ? "--dry-run"
+                         : o->delete_removed ? "--delete"
+                         : o->adopt          ? "--adopt"
+                         : o->n_excludes || o->n_filters ? "--include/--exclude"
+                         : o->files_from               ? "--files-from"
+                         : o->min_size >= 0 || o->max_size >= 0
+                                 ? "--min-size/--max-size"
+                         : o->bwlimit || o->window_start >= 0 ? "--bwlimit/--window"
+                                                               : NULL;
+        if (no)
+                return ferry_job_errf(e, FERRY_EUSAGE,
+                                      "%s is not supported with a PostgreSQL "
+                                      "manifest yet",
+                                      no);
+        if (!o->job_name || !o->job_name[0])
+                return ferry_job_errf(e, FERRY_EUSAGE,
+                                      "a PostgreSQL manifest needs --job-name "
+                                      "NAME (the same on every host)");
+        return 0;
+}
+
+static int open_roots(struct shared *s)
+{
+        const struct ferry_options *o = s->opt;
+        s->srcfd = open(o->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->srcfd < 0)
+                return shared_fail(s, FERRY_EPATH, "cannot open SRC '%s': %s",
+                                   o->src, strerror(errno));
+        if (mkdir(o->dst, 0777) && errno != EEXIST)
+                return shared_fail(s, FERRY_EPATH, "cannot make DST '%s': %s",
+                                   o->dst, strerror(errno));
+        s->dstfd = open(o->dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->dstfd < 0)
+                return shared_fail(s, FERRY_EPATH, "cannot open DST '%s': %s",
+                                   o->dst, strerror(errno));
+        struct ferry_stat a, b;
+        if (ferry_fsio_fstat(s->srcfd, &a) || ferry_fsio_fstat(s->dstfd, &b))
+                return shared_fail(s, FERRY_EPATH, "cannot stat SRC or DST");
+        if (a.dev == b.dev && a.ino == b.ino)
+                return shared_fail(s, FERRY_EPATH,
+                                   "SRC and DST are the same directory");
+        s->src_dev = a.dev;
+        return 0;
+}
+
+static int join(struct shared *s)
+{
+        char src_fp[SHARED_FP_LEN], dst_fp[SHARED_FP_LEN], host[300];
+        bool made = false;
+        if (shared_src_fp(s, src_fp) || shared_dst_fp(s, dst_fp, &made))
+                return s->code;
+        struct ferry_error err = {""};
+        int rc = ferry_pg_connect(s->opt->manifest, PG_WAIT_S, &s->pg, &err);
+        if (rc) {
+                if (made) /* no job joined: DST as it was */
+                        unlinkat(s->dstfd, SHARED_MARK, 0);
+                return shared_fail(s, rc, "%s", err.msg);
+        }
+        char name[256] = "";
+        gethostname(name, sizeof(name) - 1);
+        snprintf(host, sizeof(host), "%s:%ld", name, (long)getpid());
+        rc = ferry_pg_job_join(s->pg, s->opt->job_name, src_fp, dst_fp, host);
+        if (rc) {
+                if (made) /* a DST this refused job marked: as it was */
+                        unlinkat(s->dstfd, SHARED_MARK, 0);
+                return shared_pg_fail(s, rc);
+        }
+        uint64_t again = 0;
+        rc = ferry_pg_retry_failed(s->pg, &again);
+        return rc ? shared_pg_fail(s, rc) : shared_add_root(s);
+}
+
+static int start_pool(struct shared *s)
+{
+        const struct ferry_options *o = s->opt;
+        struct ferry_dst_caps k;
+        if (ferry_dst_caps_probe(s->dstfd, &k))
+                ferry_dst_caps_all(&k);
+        mode_t um = umask(0);
+        umask(um);
+        struct ferry_meta_cfg m = {
+                .perms = o->perms && k.perms,
+                .owner = o->owner && k.owner,
+                .times = o->times,
+                .xattrs = o->xattrs && (k.xattrs_user || k.xattrs_other),
+                .acls = o->acls && k.acls,
+                .atimes = o->atimes,
+                .root = geteuid() == 0,
+                .umask = um,
+        };
+        m.caps = k;
+        if (!m.root)
+                ferry_meta_cfg_groups(&m);
+        s->ccfg = (struct ferry_copy_cfg){
+                .srcfd = s->srcfd,
+                .dstfd = s->dstfd,
+                .meta = m,
+                .specials = o->specials && k.specials,
+                .devices = o->devices && k.specials,
+                .trust_mtime = o->trust_mtime,
+                .fsync_each = o->durability == FERRY_DURABLE_FILE,
+                .retries = o->retries,
+                /* any host may have died after a rename, before its mark */
+                .written_since = ferry_pg_job_created(s->pg),
+                .stop = s->stop,
+                .no_sync = o->durability == FERRY_DURABLE_NONE,
+        };
+        s->fl = calloc(2 * (size_t)s->jobs, sizeof(*s->fl));
+        /* the inbox holds every batch and listing in flight at once */
+        if (!s->fl || ferry_queue_init(&s->work, 2 * (size_t)s->jobs + 1) ||
+            ferry_queue_init(&s->inbox,
+                             2 * (size_t)s->jobs + SHARED_SCANNERS + 1))
+                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        if (ferry_workers_start(&s->ccfg, s->jobs, s->jobs, &s->work,
+                                &s->inbox, &s->pool))
+                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        return shared_scan_start(s);
+}
+
+static int end_code(struct shared *s)
+{
+        if (s->code)
+                return s->code == FERRY_EINTR ? FERRY_EINTR : s->code;
+        struct ferry_pg_counts c;
+        int rc = ferry_pg_counts(s->pg, &c);
+        if (rc)
+                return shared_pg_fail(s, rc);
+        if (c.files_failed || c.dirs_failed)
+                return FERRY_EPARTIAL;
+        /* a file's metadata shortfall is this host's to tell (its row is
+         * done: the data arrived) */
+        return c.meta_failed || s->sum->meta_failed ? FERRY_EMETA : FERRY_OK;
+}
+
+int ferry_shared_copy(const struct ferry_options *opt,
+                      struct ferry_summary *sum, struct ferry_error *err)
+{
+        memset(sum, 0, sizeof(*sum));
+        err->msg[0] = '\0';
+        int rc = check_options(opt, err);
+        if (rc)
+                return rc;
+        struct shared s = {
+                .opt = opt,
+                .sum = sum,
+                .err = err,
+                .srcfd = -1,
+                .dstfd = -1,
+                .stop = ferry_job_stop_flag(),
+                .lease = opt->lease ? (int)opt->lease : LEASE_S,
+                .jobs = opt->jobs ? opt->jobs : SHARED_JOBS,
+                .t0 = shared_now(),
+        };
+        if (!open_roots(&s) && !join(&s) && !start_pool(&s)) {
+                copy_loop(&s);
+                if (!s.code && atomic_load(s.stop))
+                        shared_fail(&s, FERRY_EINTR, "%s", "");
+                bool over = false;
+                if (!s.code && !job_over(&s, &over) && over)
+                        shared_finish_dirs(&s);
+                if (!s.code && atomic_load(s.stop)) /* during the finish */
+                        shared_fail(&s, FERRY_EINTR, "%s", "");
+        }
+        shared_scan_end(&s);
+        if (s.pool) {
+                ferry_queue_close(&s.work);
+                ferry_workers_join(s.pool);
+                s.sum->workers = s.jobs;
+                /* what came back after the loop ended (a failure) */
+                void *msg;
+                while (!ferry_queue_try_pop(&s.inbox, &msg) && msg)
+                        if (((struct ferry_msg *)msg)->kind == MSG_BATCH)
+                                ferry_batch_free(msg);
+                        else
+                                shared_scan_drop(msg);
+                ferry_queue_release(&s.work);
+                ferry_queue_release(&s.inbox);
+        }
+        /* what this host claimed and did not finish goes back now, not
+         * when its lease runs out (a stop, a failure); not after the
+         * manifest itself failed */
+        uint64_t back = 0;
+        if (s.pg && ferry_pg_job_created(s.pg) && s.code != FERRY_EMANIFEST)
+                ferry_pg_release(s.pg, &back);
+        if (s.pg && !s.code)
+                progress(&s, false, true);
+        rc = s.pg ? end_code(&s) : s.code;
+        sum->jobs_peak = s.jobs;
+        sum->seconds = shared_now() - s.t0;
+        free(s.fl);
+        ferry_pg_close(s.pg);
+        if (s.srcfd >= 0)
+                close(s.srcfd);
+        if (s.dstfd >= 0)
+                close(s.dstfd);
+        return rc;
+}
