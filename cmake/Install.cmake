@@ -57,6 +57,9 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # what dpkg-shlibdeps finds, and the SQLite the manifest's SQL needs
 # (cmake/Dependencies.cmake), which it cannot see in the symbols
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libsqlite3-0 (>= 3.35)")
+# libpq is loaded only for a shared (PostgreSQL) manifest (src/manifest_pg/pq.h):
+# dpkg-shlibdeps cannot see it, and most runs do not need it
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libpq5 (>= 12)")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "xxhash, bash-completion")
 set(CPACK_STRIP_FILES ON)
 include(CPack)

@@ -439,6 +439,8 @@ int ferry_pg_connect(const char *url, int wait_s, struct ferry_pg **out,
                      struct ferry_error *err)
 {
         *out = NULL;
+        if (ferry_pq_load(err->msg, sizeof(err->msg)))
+                return FERRY_EMANIFEST;
         char *perr = NULL;
         PQconninfoOption *opts = PQconninfoParse(url, &perr);
         if (!opts) {

@@ -12,8 +12,8 @@
 #define FERRY_MANIFEST_PG_INTERNAL_H
 
 #include "manifest_pg/pg.h"
+#include "manifest_pg/pq.h" /* libpq, loaded at first use */
 
-#include <libpq-fe.h>
 #include <stdbool.h>
 #include <stdint.h>
 

@@ -423,23 +423,26 @@ static int open_roots(struct shared *s)
         return 0;
 }
 
+/* First of all: a manifest that cannot be reached (or no libpq) leaves
+ * SRC and DST untouched. */
+static int connect_db(struct shared *s)
+{
+        struct ferry_error err = {""};
+        int rc = ferry_pg_connect(s->opt->manifest, PG_WAIT_S, &s->pg, &err);
+        return rc ? shared_fail(s, rc, "%s", err.msg) : 0;
+}
+
 static int join(struct shared *s)
 {
         char src_fp[SHARED_FP_LEN], dst_fp[SHARED_FP_LEN], host[300];
         bool made = false;
         if (shared_src_fp(s, src_fp) || shared_dst_fp(s, dst_fp, &made))
                 return s->code;
-        struct ferry_error err = {""};
-        int rc = ferry_pg_connect(s->opt->manifest, PG_WAIT_S, &s->pg, &err);
-        if (rc) {
-                if (made) /* no job joined: DST as it was */
-                        unlinkat(s->dstfd, SHARED_MARK, 0);
-                return shared_fail(s, rc, "%s", err.msg);
-        }
         char name[256] = "";
         gethostname(name, sizeof(name) - 1);
         snprintf(host, sizeof(host), "%s:%ld", name, (long)getpid());
-        rc = ferry_pg_job_join(s->pg, s->opt->job_name, src_fp, dst_fp, host);
+        int rc = ferry_pg_job_join(s->pg, s->opt->job_name, src_fp, dst_fp,
+                                   host);
         if (rc) {
                 if (made) /* a DST this refused job marked: as it was */
                         unlinkat(s->dstfd, SHARED_MARK, 0);
@@ -531,7 +534,8 @@ int ferry_shared_copy(const struct ferry_options *opt,
                 .jobs = opt->jobs ? opt->jobs : SHARED_JOBS,
                 .t0 = shared_now(),
         };
-        if (!open_roots(&s) && !join(&s) && !start_pool(&s)) {
+        if (!connect_db(&s) && !open_roots(&s) && !join(&s) &&
+            !start_pool(&s)) {
                 copy_loop(&s);
                 if (!s.code && atomic_load(s.stop))
                         shared_fail(&s, FERRY_EINTR, "%s", "");

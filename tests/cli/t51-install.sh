@@ -13,7 +13,8 @@
 #    every option --help lists (it reads them from --help); the zsh one
 #    parses (zsh -n) where zsh is installed;
 #  - cpack -G DEB builds a .deb whose Depends name libsqlite3-0 and
-#    libxxhash0 (found by dpkg-shlibdeps), holding the same four files
+#    libxxhash0 (found by dpkg-shlibdeps) but not libpq5, which it
+#    Recommends (loaded only for a shared manifest), holding the same four files
 #    under /usr (zsh's in vendor-completions, where Debian's zsh looks),
 #    from the same build configured for another prefix; its binary, taken
 #    out with dpkg-deb -x, prints its version; as root, `dpkg -i` installs it
@@ -134,6 +135,9 @@ check_deb() {
 	say "Depends: $depends"
 	check "Depends names libsqlite3-0" grep -q 'libsqlite3-0' <<<"$depends"
 	check "Depends names libxxhash0" grep -q 'libxxhash0' <<<"$depends"
+	# loaded only for a shared manifest (src/manifest_pg/pq.h)
+	check "Depends does not name libpq5" eval '! grep -q libpq <<<"$depends"'
+	check "Recommends names libpq5" grep -q 'libpq5' <<<"$(dpkg-deb -f "$deb" Recommends)"
 	dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $NF}' | sort >"$LOG/deb.files"
 	printf '%s\n' ./usr/bin/ferry ./usr/share/bash-completion/completions/ferry \
 		./usr/share/man/man1/ferry.1 ./usr/share/zsh/vendor-completions/_ferry >"$LOG/deb.want"

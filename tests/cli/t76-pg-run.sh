@@ -6,7 +6,8 @@
 # hashes the shared manifest recorded, and psql for the rows. Proves:
 #  A. bad input is refused before anything is written: no --job-name,
 #     --job-name without a PostgreSQL manifest, options a shared job does
-#     not honour yet (--delete), status on it;
+#     not honour yet (--delete), status on it, a machine without libpq
+#     (which ferry loads for a shared manifest only: ldd shows none);
 #  B. three hosts at once copy one tree behind bench/slowfs (files, symlinks, a FIFO, an empty
 #     directory, modes, times of files and directories): DST equals
 #     SRC, every row done once, the work spread over the hosts, and the
@@ -141,6 +142,14 @@ expect_code 1 "$FERRY" --manifest "$SOCK_URL" --job-name x --delete src dstA
 check "--delete: not supported with a PostgreSQL manifest yet" \
 	grep -q -- "--delete is not supported with a PostgreSQL manifest" "$LOG/err"
 expect_code 1 "$FERRY" status --manifest "$SOCK_URL"
+if "$FERRY" --version | grep -q "test build"; then
+	# libpq is loaded when a shared manifest is used, not linked
+	expect_code 3 env FERRY_TEST_LIBPQ=libpq-ferry-none.so.5 "$FERRY" \
+		--manifest "$SOCK_URL" --job-name x src dstA
+	check "no libpq: says it needs Debian's libpq5" grep -q "needs libpq (Debian's libpq5)" "$LOG/err"
+fi
+check "ferry itself is not linked with libpq (ldd)" eval '! ldd "$FERRY" | grep -q libpq'
+
 check "nothing was made for the refused runs" test ! -e dstA
 
 # ---- B. three hosts, one job -------------------------------------------
