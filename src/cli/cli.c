@@ -76,7 +76,8 @@ static const struct opt_def opts[] = {
          "postgresql:// URL: a job shared by every host that runs the same "
          "command (needs --job-name)"},
         {"job-name", required_argument, O_JOB_NAME, "NAME",
-         "the shared job this host joins (with a postgresql:// manifest)"},
+         "the shared job this host joins, or status shows (with a "
+         "postgresql:// manifest)"},
         {"lease", required_argument, O_LEASE, "SECONDS",
          "a shared job's claims return to the other hosts after this long "
          "without a renewal, 5-86400 (default 60)"},
@@ -195,6 +196,13 @@ void ferry_cli_help(FILE *out)
               "       ferry status [--json]\n"
               "       ferry status [--json] [--failures] [SRC DST | --manifest "
               "FILE]\n"
+              "       ferry --manifest postgresql://... --job-name NAME "
+              "[OPTIONS] SRC DST\n"
+              "       ferry status --manifest postgresql://... [--job-name "
+              "NAME] [--json]\n"
+              "                    [--failures]\n"
+              "       ferry export --manifest postgresql://... --job-name "
+              "NAME [--format=FMT]\n"
               "       ferry export [--format=FMT] [SRC DST | --manifest "
               "FILE]\n"
               "       ferry set [--bwlimit RATE] [-j N] [--pause|--resume] "
@@ -572,14 +580,8 @@ int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
         if (cli->command == CMD_EXPORT && (cli->failures || cli->json))
                 return usage(err, "export does not take --%s (see --format)",
                              cli->json ? "json" : "failures");
-        bool shared = ferry_manifest_is_shared(cli->opt.manifest);
-        if (!shared && (cli->opt.job_name || cli->opt.lease))
-                return usage(err, "--job-name and --lease go with a "
-                                  "postgresql:// manifest");
-        if (shared && cli->command != CMD_COPY && cli->command != CMD_VERIFY)
-                return usage(err, "a PostgreSQL manifest takes a copy only, "
-                                  "so far (not status, export or set)");
-        return ferry_cli_set_check(cli, err);
+        rc = ferry_cli_shared_check(cli, err); /* shared.c */
+        return rc ? rc : ferry_cli_set_check(cli, err);
 }
 
 void ferry_cli_release(struct ferry_cli *cli)

@@ -59,6 +59,10 @@ int ferry_cli_window(struct ferry_cli *cli, const char *v,
                      struct ferry_error *err);
 int ferry_cli_pause(struct ferry_cli *cli, bool pause, struct ferry_error *err);
 int ferry_cli_set_check(const struct ferry_cli *cli, struct ferry_error *err);
+/* shared.c: the checks of a command line with a postgresql://
+ * manifest, or with --job-name or --lease (0 or FERRY_EUSAGE, err set) */
+int ferry_cli_shared_check(const struct ferry_cli *cli,
+                           struct ferry_error *err);
 /* The live settings of status (text lines, or a JSON member with its
  * leading ", "), and ", paused ..." after a progress line. */
 void ferry_cli_put_control(FILE *out, const struct ferry_status_info *i,

@@ -20,9 +20,13 @@
  * csv and jsonl list every file row (any state): path, type, size, mtime
  * (seconds.nanoseconds), mode (octal permission bits), uid, gid, hash
  * (empty / null: none), state.
+ *
+ * A shared job (--manifest postgresql://... --job-name NAME) is read from
+ * its database (manifest_pg/export.c) into the same rows.
  */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "manifest_pg/pg.h"
 #include "report.h"
 
 #include <limits.h>
@@ -189,6 +193,25 @@ static void xxh_notes(const struct export_out *o)
                         (unsigned long long)o->specials);
 }
 
+/* A shared job's rows (manifest_pg/export.c), as ferry_export_read
+ * hands a job's. */
+static int read_shared(const struct ferry_cli *cli,
+                       const struct ferry_export_req *req,
+                       struct ferry_error *err)
+{
+        struct ferry_pg *pg = NULL;
+        int code = ferry_pg_connect(cli->opt.manifest, 10, &pg, err);
+        if (code)
+                return code;
+        code = ferry_pg_export(pg, cli->opt.job_name, req->done_only,
+                               req->on_row, req->arg);
+        if (code && code != FERRY_EOUTPUT)
+                snprintf(err->msg, sizeof(err->msg), "%s",
+                         ferry_pg_errmsg(pg));
+        ferry_pg_close(pg);
+        return code;
+}
+
 int ferry_cli_export(const struct ferry_cli *cli, struct sink *so)
 {
         struct ferry_error err = {""};
@@ -200,8 +223,10 @@ int ferry_cli_export(const struct ferry_cli *cli, struct sink *so)
                       stdout);
                 ferry_sink_failed(so);
         }
-        int code = ferry_export_read(cli->opt.manifest, cli->opt.src,
-                                     cli->opt.dst, &req, &err);
+        int code = ferry_manifest_is_shared(cli->opt.manifest)
+                           ? read_shared(cli, &req, &err)
+                           : ferry_export_read(cli->opt.manifest, cli->opt.src,
+                                               cli->opt.dst, &req, &err);
         if (code == FERRY_EOUTPUT)
                 return code; /* main says why */
         if (code) {

@@ -68,6 +68,9 @@ int ferry_cli_status(const struct ferry_cli *cli, struct sink *so);
 /* `ferry status` without a job (status_list.c): every job of the state
  * directory on stdout; returns the exit code. */
 int ferry_cli_status_list(const struct ferry_cli *cli, struct sink *so);
+/* `ferry status` on a shared manifest (status_pg.c): its jobs, or with
+ * --job-name that job's hosts and failures; returns the exit code. */
+int ferry_cli_status_pg(const struct ferry_cli *cli, struct sink *so);
 /* Whether a run holds the job, as status says it: "no", "yes (pid N)",
  * "yes (pid N on host H)" (a holder of another host), "yes (pid
  * unknown)" or "unknown (lock ...: why)". */

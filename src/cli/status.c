@@ -265,6 +265,8 @@ static void json_tail(struct status_out *s)
 
 int ferry_cli_status(const struct ferry_cli *cli, struct sink *so)
 {
+        if (ferry_manifest_is_shared(cli->opt.manifest))
+                return ferry_cli_status_pg(cli, so);
         if (!cli->opt.manifest && !cli->opt.src)
                 return ferry_cli_status_list(cli, so);
         struct ferry_status_info info;

@@ -162,7 +162,9 @@ struct renew_args {
 /* (clang-format cannot lay out a literal around MF_SQL_INT) */
 /* clang-format off */
 static const char renew_sql[] =
-        "WITH h AS (UPDATE hosts SET last_seen = now()"
+        "WITH h AS (UPDATE hosts SET last_seen = now(), prev_at = mark_at,"
+        " prev_files = mark_files, prev_bytes = mark_bytes, mark_at = now(),"
+        " mark_files = files_done, mark_bytes = bytes_done"
         " WHERE job = $1 AND host = $2),"
         " d AS (UPDATE dirs SET lease_until = now() +"
         " make_interval(secs => $4::float8) WHERE job = $1 AND"
@@ -269,6 +271,8 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
         struct ferry_buf sql = FERRY_BUF_INIT;
         struct pg_params p;
         PGresult *r = NULL;
+        if (a->kind == PG_FILES)
+                ferry_buf_adds(&sql, "WITH o AS (");
         ferry_buf_adds(&sql, a->kind == PG_DIRS
                                      ? "UPDATE dirs f SET list_state = v.state,"
                                        " error = v.error,"
@@ -282,6 +286,18 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
         pg_values_sql(&sql, a->n, 3, outcome_casts, 4, false);
         ferry_buf_adds(&sql, ") v (id, state, hash, error) WHERE f.job = $1"
                              " AND f.claim_token = $2 AND f.id = v.id");
+        if (a->kind == PG_FILES) /* the host's counts, in the same
+                                  * statement: one row, the rows written */
+                ferry_buf_addf(
+                        &sql,
+                        " RETURNING f.state, f.size) UPDATE hosts h SET"
+                        " files_done = h.files_done + c.n, bytes_done ="
+                        " h.bytes_done + c.b FROM (SELECT count(*) AS rows,"
+                        " count(*) FILTER (WHERE state = %d) AS n,"
+                        " coalesce(sum(size) FILTER (WHERE state = %d), 0)"
+                        " AS b FROM o) c WHERE h.job = $1 AND h.host = $%zu"
+                        " RETURNING c.rows::int8",
+                        MF_ST_DONE, MF_ST_DONE, 3 + 4 * a->n);
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
         pg_param_int(&p, a->token);
@@ -299,13 +315,17 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
                 pg_param_bytes(&p, done ? o->hash : NULL, o->hash_len);
                 pg_param_text(&p, done ? NULL : o->error);
         }
+        if (a->kind == PG_FILES)
+                pg_param_text(&p, pg->host);
         int rc = sql.oom ? pg_fail(pg, "out of memory")
                          : pg_exec(pg, sql.buf, &p, &r, "outcome");
         pg_params_release(&p);
         ferry_buf_release(&sql);
         if (rc)
                 return rc;
-        long changed = atol(PQcmdTuples(r));
+        long changed = a->kind != PG_FILES ? atol(PQcmdTuples(r))
+                       : PQntuples(r) == 1 ? (long)pg_get_i64(r, 0, 0)
+                                           : -1; /* the host left the job */
         PQclear(r);
         if ((size_t)changed != a->n)
                 return pg_fail(pg, "outcome failed: %ld rows written of %zu",
@@ -369,4 +389,26 @@ static const char release_sql[] =
 int ferry_pg_release(struct ferry_pg *pg, uint64_t *n)
 {
         return pg_job_count(pg, release_sql, true, n, "release");
+}
+
+static int leave_step(struct ferry_pg *pg, void *arg)
+{
+        struct pg_params p;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_text(&p, pg->host);
+        pg_param_int(&p, *(const int *)arg);
+        int rc = pg_exec(pg,
+                         "UPDATE hosts SET left_at = now(), last_seen = now(),"
+                         " result = $3 WHERE job = $1 AND host = $2",
+                         &p, NULL, "leave");
+        pg_params_release(&p);
+        return rc;
+}
+
+int ferry_pg_leave(struct ferry_pg *pg, int result)
+{
+        if (!pg->job)
+                return pg_fail(pg, "no job joined");
+        return pg_retry(pg, leave_step, &result);
 }

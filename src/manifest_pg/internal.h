@@ -5,7 +5,7 @@
  *
  * conn.c owns the connection (connect, wait, reconnect) and the
  * migrations; job.c joining a job and adding rows; claims.c claims,
- * renewals and outcomes. Every statement is sent with PQexecParams and
+ * renewals, outcomes and leaving; status.c what `ferry status` reads. Every statement is sent with PQexecParams and
  * asks for binary results (pg_get_* read them).
  */
 #ifndef FERRY_MANIFEST_PG_INTERNAL_H

@@ -19,6 +19,7 @@
 
 struct join_args {
         const char *name, *src_fp, *dst_fp, *host;
+        int lease_s;
 };
 
 static int join_step(struct ferry_pg *pg, void *arg)
@@ -76,9 +77,11 @@ static int join_step(struct ferry_pg *pg, void *arg)
         pg_params_init(&p);
         pg_param_int(&p, job);
         pg_param_text(&p, a->host);
+        pg_param_int(&p, a->lease_s);
         rc = pg_exec(pg,
-                     "INSERT INTO hosts (job, host) VALUES ($1, $2)"
-                     " ON CONFLICT (job, host) DO UPDATE SET last_seen = now()",
+                     "INSERT INTO hosts (job, host, lease_s) VALUES ($1, $2,"
+                     " $3) ON CONFLICT (job, host) DO UPDATE SET last_seen ="
+                     " now(), lease_s = $3, left_at = NULL, result = NULL",
                      &p, NULL, "host join");
         pg_params_release(&p);
         if (!rc)
@@ -92,9 +95,9 @@ int64_t ferry_pg_job_created(const struct ferry_pg *pg)
 }
 
 int ferry_pg_job_join(struct ferry_pg *pg, const char *name, const char *src_fp,
-                      const char *dst_fp, const char *host)
+                      const char *dst_fp, const char *host, int lease_s)
 {
-        struct join_args a = {name, src_fp, dst_fp, host};
+        struct join_args a = {name, src_fp, dst_fp, host, lease_s};
         char *h = strdup(host);
         if (!h)
                 return pg_fail(pg, "out of memory");

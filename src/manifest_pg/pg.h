@@ -92,10 +92,14 @@ unsigned ferry_pg_reconnects(const struct ferry_pg *pg);
 
 /* Joins job name as host (creating the job when there is none): the job's
  * SRC and DST fingerprints must be these, else FERRY_EPATH, saying which
- * differs. Records the host (its last_seen: now). The other calls work on
+ * differs. Records the host (its last_seen: now; lease_s, how long its
+ * silence may last before status calls it gone). The other calls work on
  * this job, as this host. */
 int ferry_pg_job_join(struct ferry_pg *pg, const char *name, const char *src_fp,
-                      const char *dst_fp, const char *host);
+                      const char *dst_fp, const char *host, int lease_s);
+/* Records that this host's run ended with exit code result (status shows
+ * it as left, not gone). */
+int ferry_pg_leave(struct ferry_pg *pg, int result);
 /* When the joined job was made (seconds since the epoch, the server's
  * clock): a DST entry changed since may be a copy a host renamed into
  * place before it could mark it (copy.h, written_since). */
@@ -227,5 +231,64 @@ struct ferry_pg_counts {
         uint64_t meta_failed;       /* directories whose metadata failed */
 };
 int ferry_pg_counts(struct ferry_pg *pg, struct ferry_pg_counts *out);
+
+/* ---- what `ferry status` reads (status.c): no job joined, no write ---- */
+
+/* A job of the database. */
+struct ferry_pg_job_info {
+        char *name, *src_fp, *dst_fp;
+        int64_t created; /* seconds since the epoch */
+        struct ferry_pg_counts c;
+        uint64_t files_pending; /* to copy, leased or not */
+        uint64_t dirs_to_list, meta_to_apply;
+        uint64_t hosts, hosts_running;
+};
+/* Every job of the database by name, or (name not NULL) that one: *n 0
+ * when there is none. Free with ferry_pg_jobs_free. */
+int ferry_pg_jobs(struct ferry_pg *pg, const char *name,
+                  struct ferry_pg_job_info **out, size_t *n);
+void ferry_pg_jobs_free(struct ferry_pg_job_info *jobs, size_t n);
+
+/* A host of a job: one run of ferry (hostname:pid). */
+struct ferry_pg_host_info {
+        char *host;
+        int64_t joined, last_seen, left_at; /* left_at 0: did not leave */
+        int result;                         /* its exit code; -1: none */
+        int lease_s;
+        bool running; /* did not leave, seen within its lease */
+        uint64_t files_done, bytes_done;
+        /* while running: over the last one or two renewals */
+        double files_per_s, bytes_per_s;
+        /* claims it holds under a live lease; and those whose lease ran
+         * out, that no other host took yet */
+        uint64_t held_files, held_dirs, held_expired;
+};
+/* Job name's hosts, those running first, then the latest seen. */
+int ferry_pg_hosts(struct ferry_pg *pg, const char *name,
+                   struct ferry_pg_host_info **out, size_t *n);
+void ferry_pg_hosts_free(struct ferry_pg_host_info *hosts, size_t n);
+
+/* A failure of a job: a file that failed, a directory that could not be
+ * listed or whose metadata failed. Not NUL-terminated; valid during the
+ * callback. */
+enum ferry_pg_failure_kind { PG_FAIL_FILE, PG_FAIL_LIST, PG_FAIL_META };
+struct ferry_pg_failure {
+        enum ferry_pg_failure_kind what;
+        const char *path, *name, *error; /* name: PG_FAIL_FILE only */
+        size_t path_len, name_len, error_len;
+};
+typedef void (*ferry_pg_failure_fn)(const struct ferry_pg_failure *f,
+                                    void *arg);
+/* Calls fn for the first max failures of job name (0: all), files
+ * first, each kind by path. */
+int ferry_pg_failures(struct ferry_pg *pg, const char *name, uint64_t max,
+                      ferry_pg_failure_fn fn, void *arg);
+
+/* export.c: hands the file rows of job name (done_only: those done) to
+ * fn as the SQLite export does (ferry.h), a page at a time in the order
+ * they were added; fn's non-zero return stops it and is returned. An
+ * unknown job: FERRY_EPATH. */
+int ferry_pg_export(struct ferry_pg *pg, const char *name, bool done_only,
+                    ferry_export_fn fn, void *arg);
 
 #endif

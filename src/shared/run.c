@@ -117,7 +117,9 @@ int shared_renew(struct shared *s)
         for (size_t i = 0; i < s->nscans; i++)
                 tokens[n++] = s->scan_tokens[i];
         uint64_t renewed = 0;
-        int rc = n ? ferry_pg_renew(s->pg, tokens, n, s->lease, &renewed) : 0;
+        /* with nothing in flight too: last_seen and the counts that
+         * status's rate reads (003_hosts.sql) */
+        int rc = ferry_pg_renew(s->pg, tokens, n, s->lease, &renewed);
         free(tokens);
         return rc ? shared_pg_fail(s, rc) : 0;
 }
@@ -442,7 +444,7 @@ static int join(struct shared *s)
         gethostname(name, sizeof(name) - 1);
         snprintf(host, sizeof(host), "%s:%ld", name, (long)getpid());
         int rc = ferry_pg_job_join(s->pg, s->opt->job_name, src_fp, dst_fp,
-                                   host);
+                                   host, s->lease);
         if (rc) {
                 if (made) /* a DST this refused job marked: as it was */
                         unlinkat(s->dstfd, SHARED_MARK, 0);
@@ -569,6 +571,8 @@ int ferry_shared_copy(const struct ferry_options *opt,
         if (s.pg && !s.code)
                 progress(&s, false, true);
         rc = s.pg ? end_code(&s) : s.code;
+        if (s.pg && ferry_pg_job_created(s.pg) && s.code != FERRY_EMANIFEST)
+                ferry_pg_leave(s.pg, rc);
         sum->jobs_peak = s.jobs;
         sum->seconds = shared_now() - s.t0;
         free(s.fl);

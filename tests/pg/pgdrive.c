@@ -79,7 +79,7 @@ static int seed(const char *url, const char *job, size_t nfiles, size_t ndirs)
         int rc = connect_to(url, &pg);
         if (rc)
                 return rc;
-        rc = ferry_pg_job_join(pg, job, "src-1", "dst-1", "seed");
+        rc = ferry_pg_job_join(pg, job, "src-1", "dst-1", "seed", 60);
         struct ferry_pg_dir root = {.parent = 0, .path = "", .path_len = 0};
         int64_t root_id = 0;
         if (!rc)
@@ -273,7 +273,7 @@ static int drive(int argc, char **argv)
         int rc = connect_to(argv[optind], &pg);
         if (!rc)
                 rc = ferry_pg_job_join(pg, argv[optind + 1], "src-1", "dst-1",
-                                       argv[optind + 2]);
+                                       argv[optind + 2], 60);
         if (!rc)
                 rc = work_kind(pg, PG_DIRS, &o, log, &t);
         if (!rc)
@@ -306,7 +306,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(cmd, "join") && argc == 7) {
                 rc = connect_to(argv[2], &pg);
                 if (!rc && (rc = ferry_pg_job_join(pg, argv[3], argv[4],
-                                                   argv[5], argv[6])) != 0)
+                                                   argv[5], argv[6], 60)) != 0)
                         return die_pg(pg, rc);
                 if (!rc) {
                         printf("joined\n");

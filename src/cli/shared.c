@@ -1,0 +1,54 @@
+/*
+ * shared.c - the checks of a command line that names a shared manifest
+ * (--manifest postgresql://...), or --job-name or --lease without one
+ * (cli.h): what a shared job takes so far, and how it is named.
+ */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static int bad(struct ferry_error *err, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
+static int bad(struct ferry_error *err, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+        return FERRY_EUSAGE;
+}
+
+int ferry_cli_shared_check(const struct ferry_cli *cli, struct ferry_error *err)
+{
+        bool shared = ferry_manifest_is_shared(cli->opt.manifest);
+        if (!shared)
+                return cli->opt.job_name || cli->opt.lease
+                               ? bad(err, "%s",
+                                     "--job-name and --lease go with a "
+                                     "postgresql:// manifest")
+                               : 0;
+        if (cli->command == CMD_SET)
+                return bad(err, "%s",
+                           "a PostgreSQL manifest takes a copy, status or "
+                           "export, so far (not set)");
+        bool report = cli->command == CMD_STATUS || cli->command == CMD_EXPORT;
+        const char *word = cli->command == CMD_STATUS ? "status" : "export";
+        if (report && cli->opt.src)
+                return bad(err,
+                           "a shared job is named, not found by its paths: "
+                           "ferry %s --manifest URL --job-name NAME",
+                           word);
+        if (cli->command == CMD_EXPORT && !cli->opt.job_name)
+                return bad(err, "%s",
+                           "export of a shared manifest needs --job-name "
+                           "NAME");
+        if (report && cli->opt.lease)
+                return bad(err, "%s", "--lease goes with a copy");
+        if (cli->failures && !cli->opt.job_name)
+                return bad(err, "%s",
+                           "--failures needs a job: --job-name NAME");
+        return 0;
+}
