@@ -535,12 +535,23 @@ const char *ferry_file_state_str(int state);
 /*
  * A shared manifest (PostgreSQL, src/shared/): whether manifest names one,
  * and a copy as one host of the job opt->job_name, which any number of
- * hosts that mount SRC and DST join with the same command. Only a copy:
- * the options it cannot honour yet are refused (FERRY_EUSAGE).
+ * hosts that mount SRC and DST join with the same command (with
+ * opt->verify set: ferry_shared_verify). The options it cannot honour yet
+ * are refused (FERRY_EUSAGE).
+ *
+ * ferry_shared_verify re-reads (mode) DST's and/or SRC's copy of every
+ * done file of the existing job opt->job_name from this one host and
+ * compares size and content with the recorded hash (not metadata: the
+ * job records none of what it applied); a file missing or differing is
+ * made pending, so that the job's copy command repairs it. Makes no job
+ * (none of that name: FERRY_EPATH) and writes nothing into DST.
  */
 bool ferry_manifest_is_shared(const char *manifest);
 int ferry_shared_copy(const struct ferry_options *opt,
                       struct ferry_summary *sum, struct ferry_error *err);
+int ferry_shared_verify(const struct ferry_options *opt,
+                        enum ferry_verify_mode mode, struct ferry_summary *sum,
+                        struct ferry_error *err);
 
 /* Asks a running job to stop soon (async-signal-safe). */
 void ferry_request_stop(void);

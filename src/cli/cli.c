@@ -76,8 +76,8 @@ static const struct opt_def opts[] = {
          "postgresql:// URL: a job shared by every host that runs the same "
          "command (needs --job-name)"},
         {"job-name", required_argument, O_JOB_NAME, "NAME",
-         "the shared job this host joins, or status shows (with a "
-         "postgresql:// manifest)"},
+         "the shared job this host joins or verifies, or that status, "
+         "export or set names (with a postgresql:// manifest)"},
         {"lease", required_argument, O_LEASE, "SECONDS",
          "a shared job's claims return to the other hosts after this long "
          "without a renewal, 5-86400 (default 60)"},

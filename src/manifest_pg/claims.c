@@ -75,6 +75,24 @@ struct claim_args {
         struct ferry_pg_claim *c;
 };
 
+void pg_get_row(const PGresult *r, int k, struct ferry_pg_row *w)
+{
+        w->id = pg_get_i64(r, k, 1);
+        w->dir = pg_get_i64(r, k, 2);
+        w->path = pg_get_bytes(r, k, 3, &w->path_len);
+        w->name = pg_get_bytes(r, k, 4, &w->name_len);
+        w->type = (int)pg_get_i64(r, k, 5);
+        w->size = (uint64_t)pg_get_i64(r, k, 6);
+        w->mtime_ns = pg_get_i64(r, k, 7);
+        w->ctime_ns = pg_get_i64(r, k, 8);
+        w->mode = (uint32_t)pg_get_i64(r, k, 9);
+        w->uid = (uint32_t)pg_get_i64(r, k, 10);
+        w->gid = (uint32_t)pg_get_i64(r, k, 11);
+        w->dev = (uint64_t)pg_get_i64(r, k, 12);
+        w->ino = (uint64_t)pg_get_i64(r, k, 13);
+        w->rdev = (uint64_t)pg_get_i64(r, k, 14);
+}
+
 static int claim_step(struct ferry_pg *pg, void *arg)
 {
         struct claim_args *a = arg;
@@ -105,24 +123,8 @@ static int claim_step(struct ferry_pg *pg, void *arg)
                 PQclear(r);
                 return pg_fail(pg, "out of memory");
         }
-        for (size_t i = 0; i < n; i++) {
-                struct ferry_pg_row *w = &rows[i];
-                int k = (int)i;
-                w->id = pg_get_i64(r, k, 1);
-                w->dir = pg_get_i64(r, k, 2);
-                w->path = pg_get_bytes(r, k, 3, &w->path_len);
-                w->name = pg_get_bytes(r, k, 4, &w->name_len);
-                w->type = (int)pg_get_i64(r, k, 5);
-                w->size = (uint64_t)pg_get_i64(r, k, 6);
-                w->mtime_ns = pg_get_i64(r, k, 7);
-                w->ctime_ns = pg_get_i64(r, k, 8);
-                w->mode = (uint32_t)pg_get_i64(r, k, 9);
-                w->uid = (uint32_t)pg_get_i64(r, k, 10);
-                w->gid = (uint32_t)pg_get_i64(r, k, 11);
-                w->dev = (uint64_t)pg_get_i64(r, k, 12);
-                w->ino = (uint64_t)pg_get_i64(r, k, 13);
-                w->rdev = (uint64_t)pg_get_i64(r, k, 14);
-        }
+        for (size_t i = 0; i < n; i++)
+                pg_get_row(r, (int)i, &rows[i]);
         a->c->token = pg_get_i64(r, 0, 0);
         a->c->n = n;
         a->c->rows = rows;
@@ -264,7 +266,34 @@ static int lock_rows(struct ferry_pg *pg, const struct complete_args *a,
         return 0;
 }
 
-static const char *const outcome_casts[] = {"int8", "int2", "bytea", "text"};
+static const char *const outcome_casts[] = {"int8", "int2", "bytea", "text",
+                                            "int8", "int8", "int8",  "int4",
+                                            "int8", "int8"};
+#define OUTCOME_COLS 10
+
+/* A done file's row takes the stat of the source as copied (NULL: keeps
+ * its own). */
+#define FILE_STAT_SET                                                          \
+        " size = coalesce(v.size, f.size),"                                    \
+        " mtime_ns = coalesce(v.mtime_ns, f.mtime_ns),"                        \
+        " ctime_ns = coalesce(v.ctime_ns, f.ctime_ns),"                        \
+        " mode = coalesce(v.mode, f.mode), uid = coalesce(v.uid, f.uid),"      \
+        " gid = coalesce(v.gid, f.gid),"
+
+static void put_stat(struct pg_params *p, const struct ferry_pg_outcome *o)
+{
+        if (!o) {
+                for (int k = 0; k < 6; k++)
+                        pg_param_text(p, NULL);
+                return;
+        }
+        pg_param_int(p, (int64_t)o->size);
+        pg_param_int(p, o->mtime_ns);
+        pg_param_int(p, o->ctime_ns);
+        pg_param_int(p, o->mode);
+        pg_param_int(p, o->uid);
+        pg_param_int(p, o->gid);
+}
 
 static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
 {
@@ -273,18 +302,20 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
         PGresult *r = NULL;
         if (a->kind == PG_FILES)
                 ferry_buf_adds(&sql, "WITH o AS (");
-        ferry_buf_adds(&sql, a->kind == PG_DIRS
-                                     ? "UPDATE dirs f SET list_state = v.state,"
-                                       " error = v.error,"
-                             : a->kind == PG_FILES
-                                     ? "UPDATE files f SET state = v.state,"
-                                       " hash = v.hash, error = v.error,"
-                                       " attempts = f.attempts + 1,"
-                                     : "UPDATE dirs f SET state = v.state,"
-                                       " meta_error = v.error,");
+        ferry_buf_adds(&sql,
+                       a->kind == PG_DIRS
+                               ? "UPDATE dirs f SET list_state = v.state,"
+                                 " error = v.error,"
+                       : a->kind == PG_FILES
+                               ? "UPDATE files f SET state = v.state,"
+                                 " hash = v.hash, error = v.error,"
+                                 " attempts = f.attempts + 1," FILE_STAT_SET
+                               : "UPDATE dirs f SET state = v.state,"
+                                 " meta_error = v.error,");
         ferry_buf_adds(&sql, " lease_until = NULL FROM (VALUES ");
-        pg_values_sql(&sql, a->n, 3, outcome_casts, 4, false);
-        ferry_buf_adds(&sql, ") v (id, state, hash, error) WHERE f.job = $1"
+        pg_values_sql(&sql, a->n, 3, outcome_casts, OUTCOME_COLS, false);
+        ferry_buf_adds(&sql, ") v (id, state, hash, error, size, mtime_ns,"
+                             " ctime_ns, mode, uid, gid) WHERE f.job = $1"
                              " AND f.claim_token = $2 AND f.id = v.id");
         if (a->kind == PG_FILES) /* the host's counts, in the same
                                   * statement: one row, the rows written */
@@ -297,7 +328,7 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
                         " coalesce(sum(size) FILTER (WHERE state = %d), 0)"
                         " AS b FROM o) c WHERE h.job = $1 AND h.host = $%zu"
                         " RETURNING c.rows::int8",
-                        MF_ST_DONE, MF_ST_DONE, 3 + 4 * a->n);
+                        MF_ST_DONE, MF_ST_DONE, 3 + OUTCOME_COLS * a->n);
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
         pg_param_int(&p, a->token);
@@ -314,6 +345,7 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
                 pg_param_int(&p, state);
                 pg_param_bytes(&p, done ? o->hash : NULL, o->hash_len);
                 pg_param_text(&p, done ? NULL : o->error);
+                put_stat(&p, done && o->has_stat ? o : NULL);
         }
         if (a->kind == PG_FILES)
                 pg_param_text(&p, pg->host);

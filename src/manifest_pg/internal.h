@@ -5,8 +5,10 @@
  *
  * conn.c owns the connection (connect, wait, reconnect) and the
  * migrations; job.c joining a job and adding rows; claims.c claims,
- * renewals, outcomes and leaving; status.c what `ferry status` reads. Every statement is sent with PQexecParams and
- * asks for binary results (pg_get_* read them).
+ * renewals, outcomes and leaving; verify.c what a verify of a job reads
+ * and makes pending again; status.c what `ferry status` reads. Every
+ * statement is sent with PQexecParams and asks for binary results
+ * (pg_get_* read them).
  */
 #ifndef FERRY_MANIFEST_PG_INTERNAL_H
 #define FERRY_MANIFEST_PG_INTERNAL_H
@@ -71,6 +73,11 @@ int pg_exec(struct ferry_pg *pg, const char *sql, const struct pg_params *p,
  * pg_retry; *out: the first column of its one row (an int8). */
 int pg_job_count(struct ferry_pg *pg, const char *sql, bool with_host,
                  uint64_t *out, const char *what);
+/* Whether row 0 of r (columns 1 and 2: a job's src_fp and dst_fp) is
+ * job name's with these fingerprints: 0, or FERRY_EPATH with the message
+ * naming the side that differs. */
+int pg_job_check_fps(struct ferry_pg *pg, const char *name, const PGresult *r,
+                     const char *src_fp, const char *dst_fp);
 /* BEGIN, COMMIT, ROLLBACK (the last ignores failures: after a lost
  * connection there is nothing to roll back). */
 int pg_begin(struct ferry_pg *pg);
@@ -88,6 +95,10 @@ int pg_retry(struct ferry_pg *pg, pg_step_fn step, void *arg);
 struct ferry_buf;
 void pg_values_sql(struct ferry_buf *b, size_t rows, int first,
                    const char *const *casts, int ncols, bool with_ord);
+
+/* Row k of a result whose columns 1 to 14 are a PG_FILES claim's
+ * (claims.c), into w (pointing into r). */
+void pg_get_row(const PGresult *r, int k, struct ferry_pg_row *w);
 
 /* Binary result columns (cast to bigint in the SQL: pg_get_i64 reads
  * int8 only). NULL reads as 0 / NULL. */

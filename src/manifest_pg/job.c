@@ -22,6 +22,31 @@ struct join_args {
         int lease_s;
 };
 
+int pg_job_check_fps(struct ferry_pg *pg, const char *name, const PGresult *r,
+                     const char *src_fp, const char *dst_fp)
+{
+        size_t slen, dlen;
+        const char *src = pg_get_bytes(r, 0, 1, &slen);
+        const char *dst = pg_get_bytes(r, 0, 2, &dlen);
+        const char *side = NULL, *theirs = NULL;
+        int theirs_len = 0;
+        if (slen != strlen(src_fp) || memcmp(src, src_fp, slen)) {
+                side = "SRC";
+                theirs = src, theirs_len = (int)slen;
+        } else if (dlen != strlen(dst_fp) || memcmp(dst, dst_fp, dlen)) {
+                side = "DST";
+                theirs = dst, theirs_len = (int)dlen;
+        }
+        if (!side)
+                return 0;
+        pg_fail(pg,
+                "job '%s' of the shared manifest has another %s: its "
+                "fingerprint is '%.*s', this host's %s is '%s'",
+                name, side, theirs_len, theirs, side,
+                side[0] == 'S' ? src_fp : dst_fp);
+        return FERRY_EPATH;
+}
+
 static int join_step(struct ferry_pg *pg, void *arg)
 {
         const struct join_args *a = arg;
@@ -50,26 +75,10 @@ static int join_step(struct ferry_pg *pg, void *arg)
                 PQclear(r);
                 return PG_AGAIN;
         }
-        size_t slen, dlen;
-        const char *src = pg_get_bytes(r, 0, 1, &slen);
-        const char *dst = pg_get_bytes(r, 0, 2, &dlen);
-        const char *side = NULL, *theirs = NULL;
-        int theirs_len = 0;
-        if (slen != strlen(a->src_fp) || memcmp(src, a->src_fp, slen)) {
-                side = "SRC";
-                theirs = src, theirs_len = (int)slen;
-        } else if (dlen != strlen(a->dst_fp) || memcmp(dst, a->dst_fp, dlen)) {
-                side = "DST";
-                theirs = dst, theirs_len = (int)dlen;
-        }
-        if (side) {
-                pg_fail(pg,
-                        "job '%s' of the shared manifest has another %s: its "
-                        "fingerprint is '%.*s', this host's %s is '%s'",
-                        a->name, side, theirs_len, theirs, side,
-                        side[0] == 'S' ? a->src_fp : a->dst_fp);
+        rc = pg_job_check_fps(pg, a->name, r, a->src_fp, a->dst_fp);
+        if (rc) {
                 PQclear(r);
-                return FERRY_EPATH;
+                return rc;
         }
         int64_t job = pg_get_i64(r, 0, 0);
         pg->created = pg_get_i64(r, 0, 3);

@@ -16,6 +16,9 @@
  *     ferry_pg_complete(pg, kind, c.token, outcomes, c.n, &refused);
  *     ferry_pg_claim_release(&c);
  *   ferry_pg_close(pg);
+ * A verify (src/shared/verify.c) joins no job: ferry_pg_job_find, then
+ * ferry_pg_done_files page by page, ferry_pg_files_again for what
+ * differs.
  *
  * ---- A claimable row (files.state / dirs.list_state, pg leases) -------
  *
@@ -161,6 +164,10 @@ struct ferry_pg_row {
         int64_t mtime_ns, ctime_ns;
         uint32_t mode, uid, gid;
         uint64_t dev, ino, rdev;
+        /* ferry_pg_done_files: the recorded XXH3-128 (hash_len 16, or 0
+         * for none) */
+        const void *hash;
+        size_t hash_len;
 };
 struct ferry_pg_claim {
         int64_t token; /* 0 when n is 0 */
@@ -198,6 +205,13 @@ struct ferry_pg_outcome {
         const void *hash; /* PG_DONE of a file: hash_len bytes, or NULL */
         size_t hash_len;
         const char *error; /* PG_FAILED: why */
+        /* PG_DONE of a file, has_stat: the source as the copy read it,
+         * which the row keeps in place of the scan's (a file changed in
+         * between was copied as it is now: a verify compares the copy) */
+        bool has_stat;
+        uint64_t size;
+        int64_t mtime_ns, ctime_ns;
+        uint32_t mode, uid, gid;
 };
 /* Records the outcomes of n (<= FERRY_PG_BATCH_MAX) distinct rows of
  * claim token, in one transaction, only if every one of them still holds
@@ -231,6 +245,37 @@ struct ferry_pg_counts {
         uint64_t meta_failed;       /* directories whose metadata failed */
 };
 int ferry_pg_counts(struct ferry_pg *pg, struct ferry_pg_counts *out);
+
+/* ---- a verify (src/shared/verify.c) -------------------------------- */
+
+/* Opens job name for a verify: as ferry_pg_job_join, but a job that does
+ * not exist is FERRY_EPATH ("no job ..."), not made, and the host is not
+ * recorded (the handle claims nothing). */
+int ferry_pg_job_find(struct ferry_pg *pg, const char *name, const char *src_fp,
+                      const char *dst_fp);
+
+/* A page of file rows, lent until ferry_pg_page_release. */
+struct ferry_pg_page {
+        size_t n;
+        struct ferry_pg_row *rows; /* as a PG_FILES claim's, with hash */
+        struct pg_result *res;     /* owns what rows point into */
+};
+/* The first max (<= FERRY_PG_BATCH_MAX) done file rows whose id is above
+ * after, in id order (keyset paging: the next page is after the last
+ * row's id); n 0: none is left. page is the caller's, released with
+ * ferry_pg_page_release (harmless on an empty one). */
+int ferry_pg_done_files(struct ferry_pg *pg, int64_t after, size_t max,
+                        struct ferry_pg_page *page);
+void ferry_pg_page_release(struct ferry_pg_page *page);
+
+/* The done file rows ids[0..n-1] (n <= FERRY_PG_BATCH_MAX; a verify found
+ * them missing or differing) become pending (hash and claim cleared), and
+ * their directories and those directories' ancestors get their metadata
+ * applied again (a copy renamed into a directory changes its times, a
+ * directory made anew its parent's): the next copy run copies them.
+ * Rows no longer done are left alone; *n_again: rows changed. */
+int ferry_pg_files_again(struct ferry_pg *pg, const int64_t *ids, size_t n,
+                         uint64_t *n_again);
 
 /* ---- what `ferry status` reads (status.c): no job joined, no write ---- */
 

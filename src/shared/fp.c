@@ -191,8 +191,14 @@ static int make_mark(int dstfd)
 
 int shared_dst_fp(struct shared *s, char *out, bool *made)
 {
-        *made = false;
+        if (made)
+                *made = false;
         int e = read_mark(s->dstfd, out);
+        if (e == ENOENT && !made)
+                return shared_fail(s, FERRY_EPATH,
+                                   "DST '%s' holds no shared job's mark %s: "
+                                   "not a copy of a shared job",
+                                   s->opt->dst, SHARED_MARK);
         if (e == ENOENT) {
                 e = make_mark(s->dstfd);
                 *made = !e;

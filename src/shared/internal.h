@@ -10,7 +10,9 @@
  * 1); list claimed directories between hand-outs (scan.c); renew the
  * leases of what is in flight; and at the end, when the whole job's scan
  * and copies are over, apply directories' metadata (finish.c). fp.c makes
- * the SRC and DST fingerprints a host joins with.
+ * the SRC and DST fingerprints a host joins with. verify.c is --verify:
+ * the job's done rows read a page at a time and verified by the same
+ * worker pool, with no claim.
  */
 #ifndef FERRY_SHARED_INTERNAL_H
 #define FERRY_SHARED_INTERNAL_H
@@ -26,6 +28,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* How long a call waits for the server to come back (restart, network). */
+#define SHARED_PG_WAIT_S 120
+/* Copies (a verify's batches) in flight without -j N. */
+#define SHARED_JOBS 16
 /* Scan threads of a host: directories listed at once. */
 #define SHARED_SCANNERS 16
 
@@ -64,6 +70,16 @@ struct shared {
         size_t nscans;
 };
 
+/* run.c: the options a shared job takes (FERRY_EUSAGE naming the first
+ * it does not, in e); the connection to opt->manifest (s->pg); SRC's and
+ * DST's root opened (DST made first when make_dst), refused when they
+ * are one directory. */
+int shared_check_options(const struct ferry_options *o, struct ferry_error *e);
+int shared_connect(struct shared *s);
+int shared_open_roots(struct shared *s, bool make_dst);
+/* Appends file row r to b as an item to copy (b has room for it); ENOMEM
+ * or 0. */
+int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r);
 /* Seconds on a monotonic clock. */
 double shared_now(void);
 /* Formats s->err and sets s->code, unless a code is set already; returns
@@ -104,7 +120,8 @@ bool shared_dirs_covered(const struct shared *s);
 
 /* fp.c: the fingerprint of SRC (its root's entries: names, types, sizes)
  * and of DST (the job's mark in DST's root, SHARED_MARK, made when
- * missing: *made says so). out: at least SHARED_FP_LEN bytes. */
+ * missing: *made says so; made NULL: a missing mark is refused, FERRY_EPATH,
+ * and none made). out: at least SHARED_FP_LEN bytes. */
 #define SHARED_MARK   ".ferry-job"
 #define SHARED_FP_LEN 80
 int shared_src_fp(struct shared *s, char *out);

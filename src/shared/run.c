@@ -17,10 +17,10 @@
  * give the exit code.
  *
  * What a shared job does not do yet (refused or said, never silent):
- * selection options, --delete, --adopt, --dry-run, --verify, live control;
+ * selection options, --delete, --adopt, --dry-run, live control;
  * hard links are copied as separate files (one warning says so), big files
  * as one stream; a re-run does not scan SRC again (a job copies SRC once;
- * failed rows are retried).
+ * failed rows are retried). --verify is verify.c.
  */
 #define _GNU_SOURCE
 #include "shared/internal.h"
@@ -43,12 +43,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* File rows a claim takes; copies in flight without -j N. */
-#define FILE_CLAIM   16
-#define SHARED_JOBS  16
-#define LEASE_S      60
-/* How long a call waits for the server to come back (restart, network). */
-#define PG_WAIT_S    120
+/* File rows a claim takes. */
+#define FILE_CLAIM 16
+#define LEASE_S    60
 /* How often a host with nothing to claim looks again. */
 #define IDLE_WAIT_MS 300
 
@@ -126,7 +123,7 @@ int shared_renew(struct shared *s)
 
 /* ---- hand-out and take-back ------------------------------------------ */
 
-static int put_row(struct ferry_batch *b, const struct ferry_pg_row *r)
+int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r)
 {
         struct ferry_item *it = &b->items[b->n];
         memset(it, 0, sizeof(*it));
@@ -161,7 +158,7 @@ static int hand_out(struct shared *s, bool *none)
                 return s->code;
         struct ferry_batch *b = ferry_batch_new(WORK_COPY, c.n);
         for (size_t i = 0; b && i < c.n; i++)
-                if (put_row(b, &c.rows[i])) {
+                if (shared_put_row(b, &c.rows[i])) {
                         ferry_batch_free(b);
                         b = NULL;
                 }
@@ -212,6 +209,12 @@ static bool outcome_of(struct shared *s, struct ferry_batch *b,
                 o->result = PG_DONE;
                 o->hash = it->hash;
                 o->hash_len = sizeof(it->hash);
+                /* what was copied, not what the scan saw (verify.c) */
+                o->has_stat = true;
+                o->size = it->st.size;
+                o->mtime_ns = shared_ns(it->st.mtime);
+                o->ctime_ns = shared_ns(it->st.ctime);
+                o->mode = it->st.mode, o->uid = it->st.uid, o->gid = it->st.gid;
                 s->sum->files_copied++;
                 s->sum->bytes_copied += it->bytes;
                 shared_event(s, FERRY_EV_COPIED, dir, strlen(dir), name,
@@ -377,18 +380,17 @@ static int copy_loop(struct shared *s)
 
 /* ---- start and end -------------------------------------------------- */
 
-static int check_options(const struct ferry_options *o, struct ferry_error *e)
+int shared_check_options(const struct ferry_options *o, struct ferry_error *e)
 {
-        const char *no = o->verify          ? "--verify"
-                         : o->dry_run       ? "--dry-run"
-                         : o->delete_removed ? "--delete"
-                         : o->adopt          ? "--adopt"
-                         : o->n_excludes || o->n_filters ? "--include/--exclude"
-                         : o->files_from               ? "--files-from"
-                         : o->min_size >= 0 || o->max_size >= 0
-                                 ? "--min-size/--max-size"
-                         : o->bwlimit || o->window_start >= 0 ? "--bwlimit/--window"
-                                                               : NULL;
+        const char *no =
+                o->dry_run                             ? "--dry-run"
+                : o->delete_removed                    ? "--delete"
+                : o->adopt                             ? "--adopt"
+                : o->n_excludes || o->n_filters        ? "--include/--exclude"
+                : o->files_from                        ? "--files-from"
+                : o->min_size >= 0 || o->max_size >= 0 ? "--min-size/--max-size"
+                : o->bwlimit || o->window_start >= 0   ? "--bwlimit/--window"
+                                                       : NULL;
         if (no)
                 return ferry_job_errf(e, FERRY_EUSAGE,
                                       "%s is not supported with a PostgreSQL "
@@ -401,14 +403,14 @@ static int check_options(const struct ferry_options *o, struct ferry_error *e)
         return 0;
 }
 
-static int open_roots(struct shared *s)
+int shared_open_roots(struct shared *s, bool make_dst)
 {
         const struct ferry_options *o = s->opt;
         s->srcfd = open(o->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (s->srcfd < 0)
                 return shared_fail(s, FERRY_EPATH, "cannot open SRC '%s': %s",
                                    o->src, strerror(errno));
-        if (mkdir(o->dst, 0777) && errno != EEXIST)
+        if (make_dst && mkdir(o->dst, 0777) && errno != EEXIST)
                 return shared_fail(s, FERRY_EPATH, "cannot make DST '%s': %s",
                                    o->dst, strerror(errno));
         s->dstfd = open(o->dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -425,12 +427,11 @@ static int open_roots(struct shared *s)
         return 0;
 }
 
-/* First of all: a manifest that cannot be reached (or no libpq) leaves
- * SRC and DST untouched. */
-static int connect_db(struct shared *s)
+int shared_connect(struct shared *s)
 {
         struct ferry_error err = {""};
-        int rc = ferry_pg_connect(s->opt->manifest, PG_WAIT_S, &s->pg, &err);
+        int rc = ferry_pg_connect(s->opt->manifest, SHARED_PG_WAIT_S, &s->pg,
+                                  &err);
         return rc ? shared_fail(s, rc, "%s", err.msg) : 0;
 }
 
@@ -520,9 +521,11 @@ static int end_code(struct shared *s)
 int ferry_shared_copy(const struct ferry_options *opt,
                       struct ferry_summary *sum, struct ferry_error *err)
 {
+        if (opt->verify) /* the job as it is, nothing copied */
+                return ferry_shared_verify(opt, opt->verify, sum, err);
         memset(sum, 0, sizeof(*sum));
         err->msg[0] = '\0';
-        int rc = check_options(opt, err);
+        int rc = shared_check_options(opt, err);
         if (rc)
                 return rc;
         struct shared s = {
@@ -536,7 +539,9 @@ int ferry_shared_copy(const struct ferry_options *opt,
                 .jobs = opt->jobs ? opt->jobs : SHARED_JOBS,
                 .t0 = shared_now(),
         };
-        if (!connect_db(&s) && !open_roots(&s) && !join(&s) &&
+        /* first of all the manifest: one that cannot be reached (or no
+         * libpq) leaves SRC and DST untouched */
+        if (!shared_connect(&s) && !shared_open_roots(&s, true) && !join(&s) &&
             !start_pool(&s)) {
                 copy_loop(&s);
                 if (!s.code && atomic_load(s.stop))

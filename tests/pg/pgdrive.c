@@ -188,8 +188,10 @@ static int complete(struct ferry_pg *pg, enum ferry_pg_kind kind,
         uint64_t hash[FERRY_PG_BATCH_MAX][2];
         for (size_t i = 0; i < c->n; i++) {
                 hash[i][0] = hash[i][1] = (uint64_t)c->rows[i].id;
-                out[i] = (struct ferry_pg_outcome){c->rows[i].id, PG_DONE,
-                                                   hash[i], 16, NULL};
+                out[i] = (struct ferry_pg_outcome){.id = c->rows[i].id,
+                                                   .result = PG_DONE,
+                                                   .hash = hash[i],
+                                                   .hash_len = 16};
         }
         bool refused;
         int rc = ferry_pg_complete(pg, kind, c->token, out, c->n, &refused);
