@@ -30,21 +30,25 @@ int ferry_cli_shared_check(const struct ferry_cli *cli, struct ferry_error *err)
                                      "--job-name and --lease go with a "
                                      "postgresql:// manifest")
                                : 0;
-        if (cli->command == CMD_SET)
+        if (cli->command == CMD_SET &&
+            (cli->set.set_bwlimit || cli->set.set_window))
                 return bad(err, "%s",
-                           "a PostgreSQL manifest takes a copy, status or "
-                           "export, so far (not set)");
-        bool report = cli->command == CMD_STATUS || cli->command == CMD_EXPORT;
-        const char *word = cli->command == CMD_STATUS ? "status" : "export";
+                           "--bwlimit and --window are not supported with a "
+                           "PostgreSQL manifest yet (set takes -j, --pause "
+                           "and --resume)");
+        bool report = cli->command == CMD_STATUS ||
+                      cli->command == CMD_EXPORT || cli->command == CMD_SET;
+        const char *word = cli->command == CMD_STATUS   ? "status"
+                           : cli->command == CMD_EXPORT ? "export"
+                                                        : "set";
         if (report && cli->opt.src)
                 return bad(err,
                            "a shared job is named, not found by its paths: "
                            "ferry %s --manifest URL --job-name NAME",
                            word);
-        if (cli->command == CMD_EXPORT && !cli->opt.job_name)
-                return bad(err, "%s",
-                           "export of a shared manifest needs --job-name "
-                           "NAME");
+        if (cli->command != CMD_STATUS && report && !cli->opt.job_name)
+                return bad(err, "%s of a shared manifest needs --job-name NAME",
+                           word);
         if (report && cli->opt.lease)
                 return bad(err, "%s", "--lease goes with a copy");
         if (cli->failures && !cli->opt.job_name)

@@ -28,6 +28,8 @@ static const char *job_state(const struct ferry_pg_job_info *j)
                 return j->c.files_failed || j->c.dirs_failed || j->c.meta_failed
                                ? "finished, with failures"
                                : "finished";
+        if (j->paused)
+                return "paused (ferry set --resume ends it)";
         if (!j->hosts_running)
                 return "stopped (no host runs it: the same command on any "
                        "host goes on)";
@@ -48,6 +50,9 @@ static void text_job(const struct ferry_pg_job_info *j, const char *indent)
         printf("%sstate: %s\n%shosts: %llu running, %llu joined\n", indent,
                job_state(j), indent, (unsigned long long)j->hosts_running,
                (unsigned long long)j->hosts);
+        if (j->host_jobs)
+                printf("%sjobs per host: %u (ferry set -j)\n", indent,
+                       j->host_jobs);
         printf("%s", indent);
         ferry_report_time("created: ", j->created);
         printf("\n%sprogress: ", indent);
@@ -87,7 +92,7 @@ static void json_job(const struct ferry_pg_job_info *j)
                "\"done_bytes\": %llu, \"pending\": %llu, \"failed\": %llu, "
                "\"directories\": %llu, \"directories_to_list\": %llu, "
                "\"directories_not_listed\": %llu, \"meta_failed\": %llu, "
-               "\"meta_to_apply\": %llu",
+               "\"meta_to_apply\": %llu, \"paused\": %s, \"host_jobs\": %u",
                (long long)j->created, (unsigned long long)j->hosts,
                (unsigned long long)j->hosts_running,
                (unsigned long long)j->c.files,
@@ -100,7 +105,8 @@ static void json_job(const struct ferry_pg_job_info *j)
                (unsigned long long)j->dirs_to_list,
                (unsigned long long)j->c.dirs_failed,
                (unsigned long long)j->c.meta_failed,
-               (unsigned long long)j->meta_to_apply);
+               (unsigned long long)j->meta_to_apply,
+               j->paused ? "true" : "false", j->host_jobs);
 }
 
 static void text_host(const struct ferry_pg_host_info *h)

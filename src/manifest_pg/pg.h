@@ -287,6 +287,8 @@ struct ferry_pg_job_info {
         uint64_t files_pending; /* to copy, leased or not */
         uint64_t dirs_to_list, meta_to_apply;
         uint64_t hosts, hosts_running;
+        bool paused;        /* ferry set --pause */
+        unsigned host_jobs; /* ferry set -j N; 0: each host's own -j */
 };
 /* Every job of the database by name, or (name not NULL) that one: *n 0
  * when there is none. Free with ferry_pg_jobs_free. */
@@ -335,5 +337,18 @@ int ferry_pg_failures(struct ferry_pg *pg, const char *name, uint64_t max,
  * unknown job: FERRY_EPATH. */
 int ferry_pg_export(struct ferry_pg *pg, const char *name, bool done_only,
                     ferry_export_fn fn, void *arg);
+
+/* control.c: live control of a job (sql/pg/004_control.sql). */
+struct ferry_pg_control {
+        bool paused;        /* no host claims anything new */
+        unsigned host_jobs; /* copies in flight per host; 0: each its own */
+};
+/* Job name's control: pause 1 pauses, 0 resumes, -1 leaves it; host_jobs
+ * > 0 sets it, 0 gives it back to each host's -j, -1 leaves it. *now:
+ * the control after the change. An unknown job: FERRY_EPATH. */
+int ferry_pg_set_control(struct ferry_pg *pg, const char *name, int pause,
+                         int host_jobs, struct ferry_pg_control *now);
+/* The joined job's control, as it is now. */
+int ferry_pg_control(struct ferry_pg *pg, struct ferry_pg_control *out);
 
 #endif

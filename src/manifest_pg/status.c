@@ -26,7 +26,8 @@ static const char jobs_sql[] =
         "SELECT j.name, extract(epoch FROM j.created)::int8, j.src_fp,"
         " j.dst_fp, f.n, f.done, f.failed, f.pending, f.bytes, f.bytes_done,"
         " d.n, d.to_list, d.list_failed, d.to_apply, d.meta_failed,"
-        " h.n, h.running FROM jobs j,"
+        " h.n, h.running, j.paused::int::int8,"
+        " coalesce(j.host_jobs, 0)::int8 FROM jobs j,"
         " LATERAL (SELECT count(*)::int8 AS n,"
         " count(*) FILTER (WHERE state = " MF_SQL_INT(MF_ST_DONE) ")::int8"
         " AS done,"
@@ -172,6 +173,8 @@ int ferry_pg_jobs(struct ferry_pg *pg, const char *name,
                                  &j[i].hosts_running};
                 for (int c = 0; c < 13; c++)
                         *v[c] = (uint64_t)pg_get_i64(r, k, 4 + c);
+                j[i].paused = pg_get_i64(r, k, 17) != 0;
+                j[i].host_jobs = (unsigned)pg_get_i64(r, k, 18);
         }
         PQclear(r);
         if (oom) {

@@ -10,9 +10,10 @@
  * 1); list claimed directories between hand-outs (scan.c); renew the
  * leases of what is in flight; and at the end, when the whole job's scan
  * and copies are over, apply directories' metadata (finish.c). fp.c makes
- * the SRC and DST fingerprints a host joins with. verify.c is --verify:
- * the job's done rows read a page at a time and verified by the same
- * worker pool, with no claim.
+ * the SRC and DST fingerprints a host joins with; batches.c hands claims
+ * out and takes them back; control.c applies `ferry set`. verify.c is
+ * --verify: the job's done rows read a page at a time and verified by the
+ * same worker pool, with no claim.
  */
 #ifndef FERRY_SHARED_INTERNAL_H
 #define FERRY_SHARED_INTERNAL_H
@@ -34,6 +35,9 @@
 #define SHARED_JOBS 16
 /* Scan threads of a host: directories listed at once. */
 #define SHARED_SCANNERS 16
+/* Copies in flight `ferry set -j N` may raise a host to (its -j, when
+ * that is more). */
+#define SHARED_JOBS_MAX 256
 
 /* A file claim handed to the workers, until its barrier and outcome. */
 struct flight {
@@ -50,11 +54,15 @@ struct shared {
         uint64_t src_dev; /* -x */
         atomic_bool *stop;
         int lease;        /* seconds */
-        unsigned jobs;    /* worker threads, copies in flight */
+        unsigned jobs;     /* -j: copies in flight at the start */
+        unsigned max_jobs; /* the pool's threads at most */
+        unsigned limit;    /* copies in flight now (control.c) */
+        bool paused;       /* the job's control says so */
+        double last_control;
         struct ferry_copy_cfg ccfg;
         struct ferry_workers *pool;
         struct ferry_queue work, inbox;
-        struct flight *fl; /* in flight, nfl of cap 2 * jobs */
+        struct flight *fl; /* in flight, nfl of cap 2 * max_jobs */
         size_t nfl;
         double last_renew, last_progress;
         double t0;
@@ -77,9 +85,6 @@ struct shared {
 int shared_check_options(const struct ferry_options *o, struct ferry_error *e);
 int shared_connect(struct shared *s);
 int shared_open_roots(struct shared *s, bool make_dst);
-/* Appends file row r to b as an item to copy (b has room for it); ENOMEM
- * or 0. */
-int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r);
 /* Seconds on a monotonic clock. */
 double shared_now(void);
 /* Formats s->err and sets s->code, unless a code is set already; returns
@@ -117,6 +122,18 @@ static inline struct ferry_time shared_time(int64_t ns)
  * sync covers every DST directory (no fsync of each is needed). */
 int shared_barrier(struct shared *s, const struct ferry_batch *b);
 bool shared_dirs_covered(const struct shared *s);
+
+/* batches.c: claims a batch of files and hands it to the pool (*none:
+ * none was claimable); takes one back: barrier, then its outcomes. */
+int shared_hand_out(struct shared *s, bool *none);
+int shared_take_back(struct shared *s, struct ferry_batch *b);
+/* Appends file row r to b as an item to copy (b has room for it); ENOMEM
+ * or 0. */
+int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r);
+
+/* control.c: reads the job's live control about once a second and
+ * applies it (s->paused, s->limit). */
+int shared_control(struct shared *s);
 
 /* fp.c: the fingerprint of SRC (its root's entries: names, types, sizes)
  * and of DST (the job's mark in DST's root, SHARED_MARK, made when

@@ -16,11 +16,13 @@
  * lease, it applies directories' metadata (finish.c), and the job's counts
  * give the exit code.
  *
- * What a shared job does not do yet (refused or said, never silent):
- * selection options, --delete, --adopt, --dry-run, live control;
- * hard links are copied as separate files (one warning says so), big files
- * as one stream; a re-run does not scan SRC again (a job copies SRC once;
- * failed rows are retried). --verify is verify.c.
+ * Live control (`ferry set`: pause, resume, -j) is read about once a
+ * second (control.c). What a shared job does not do yet (refused or said,
+ * never silent): selection options, --delete, --adopt, --dry-run,
+ * --bwlimit, --window; hard links are copied as separate files (one
+ * warning says so), big files as one stream; a re-run does not scan SRC
+ * again (a job copies SRC once; failed rows are retried). --verify is
+ * verify.c.
  */
 #define _GNU_SOURCE
 #include "shared/internal.h"
@@ -43,9 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* File rows a claim takes. */
-#define FILE_CLAIM 16
-#define LEASE_S    60
+#define LEASE_S 60
 /* How often a host with nothing to claim looks again. */
 #define IDLE_WAIT_MS 300
 
@@ -121,177 +121,6 @@ int shared_renew(struct shared *s)
         return rc ? shared_pg_fail(s, rc) : 0;
 }
 
-/* ---- hand-out and take-back ------------------------------------------ */
-
-int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r)
-{
-        struct ferry_item *it = &b->items[b->n];
-        memset(it, 0, sizeof(*it));
-        if (ferry_batch_str(b, r->path, r->path_len, &it->dir_off) ||
-            ferry_batch_str(b, r->name, r->name_len, &it->name_off))
-                return ENOMEM;
-        it->id = r->id;
-        it->dir_id = r->dir;
-        it->type = (enum ferry_ftype)r->type;
-        it->st = (struct ferry_stat){
-                .size = r->size,
-                .mtime = shared_time(r->mtime_ns),
-                .ctime = shared_time(r->ctime_ns),
-                .atime = shared_time(r->mtime_ns),
-                .dev = r->dev,
-                .ino = r->ino,
-                .rdev = r->rdev,
-                .mode = r->mode,
-                .nlink = 1,
-                .uid = r->uid,
-                .gid = r->gid,
-        };
-        it->need = MF_NEED_DATA;
-        b->n++;
-        return 0;
-}
-
-static int hand_out(struct shared *s, bool *none)
-{
-        struct ferry_pg_claim c;
-        if (shared_claim(s, PG_FILES, FILE_CLAIM, &c, none) || *none)
-                return s->code;
-        struct ferry_batch *b = ferry_batch_new(WORK_COPY, c.n);
-        for (size_t i = 0; b && i < c.n; i++)
-                if (shared_put_row(b, &c.rows[i])) {
-                        ferry_batch_free(b);
-                        b = NULL;
-                }
-        int64_t token = c.token;
-        ferry_pg_claim_release(&c);
-        if (!b || ferry_queue_push(&s->work, b)) {
-                ferry_batch_free(b);
-                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
-        }
-        s->fl[s->nfl++] = (struct flight){b, token};
-        int e = ferry_workers_want(s->pool, (unsigned)s->nfl);
-        if (!e)
-                return 0;
-        /* no thread at all: nothing would take it back (its claim goes
-         * back with the others at the end) */
-        void *msg;
-        while (ferry_queue_try_pop(&s->work, &msg) == FERRY_QUEUE_OK)
-                ferry_batch_free(msg);
-        s->nfl = 0;
-        return shared_fail(s, FERRY_EINTERNAL,
-                           "cannot start a worker thread: %s", strerror(e));
-}
-
-/* The outcome of item it, or false when it has none to record (not
- * attempted, or a failure of DST or of the run, which stops it). */
-static bool outcome_of(struct shared *s, struct ferry_batch *b,
-                       struct ferry_item *it, struct ferry_pg_outcome *o,
-                       char *why, size_t size)
-{
-        const char *dir = ferry_batch_at(b, it->dir_off);
-        const char *name = ferry_batch_at(b, it->name_off);
-        *o = (struct ferry_pg_outcome){.id = it->id};
-        switch (it->result) {
-        case R_NONE: return false;
-        case R_NOSPACE:
-                shared_fail(s, FERRY_ENOSPC, "DST '%s' is full",
-                            s->opt->dst);
-                return false;
-        case R_DSTFAIL:
-                shared_fail(s, FERRY_EDSTFAIL, "DST '%s' failed: %s",
-                            s->opt->dst, strerror(it->err));
-                return false;
-        case R_NOFDS:
-                shared_fail(s, FERRY_EINTERNAL,
-                            "no file descriptor came free");
-                return false;
-        case R_DONE:
-                o->result = PG_DONE;
-                o->hash = it->hash;
-                o->hash_len = sizeof(it->hash);
-                /* what was copied, not what the scan saw (verify.c) */
-                o->has_stat = true;
-                o->size = it->st.size;
-                o->mtime_ns = shared_ns(it->st.mtime);
-                o->ctime_ns = shared_ns(it->st.ctime);
-                o->mode = it->st.mode, o->uid = it->st.uid, o->gid = it->st.gid;
-                s->sum->files_copied++;
-                s->sum->bytes_copied += it->bytes;
-                shared_event(s, FERRY_EV_COPIED, dir, strlen(dir), name,
-                             strlen(name), NULL, NULL);
-                if (it->meta_fail.step != FERRY_STEP_NONE) {
-                        s->sum->meta_failed++;
-                        ferry_failure_str(&it->meta_fail, why, size);
-                        shared_event(s, FERRY_EV_META_FAILED, dir, strlen(dir),
-                                     name, strlen(name), why, &it->meta_fail);
-                }
-                return true;
-        default:
-                break;
-        }
-        if (it->why_off)
-                snprintf(why, size, "%s", ferry_batch_at(b, it->why_off));
-        else
-                ferry_failure_str(&it->fail, why, size);
-        o->result = PG_FAILED;
-        o->error = why;
-        bool gone = it->result == R_VANISHED;
-        if (gone)
-                s->sum->files_vanished++;
-        else
-                s->sum->files_failed++;
-        shared_event(s, gone ? FERRY_EV_VANISHED : FERRY_EV_FAILED, dir,
-                     strlen(dir), name, strlen(name), why, &it->fail);
-        return true;
-}
-
-static int take_back(struct shared *s, struct ferry_batch *b)
-{
-        size_t k = 0;
-        while (k < s->nfl && s->fl[k].b != b)
-                k++;
-        if (k == s->nfl)
-                return shared_fail(s, FERRY_EINTERNAL, "a batch not handed out");
-        int64_t token = s->fl[k].token;
-        s->fl[k] = s->fl[--s->nfl];
-        int rc = 0;
-        struct ferry_pg_outcome *o = calloc(b->n, sizeof(*o));
-        char(*why)[256] = calloc(b->n, sizeof(*why));
-        if (!o || !why)
-                rc = shared_fail(s, FERRY_EINTERNAL, "out of memory");
-        size_t n = 0;
-        for (size_t i = 0; !rc && i < b->n; i++)
-                if (outcome_of(s, b, &b->items[i], &o[n], why[n],
-                               sizeof(why[n])))
-                        n++;
-        /* rule 1: the copies durable before their done marks */
-        if (!rc && n) {
-                int e = shared_barrier(s, b);
-                if (e)
-                        rc = shared_fail(s, FERRY_EDSTFAIL,
-                                         "cannot make DST '%s' durable: %s",
-                                         s->opt->dst, strerror(e));
-        }
-        bool refused = false;
-        /* (a manifest that failed is not asked again for every batch) */
-        if (!rc && n && s->code != FERRY_EMANIFEST) {
-                int prc = ferry_pg_complete(s->pg, PG_FILES, token, o, n,
-                                            &refused);
-                if (prc)
-                        rc = shared_pg_fail(s, prc);
-        }
-        if (refused)
-                shared_event(s, FERRY_EV_WARNING, "", 0, "", 0,
-                             "a claim's lease ran out and another host took "
-                             "its files: this host's copies of them are not "
-                             "marked",
-                             NULL);
-        free(o);
-        free(why);
-        ferry_batch_free(b);
-        return rc;
-}
-
 /* ---- the loop ------------------------------------------------------- */
 
 static void progress(struct shared *s, bool scanning, bool final)
@@ -311,6 +140,8 @@ static void progress(struct shared *s, bool scanning, bool final)
                 .errors = c.files_failed + c.dirs_failed,
                 .elapsed = now - s->t0,
                 .scanning = scanning,
+                .paused = s->paused,
+                .resume_at = -1,
                 .final = final,
         };
         s->opt->progress(&p, s->opt->cb_arg);
@@ -333,30 +164,35 @@ static int job_over(struct shared *s, bool *over)
 static int copy_loop(struct shared *s)
 {
         bool files_none = false, dirs_none = false;
-        size_t room = 2 * (size_t)s->jobs;
         for (;;) {
                 bool stopping = s->code || atomic_load(s->stop);
                 /* every turn (it waits a third of a lease between two):
                  * batches that keep coming back must not starve it */
                 if (!stopping)
                         shared_renew(s);
-                while (!stopping && !files_none && s->nfl < room &&
-                       !hand_out(s, &files_none))
+                if (!stopping)
+                        shared_control(s);
+                stopping = s->code || atomic_load(s->stop);
+                /* paused: nothing new is claimed */
+                bool claims = !stopping && !s->paused;
+                size_t room = 2 * (size_t)s->limit;
+                while (claims && !files_none && s->nfl < room &&
+                       !shared_hand_out(s, &files_none))
                         ;
                 stopping = s->code || atomic_load(s->stop);
-                if (!stopping && !dirs_none && s->nscans < s->nscan)
+                if (claims && !dirs_none && s->nscans < s->nscan)
                         shared_scan_claim(s, &dirs_none);
                 stopping = s->code || atomic_load(s->stop);
                 bool out = s->nfl || s->nscans;
                 if (stopping && !out)
                         break;
-                bool busy = !stopping && !files_none && s->nfl < room;
+                bool busy = claims && !files_none && s->nfl < room;
                 void *msg = NULL;
                 if (out &&
                     !ferry_queue_pop(&s->inbox, &msg, busy ? 0 : 200) && msg) {
                         bool dirs = false;
                         if (((struct ferry_msg *)msg)->kind == MSG_BATCH)
-                                take_back(s, msg);
+                                shared_take_back(s, msg);
                         else
                                 shared_scan_done(s, msg, &dirs);
                         /* rows added (here, or by another host's scan) */
@@ -365,6 +201,11 @@ static int copy_loop(struct shared *s)
                         continue;
                 }
                 progress(s, !dirs_none || s->nscans, false);
+                if (!stopping && !out && s->paused) {
+                        struct timespec w = {0, IDLE_WAIT_MS * 1000000L};
+                        nanosleep(&w, NULL);
+                        continue;
+                }
                 if (stopping || out || !files_none || !dirs_none)
                         continue;
                 /* nothing to claim: over, or held by other hosts */
@@ -491,13 +332,15 @@ static int start_pool(struct shared *s)
                 .stop = s->stop,
                 .no_sync = o->durability == FERRY_DURABLE_NONE,
         };
-        s->fl = calloc(2 * (size_t)s->jobs, sizeof(*s->fl));
+        s->max_jobs = s->jobs > SHARED_JOBS_MAX ? s->jobs : SHARED_JOBS_MAX;
+        s->limit = s->jobs;
+        size_t cap = 2 * (size_t)s->max_jobs;
+        s->fl = calloc(cap, sizeof(*s->fl));
         /* the inbox holds every batch and listing in flight at once */
-        if (!s->fl || ferry_queue_init(&s->work, 2 * (size_t)s->jobs + 1) ||
-            ferry_queue_init(&s->inbox,
-                             2 * (size_t)s->jobs + SHARED_SCANNERS + 1))
+        if (!s->fl || ferry_queue_init(&s->work, cap + 1) ||
+            ferry_queue_init(&s->inbox, cap + SHARED_SCANNERS + 1))
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
-        if (ferry_workers_start(&s->ccfg, s->jobs, s->jobs, &s->work,
+        if (ferry_workers_start(&s->ccfg, s->max_jobs, s->jobs, &s->work,
                                 &s->inbox, &s->pool))
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
         return shared_scan_start(s);

@@ -53,7 +53,9 @@ expect_code 1 status src dst
 check "SRC DST with a shared manifest: refused, saying status names the job" \
 	grep -q "a shared job is named" "$LOG/err"
 expect_code 1 status --failures
-expect_code 1 "$FERRY" set --manifest "$URL" --job-name x --pause
+expect_code 1 "$FERRY" set --manifest "$URL" --job-name x --window 01:00-02:00
+expect_code 2 "$FERRY" set --manifest "$URL" --job-name x --pause
+check "set of an unknown job: named in the error" grep -q "no job 'x'" "$LOG/err"
 check "nothing was made for the refused commands" test ! -e dst
 
 # ---- a host copying ------------------------------------------------------

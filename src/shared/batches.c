@@ -1,0 +1,187 @@
+/*
+ * shared/batches.c - the hand-out of file claims to the worker pool and
+ * their take-back (internal.h): a claim of FILE_CLAIM rows becomes one
+ * batch; a batch that comes back is made durable in DST (the barrier)
+ * and only then completed with its claim's token (rule 1).
+ */
+#define _GNU_SOURCE
+#include "shared/internal.h"
+
+#include "failure.h"
+#include "manifest_types.h"
+#include "workers.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* File rows a claim takes. */
+#define FILE_CLAIM 16
+
+int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r)
+{
+        struct ferry_item *it = &b->items[b->n];
+        memset(it, 0, sizeof(*it));
+        if (ferry_batch_str(b, r->path, r->path_len, &it->dir_off) ||
+            ferry_batch_str(b, r->name, r->name_len, &it->name_off))
+                return ENOMEM;
+        it->id = r->id;
+        it->dir_id = r->dir;
+        it->type = (enum ferry_ftype)r->type;
+        it->st = (struct ferry_stat){
+                .size = r->size,
+                .mtime = shared_time(r->mtime_ns),
+                .ctime = shared_time(r->ctime_ns),
+                .atime = shared_time(r->mtime_ns),
+                .dev = r->dev,
+                .ino = r->ino,
+                .rdev = r->rdev,
+                .mode = r->mode,
+                .nlink = 1,
+                .uid = r->uid,
+                .gid = r->gid,
+        };
+        it->need = MF_NEED_DATA;
+        b->n++;
+        return 0;
+}
+
+int shared_hand_out(struct shared *s, bool *none)
+{
+        struct ferry_pg_claim c;
+        if (shared_claim(s, PG_FILES, FILE_CLAIM, &c, none) || *none)
+                return s->code;
+        struct ferry_batch *b = ferry_batch_new(WORK_COPY, c.n);
+        for (size_t i = 0; b && i < c.n; i++)
+                if (shared_put_row(b, &c.rows[i])) {
+                        ferry_batch_free(b);
+                        b = NULL;
+                }
+        int64_t token = c.token;
+        ferry_pg_claim_release(&c);
+        if (!b || ferry_queue_push(&s->work, b)) {
+                ferry_batch_free(b);
+                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        }
+        s->fl[s->nfl++] = (struct flight){b, token};
+        int e = ferry_workers_want(s->pool, (unsigned)s->nfl);
+        if (!e)
+                return 0;
+        /* no thread at all: nothing would take it back (its claim goes
+         * back with the others at the end) */
+        void *msg;
+        while (ferry_queue_try_pop(&s->work, &msg) == FERRY_QUEUE_OK)
+                ferry_batch_free(msg);
+        s->nfl = 0;
+        return shared_fail(s, FERRY_EINTERNAL,
+                           "cannot start a worker thread: %s", strerror(e));
+}
+
+/* The outcome of item it, or false when it has none to record (not
+ * attempted, or a failure of DST or of the run, which stops it). */
+static bool outcome_of(struct shared *s, struct ferry_batch *b,
+                       struct ferry_item *it, struct ferry_pg_outcome *o,
+                       char *why, size_t size)
+{
+        const char *dir = ferry_batch_at(b, it->dir_off);
+        const char *name = ferry_batch_at(b, it->name_off);
+        *o = (struct ferry_pg_outcome){.id = it->id};
+        switch (it->result) {
+        case R_NONE: return false;
+        case R_NOSPACE:
+                shared_fail(s, FERRY_ENOSPC, "DST '%s' is full", s->opt->dst);
+                return false;
+        case R_DSTFAIL:
+                shared_fail(s, FERRY_EDSTFAIL, "DST '%s' failed: %s",
+                            s->opt->dst, strerror(it->err));
+                return false;
+        case R_NOFDS:
+                shared_fail(s, FERRY_EINTERNAL, "no file descriptor came free");
+                return false;
+        case R_DONE:
+                o->result = PG_DONE;
+                o->hash = it->hash;
+                o->hash_len = sizeof(it->hash);
+                /* what was copied, not what the scan saw (verify.c) */
+                o->has_stat = true;
+                o->size = it->st.size;
+                o->mtime_ns = shared_ns(it->st.mtime);
+                o->ctime_ns = shared_ns(it->st.ctime);
+                o->mode = it->st.mode, o->uid = it->st.uid, o->gid = it->st.gid;
+                s->sum->files_copied++;
+                s->sum->bytes_copied += it->bytes;
+                shared_event(s, FERRY_EV_COPIED, dir, strlen(dir), name,
+                             strlen(name), NULL, NULL);
+                if (it->meta_fail.step != FERRY_STEP_NONE) {
+                        s->sum->meta_failed++;
+                        ferry_failure_str(&it->meta_fail, why, size);
+                        shared_event(s, FERRY_EV_META_FAILED, dir, strlen(dir),
+                                     name, strlen(name), why, &it->meta_fail);
+                }
+                return true;
+        default: break;
+        }
+        if (it->why_off)
+                snprintf(why, size, "%s", ferry_batch_at(b, it->why_off));
+        else
+                ferry_failure_str(&it->fail, why, size);
+        o->result = PG_FAILED;
+        o->error = why;
+        bool gone = it->result == R_VANISHED;
+        if (gone)
+                s->sum->files_vanished++;
+        else
+                s->sum->files_failed++;
+        shared_event(s, gone ? FERRY_EV_VANISHED : FERRY_EV_FAILED, dir,
+                     strlen(dir), name, strlen(name), why, &it->fail);
+        return true;
+}
+
+int shared_take_back(struct shared *s, struct ferry_batch *b)
+{
+        size_t k = 0;
+        while (k < s->nfl && s->fl[k].b != b)
+                k++;
+        if (k == s->nfl)
+                return shared_fail(s, FERRY_EINTERNAL,
+                                   "a batch not handed out");
+        int64_t token = s->fl[k].token;
+        s->fl[k] = s->fl[--s->nfl];
+        int rc = 0;
+        struct ferry_pg_outcome *o = calloc(b->n, sizeof(*o));
+        char(*why)[256] = calloc(b->n, sizeof(*why));
+        if (!o || !why)
+                rc = shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        size_t n = 0;
+        for (size_t i = 0; !rc && i < b->n; i++)
+                if (outcome_of(s, b, &b->items[i], &o[n], why[n],
+                               sizeof(why[n])))
+                        n++;
+        /* rule 1: the copies durable before their done marks */
+        if (!rc && n) {
+                int e = shared_barrier(s, b);
+                if (e)
+                        rc = shared_fail(s, FERRY_EDSTFAIL,
+                                         "cannot make DST '%s' durable: %s",
+                                         s->opt->dst, strerror(e));
+        }
+        bool refused = false;
+        /* (a manifest that failed is not asked again for every batch) */
+        if (!rc && n && s->code != FERRY_EMANIFEST) {
+                int prc = ferry_pg_complete(s->pg, PG_FILES, token, o, n,
+                                            &refused);
+                if (prc)
+                        rc = shared_pg_fail(s, prc);
+        }
+        if (refused)
+                shared_event(s, FERRY_EV_WARNING, "", 0, "", 0,
+                             "a claim's lease ran out and another host took "
+                             "its files: this host's copies of them are not "
+                             "marked",
+                             NULL);
+        free(o);
+        free(why);
+        ferry_batch_free(b);
+        return rc;
+}
