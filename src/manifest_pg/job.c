@@ -303,6 +303,11 @@ static int remaining_step(struct ferry_pg *pg, void *arg)
                         ? "SELECT count(*)::int8, count(*) FILTER (WHERE "
                           "lease_until >= now())::int8 FROM dirs WHERE job = "
                           "$1 AND list_state = " MF_SQL_INT(PG_LIST_PENDING)
+                : a->kind == PG_DIR_META
+                        ? "SELECT count(*)::int8, count(*) FILTER (WHERE "
+                          "lease_until >= now())::int8 FROM dirs WHERE job = "
+                          "$1 AND state = " MF_SQL_INT(PG_META_TO_APPLY)
+                          " AND list_state = " MF_SQL_INT(PG_LISTED)
                         : "SELECT count(*)::int8, count(*) FILTER (WHERE "
                           "lease_until >= now())::int8 FROM files WHERE job = "
                           "$1 AND state = " MF_SQL_INT(MF_ST_PENDING),

@@ -223,7 +223,8 @@ int ferry_pg_complete(struct ferry_pg *pg, enum ferry_pg_kind kind,
                       bool *refused);
 
 /* Rows of kind still pending in the job (*leased of them under a live
- * lease): 0 pending is the end of that kind's work. */
+ * lease): 0 pending is the end of that kind's work. PG_DIR_META: listed
+ * directories whose metadata is still to apply. */
 int ferry_pg_remaining(struct ferry_pg *pg, enum ferry_pg_kind kind,
                        uint64_t *pending, uint64_t *leased);
 

@@ -5,8 +5,9 @@
  * and give each its mode, owner, xattrs and ACLs and times in DST (making
  * it first when it is missing: an empty directory), children before
  * parents, through the tree work of the SQLite run (treework.h). A host
- * that dies meanwhile leaves its claim to expire; the next host, or the
- * next run of the command, applies those.
+ * ends only when no directory is left to apply: it waits for those other
+ * claims hold; a claim of a host that died, or one whose reply was lost
+ * (a server restart), expires with its lease and is claimed again.
  */
 #define _GNU_SOURCE
 #include "shared/internal.h"
@@ -17,9 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Directories a claim of the metadata pass takes. */
 #define META_CLAIM 200
+/* How often a host whose metadata claims are all done looks again for
+ * the ones other claims hold. */
+#define FINISH_WAIT_MS 300
 
 struct meta_pass {
         struct shared *s;
@@ -131,10 +136,27 @@ int shared_finish_dirs(struct shared *s)
         if (!mp)
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
         mp->s = s;
-        bool none = false;
         int rc = 0;
-        while (!rc && !none && !atomic_load(s->stop))
-                rc = apply_some(s, &tc, mp, &none);
+        while (!rc && !atomic_load(s->stop)) {
+                bool none = false;
+                while (!rc && !none && !atomic_load(s->stop))
+                        rc = apply_some(s, &tc, mp, &none);
+                if (rc || atomic_load(s->stop))
+                        break;
+                /* none claimable: the end, or some are leased (another
+                 * host applies them, or a claim whose reply was lost, a
+                 * host that died, whose lease runs out): wait for them */
+                uint64_t left = 0, leased = 0;
+                int prc = ferry_pg_remaining(s->pg, PG_DIR_META, &left,
+                                             &leased);
+                if (prc)
+                        rc = shared_pg_fail(s, prc);
+                if (rc || !left)
+                        break;
+                shared_renew(s); /* this host's last_seen */
+                struct timespec w = {0, FINISH_WAIT_MS * 1000000L};
+                nanosleep(&w, NULL);
+        }
         free(mp);
         return rc;
 }

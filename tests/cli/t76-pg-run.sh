@@ -16,6 +16,9 @@
 #  D. a host whose DST or SRC is not the job's is refused, saying which,
 #     and a DST it marked for that is left as it was;
 #  X. one host reading SRC directly: xattrs arrive too (slowfs has none);
+#  M. a directory's metadata claim held by a host that is gone: the same
+#     command waits for its lease and applies it (before, it ended at once
+#     and left the directory's mode and times as the copy made them);
 #  R. a file that failed (an injected EIO) makes the host exit 23; the
 #     same command retries it, and its directory gets its times again;
 #  S. a host stopped by SIGINT exits 20 and gives its claims back at once;
@@ -208,6 +211,27 @@ check "one host, SRC read directly: exit 0 (got $RC)" test "$RC" = 0 ||
 	show "$LOG/x.err"
 same_tree src dst3 xattrs
 hashes_ok direct dst3
+
+# ---- M. a directory's metadata claim held by a host that is gone -------
+# A host died (or lost a claim's reply) in the metadata pass: d03's row is
+# leased to it for 4 s more, its metadata not applied (DST's d03 as a
+# copy leaves it). The same command must wait for that lease, not end.
+J=$(jobid direct)
+sql "UPDATE ferry.dirs SET state = 0, claim_token = nextval('ferry.claim_tokens'),
+	claimed_by = 'gone:1', lease_until = now() + interval '4 s'
+	WHERE job = $J AND path = convert_to('d03', 'UTF8')"
+chmod 0700 dst3/d03
+touch dst3/d03
+t0=$SECONDS
+spawn "$LOG/m" "$FERRY" --manifest "$SOCK_URL" --job-name direct "$T/src" "$T/dst3"
+reap "$SPAWNED"
+check "a host after one gone in the metadata pass: exit 0 (got $RC)" test "$RC" = 0 ||
+	show "$LOG/m.err"
+check "... it waited for the gone host's lease ($((SECONDS - t0)) s)" test $((SECONDS - t0)) -ge 2
+check "... and applied d03's metadata (psql: state 1)" test "$(sql "SELECT state FROM ferry.dirs
+	WHERE job = $J AND path = convert_to('d03', 'UTF8')")" = 1
+check "... d03 in DST has SRC's mode and time (stat)" \
+	test "$(stat -c %a.%Y dst3/d03)" = "$(stat -c %a.%Y src/d03)"
 
 # ---- R. a file fails, then the same command retries it ----------------
 if "$FERRY" --version | grep -q "test build"; then
