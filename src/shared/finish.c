@@ -4,7 +4,8 @@
  * get there claim the listed directories whose metadata is still to apply
  * and give each its mode, owner, xattrs and ACLs and times in DST (making
  * it first when it is missing: an empty directory), children before
- * parents, through the tree work of the SQLite run (treework.h). A host
+ * parents, through the tree work of the SQLite run (treework.h), on the
+ * copy's worker threads once each directory takes a round trip. A host
  * ends only when no directory is left to apply: it waits for those other
  * claims hold; a claim of a host that died, or one whose reply was lost
  * (a server restart), expires with its lease and is claimed again.
@@ -74,7 +75,7 @@ static int apply_some(struct shared *s, const struct ferry_tree_cfg *tc,
         qsort(c.rows, c.n, sizeof(*c.rows), by_id_desc);
         struct ferry_treework *tw = NULL;
         mp->n = 0;
-        if (ferry_treework_new(tc, NULL, meta_done, mp, &tw)) {
+        if (ferry_treework_new(tc, s->pool, meta_done, mp, &tw)) {
                 ferry_pg_claim_release(&c);
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
         }

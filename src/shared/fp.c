@@ -17,8 +17,12 @@
 #define _GNU_SOURCE
 #include "shared/internal.h"
 
+#include "thread.h"
+
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +34,7 @@
 struct ent {
         char *name;
         char kind;
+        bool gone; /* vanished before its stat: not part of it */
         uint64_t size;
 };
 
@@ -46,7 +51,63 @@ static void free_ents(struct ent *e, size_t n)
         free(e);
 }
 
-/* The root's entries, or an errno. */
+/* Threads that stat the root's entries: on a share each stat is a round
+ * trip, and a root of a few hundred entries would hold every host's start
+ * for as many (0.13 s for 55 at 2 ms). */
+#define FP_STATTERS 16
+
+struct statter {
+        int dirfd;
+        struct ent *v;
+        size_t n;
+        atomic_size_t next;
+        atomic_int rc; /* the first failure, an errno */
+};
+
+static void *stat_some(void *arg)
+{
+        struct statter *p = arg;
+        for (;;) {
+                size_t i = atomic_fetch_add(&p->next, 1);
+                if (i >= p->n || atomic_load(&p->rc))
+                        return NULL;
+                struct ferry_stat st;
+                int rc = ferry_fsio_statat(p->dirfd, p->v[i].name, &st);
+                if (rc == ENOENT) {
+                        p->v[i].gone = true;
+                        continue;
+                }
+                if (rc) {
+                        int none = 0;
+                        atomic_compare_exchange_strong(&p->rc, &none, rc);
+                        return NULL;
+                }
+                p->v[i].kind = S_ISDIR(st.mode)   ? 'd'
+                               : S_ISREG(st.mode) ? 'f'
+                               : S_ISLNK(st.mode) ? 'l'
+                                                  : 's';
+                p->v[i].size = S_ISREG(st.mode) ? st.size : 0;
+        }
+}
+
+/* Stats v[0..n-1] in dirfd, FP_STATTERS at a time; 0 or an errno. */
+static int stat_all(int dirfd, struct ent *v, size_t n)
+{
+        struct statter p = {.dirfd = dirfd, .v = v, .n = n};
+        atomic_init(&p.next, 0);
+        atomic_init(&p.rc, 0);
+        pthread_t t[FP_STATTERS];
+        size_t want = n / 4 < FP_STATTERS ? n / 4 : FP_STATTERS, got = 0;
+        while (got < want && !ferry_thread_start(&t[got], stat_some, &p))
+                got++;
+        stat_some(&p); /* this thread too, alone when none started */
+        for (size_t i = 0; i < got; i++)
+                pthread_join(t[i], NULL);
+        return atomic_load(&p.rc);
+}
+
+/* The root's entries (names first, one listing; then their stats), or an
+ * errno. */
 static int read_root(int srcfd, struct ent **out, size_t *nout)
 {
         int fd = openat(srcfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -65,43 +126,39 @@ static int read_root(int srcfd, struct ent **out, size_t *nout)
                 const char *nm = de->d_name;
                 if (!strcmp(nm, ".") || !strcmp(nm, ".."))
                         continue;
-                struct ferry_stat st;
-                rc = ferry_fsio_statat(dirfd(d), nm, &st);
-                if (rc == ENOENT) { /* gone meanwhile: not part of it */
-                        rc = 0;
-                        continue;
-                }
-                if (!rc && n == cap) {
+                if (n == cap) {
                         cap = cap ? 2 * cap : 64;
                         struct ent *w = realloc(v, cap * sizeof(*v));
-                        if (!w)
+                        if (!w) {
                                 rc = ENOMEM;
-                        else
-                                v = w;
+                                break;
+                        }
+                        v = w;
                 }
-                if (rc)
-                        break;
-                v[n].name = strdup(nm);
+                v[n] = (struct ent){.name = strdup(nm)};
                 if (!v[n].name) {
                         rc = ENOMEM;
                         break;
                 }
-                v[n].kind = S_ISDIR(st.mode)   ? 'd'
-                            : S_ISREG(st.mode) ? 'f'
-                            : S_ISLNK(st.mode) ? 'l'
-                                               : 's';
-                v[n].size = S_ISREG(st.mode) ? st.size : 0;
                 n++;
         }
         if (!rc && errno)
                 rc = errno;
+        if (!rc)
+                rc = stat_all(dirfd(d), v, n);
         closedir(d);
         if (rc) {
                 free_ents(v, n);
                 return rc;
         }
+        size_t k = 0; /* those gone meanwhile: not part of it */
+        for (size_t i = 0; i < n; i++)
+                if (v[i].gone)
+                        free(v[i].name);
+                else
+                        v[k++] = v[i];
         *out = v;
-        *nout = n;
+        *nout = k;
         return 0;
 }
 

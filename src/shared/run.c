@@ -390,8 +390,14 @@ int ferry_shared_copy(const struct ferry_options *opt,
                 if (!s.code && atomic_load(s.stop))
                         shared_fail(&s, FERRY_EINTR, "%s", "");
                 bool over = false;
-                if (!s.code && !job_over(&s, &over) && over)
+                if (!s.code && !job_over(&s, &over) && over) {
+                        /* no copy is left: the pool's threads serve the
+                         * metadata pass (its reads of SRC's xattrs and
+                         * ACLs are round trips on a share) */
+                        ferry_queue_close(&s.work);
+                        ferry_workers_idle(s.pool);
                         shared_finish_dirs(&s);
+                }
                 if (!s.code && atomic_load(s.stop)) /* during the finish */
                         shared_fail(&s, FERRY_EINTR, "%s", "");
         }
