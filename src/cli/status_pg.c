@@ -27,6 +27,8 @@ static const char *job_state(const struct ferry_pg_job_info *j)
         if (!j->files_pending && !j->dirs_to_list && !j->meta_to_apply)
                 return j->c.files_failed || j->c.dirs_failed || j->c.meta_failed
                                ? "finished, with failures"
+                       : j->c.files_vanished
+                               ? "finished, some files vanished from SRC"
                                : "finished";
         if (j->paused)
                 return "paused (ferry set --resume ends it)";
@@ -68,6 +70,8 @@ static void text_job(const struct ferry_pg_job_info *j, const char *indent)
         printf("%s", indent);
         put_count("failed: ", j->c.files_failed, " files\n");
         printf("%s", indent);
+        put_count("vanished: ", j->c.files_vanished, " files\n");
+        printf("%s", indent);
         put_count("directories: ", j->c.dirs, "");
         put_count(" (", j->dirs_to_list, " to list, ");
         put_count("", j->c.dirs_failed, " could not be listed, ");
@@ -90,6 +94,7 @@ static void json_job(const struct ferry_pg_job_info *j)
         printf(", \"created\": %lld, \"hosts\": %llu, \"hosts_running\": "
                "%llu, \"files\": %llu, \"done\": %llu, \"bytes\": %llu, "
                "\"done_bytes\": %llu, \"pending\": %llu, \"failed\": %llu, "
+               "\"vanished\": %llu, "
                "\"directories\": %llu, \"directories_to_list\": %llu, "
                "\"directories_not_listed\": %llu, \"meta_failed\": %llu, "
                "\"meta_to_apply\": %llu, \"paused\": %s, \"host_jobs\": %u",
@@ -101,6 +106,7 @@ static void json_job(const struct ferry_pg_job_info *j)
                (unsigned long long)j->c.bytes_done,
                (unsigned long long)j->files_pending,
                (unsigned long long)j->c.files_failed,
+               (unsigned long long)j->c.files_vanished,
                (unsigned long long)j->c.dirs,
                (unsigned long long)j->dirs_to_list,
                (unsigned long long)j->c.dirs_failed,
@@ -162,7 +168,7 @@ struct fail_out {
 };
 
 static const char *const fail_words[] = {"failed", "not listed",
-                                         "metadata not applied"};
+                                         "metadata not applied", "vanished"};
 
 static void on_failure(const struct ferry_pg_failure *f, void *arg)
 {
@@ -229,8 +235,8 @@ static int show_job(const struct ferry_cli *cli, struct ferry_pg *pg,
         ferry_pg_hosts_free(h, nh);
         struct fail_out o = {cli->json, 0};
         uint64_t shown = cli->json || cli->failures ? 0 : STATUS_SHOWN;
-        uint64_t failed =
-                j->c.files_failed + j->c.dirs_failed + j->c.meta_failed;
+        uint64_t failed = j->c.files_failed + j->c.dirs_failed +
+                          j->c.meta_failed + j->c.files_vanished;
         if (!cli->json && failed)
                 fputs("failures:\n", stdout);
         rc = failed ? ferry_pg_failures(pg, j->name, shown, on_failure, &o) : 0;

@@ -338,7 +338,10 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
                 int state = a->kind == PG_DIRS
                                     ? (done ? PG_LISTED : PG_LIST_FAILED)
                             : a->kind == PG_FILES
-                                    ? (done ? MF_ST_DONE : MF_ST_FAILED)
+                                    ? (done ? MF_ST_DONE
+                                       : o->result == PG_VANISHED
+                                               ? MF_ST_VANISHED
+                                               : MF_ST_FAILED)
                                     : (done ? PG_META_APPLIED
                                             : PG_META_FAILED);
                 pg_param_int(&p, o->id);

@@ -383,16 +383,18 @@ static int counts_step(struct ferry_pg *pg, void *arg)
                 " (SELECT count(*) FROM dirs WHERE job = $1)::int8,"
                 " (SELECT count(*) FROM dirs WHERE job = $1 AND list_state = "
                 MF_SQL_INT(PG_LIST_FAILED) ")::int8,"
-                " (SELECT count(*) FROM dirs WHERE job = $1 AND state = 2)::int8"
-                " FROM files WHERE job = $1",
+                " (SELECT count(*) FROM dirs WHERE job = $1 AND state = 2)::int8,"
+                " count(*) FILTER (WHERE state = " MF_SQL_INT(MF_ST_VANISHED)
+                ")::int8 FROM files WHERE job = $1",
                 &p, &r, "count");
         pg_params_release(&p);
         if (rc)
                 return rc;
         uint64_t *v[] = {&c->files,       &c->files_done, &c->files_failed,
                          &c->bytes,       &c->bytes_done, &c->dirs,
-                         &c->dirs_failed, &c->meta_failed};
-        for (int i = 0; i < 8; i++)
+                         &c->dirs_failed, &c->meta_failed,
+                         &c->files_vanished};
+        for (int i = 0; i < 9; i++)
                 *v[i] = (uint64_t)pg_get_i64(r, 0, i);
         PQclear(r);
         return 0;

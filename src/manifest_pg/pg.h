@@ -198,6 +198,8 @@ enum ferry_pg_result {
         PG_DONE = 1, /* PG_FILES: copied, durable (hash kept); PG_DIRS:
                         listed; PG_DIR_META: applied */
         PG_FAILED,   /* error kept */
+        PG_VANISHED, /* PG_FILES: gone from SRC since its listing (error
+                        kept); not retried, as the SQLite run's */
 };
 struct ferry_pg_outcome {
         int64_t id;
@@ -242,6 +244,7 @@ int ferry_pg_retry_failed(struct ferry_pg *pg, uint64_t *n);
 /* The joined job as a whole. */
 struct ferry_pg_counts {
         uint64_t files, files_done, files_failed, bytes, bytes_done;
+        uint64_t files_vanished;
         uint64_t dirs, dirs_failed; /* could not be listed */
         uint64_t meta_failed;       /* directories whose metadata failed */
 };
@@ -316,10 +319,15 @@ int ferry_pg_hosts(struct ferry_pg *pg, const char *name,
                    struct ferry_pg_host_info **out, size_t *n);
 void ferry_pg_hosts_free(struct ferry_pg_host_info *hosts, size_t n);
 
-/* A failure of a job: a file that failed, a directory that could not be
- * listed or whose metadata failed. Not NUL-terminated; valid during the
+/* A failure of a job: a file that failed or vanished, a directory that
+ * could not be listed or whose metadata failed. Not NUL-terminated; valid during the
  * callback. */
-enum ferry_pg_failure_kind { PG_FAIL_FILE, PG_FAIL_LIST, PG_FAIL_META };
+enum ferry_pg_failure_kind {
+        PG_FAIL_FILE,
+        PG_FAIL_LIST,
+        PG_FAIL_META,
+        PG_FAIL_VANISHED, /* a file gone from SRC before its copy */
+};
 struct ferry_pg_failure {
         enum ferry_pg_failure_kind what;
         const char *path, *name, *error; /* name: PG_FAIL_FILE only */
@@ -327,8 +335,9 @@ struct ferry_pg_failure {
 };
 typedef void (*ferry_pg_failure_fn)(const struct ferry_pg_failure *f,
                                     void *arg);
-/* Calls fn for the first max failures of job name (0: all), files
- * first, each kind by path. */
+/* Calls fn for the first max failures of job name (0: all): failed
+ * files, directories not listed, metadata failed, vanished files, each
+ * kind by path. */
 int ferry_pg_failures(struct ferry_pg *pg, const char *name, uint64_t max,
                       ferry_pg_failure_fn fn, void *arg);
 

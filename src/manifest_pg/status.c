@@ -25,6 +25,7 @@
 static const char jobs_sql[] =
         "SELECT j.name, extract(epoch FROM j.created)::int8, j.src_fp,"
         " j.dst_fp, f.n, f.done, f.failed, f.pending, f.bytes, f.bytes_done,"
+        " f.vanished,"
         " d.n, d.to_list, d.list_failed, d.to_apply, d.meta_failed,"
         " h.n, h.running, j.paused::int::int8,"
         " coalesce(j.host_jobs, 0)::int8 FROM jobs j,"
@@ -36,7 +37,9 @@ static const char jobs_sql[] =
         " count(*) FILTER (WHERE state = " MF_SQL_INT(MF_ST_PENDING) ")::int8"
         " AS pending, coalesce(sum(size), 0)::int8 AS bytes,"
         " coalesce(sum(size) FILTER (WHERE state = " MF_SQL_INT(MF_ST_DONE)
-        "), 0)::int8 AS bytes_done FROM files WHERE job = j.id) f,"
+        "), 0)::int8 AS bytes_done,"
+        " count(*) FILTER (WHERE state = " MF_SQL_INT(MF_ST_VANISHED) ")::int8"
+        " AS vanished FROM files WHERE job = j.id) f,"
         " LATERAL (SELECT count(*)::int8 AS n,"
         " count(*) FILTER (WHERE list_state = " MF_SQL_INT(PG_LIST_PENDING)
         ")::int8 AS to_list,"
@@ -80,10 +83,11 @@ static const char hosts_sql[] =
 /* files that failed, directories that could not be listed, directories
  * whose metadata failed; by path */
 static const char failures_sql[] =
-        "SELECT * FROM (SELECT d.path, f.name, f.error, 0::int8 AS what"
+        "SELECT * FROM (SELECT d.path, f.name, f.error, CASE f.state WHEN "
+        MF_SQL_INT(MF_ST_FAILED) " THEN 0 ELSE 3 END::int8 AS what"
         " FROM files f JOIN dirs d ON d.id = f.dir JOIN jobs j ON"
-        " j.id = f.job WHERE j.name = $1 AND f.state = "
-        MF_SQL_INT(MF_ST_FAILED)
+        " j.id = f.job WHERE j.name = $1 AND f.state IN ("
+        MF_SQL_INT(MF_ST_FAILED) ", " MF_SQL_INT(MF_ST_VANISHED) ")"
         " UNION ALL SELECT d.path, NULL, d.error, 1 FROM dirs d JOIN jobs j"
         " ON j.id = d.job WHERE j.name = $1 AND d.list_state = "
         MF_SQL_INT(PG_LIST_FAILED)
@@ -164,17 +168,24 @@ int ferry_pg_jobs(struct ferry_pg *pg, const char *name,
                 j[i].created = pg_get_i64(r, k, 1);
                 j[i].src_fp = dup_col(r, k, 2, &oom);
                 j[i].dst_fp = dup_col(r, k, 3, &oom);
-                uint64_t *v[] = {&j[i].c.files,        &j[i].c.files_done,
-                                 &j[i].c.files_failed, &j[i].files_pending,
-                                 &j[i].c.bytes,        &j[i].c.bytes_done,
-                                 &j[i].c.dirs,         &j[i].dirs_to_list,
-                                 &j[i].c.dirs_failed,  &j[i].meta_to_apply,
-                                 &j[i].c.meta_failed,  &j[i].hosts,
+                uint64_t *v[] = {&j[i].c.files,
+                                 &j[i].c.files_done,
+                                 &j[i].c.files_failed,
+                                 &j[i].files_pending,
+                                 &j[i].c.bytes,
+                                 &j[i].c.bytes_done,
+                                 &j[i].c.files_vanished,
+                                 &j[i].c.dirs,
+                                 &j[i].dirs_to_list,
+                                 &j[i].c.dirs_failed,
+                                 &j[i].meta_to_apply,
+                                 &j[i].c.meta_failed,
+                                 &j[i].hosts,
                                  &j[i].hosts_running};
-                for (int c = 0; c < 13; c++)
+                for (int c = 0; c < 14; c++)
                         *v[c] = (uint64_t)pg_get_i64(r, k, 4 + c);
-                j[i].paused = pg_get_i64(r, k, 17) != 0;
-                j[i].host_jobs = (unsigned)pg_get_i64(r, k, 18);
+                j[i].paused = pg_get_i64(r, k, 18) != 0;
+                j[i].host_jobs = (unsigned)pg_get_i64(r, k, 19);
         }
         PQclear(r);
         if (oom) {

@@ -126,9 +126,9 @@ static bool outcome_of(struct shared *s, struct ferry_batch *b,
                 snprintf(why, size, "%s", ferry_batch_at(b, it->why_off));
         else
                 ferry_failure_str(&it->fail, why, size);
-        o->result = PG_FAILED;
-        o->error = why;
         bool gone = it->result == R_VANISHED;
+        o->result = gone ? PG_VANISHED : PG_FAILED;
+        o->error = why;
         if (gone)
                 s->sum->files_vanished++;
         else

@@ -356,6 +356,10 @@ static int end_code(struct shared *s)
                 return shared_pg_fail(s, rc);
         if (c.files_failed || c.dirs_failed)
                 return FERRY_EPARTIAL;
+        /* gone from SRC between its listing and its copy: the job's copy
+         * lacks them, as a single host's run says (rsync's 24) */
+        if (c.files_vanished)
+                return FERRY_EVANISHED;
         /* a file's metadata shortfall is this host's to tell (its row is
          * done: the data arrived) */
         return c.meta_failed || s->sum->meta_failed ? FERRY_EMETA : FERRY_OK;

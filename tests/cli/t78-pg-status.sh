@@ -18,7 +18,11 @@
 #    has a line per done file, jsonl and csv a row per file with psql's
 #    states and stat(1)'s sizes and times; an unknown job exits 2, no
 #    --job-name or SRC DST exit 1;
-#  - the list of jobs (text and --json) has both jobs with their counts.
+#  - the list of jobs (text and --json) has both jobs with their counts;
+#  - a file removed from SRC after its listing, before its copy: the host
+#    exits 24 as a single host's run does, psql has the row vanished (4)
+#    with its reason, status counts and lists it, and the same command
+#    again still exits 24 without trying it again.
 # Skips, saying why, without root, PostgreSQL or bench/slowfs.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
@@ -178,4 +182,35 @@ check "text list: a block per job" test "$(grep -c '^job: ' "$LOG/out")" = 2
 check "... j2 finished, all its files done" \
 	eval 'grep -A4 "^job: j2" "$LOG/out" | grep -qE "state: finished$" &&
 	      grep -A4 "^job: j2" "$LOG/out" | grep -q "progress: $NF of $NF files"'
+
+# ---- a file vanishing from SRC before its copy ---------------------------
+mkdir -p src3/a && for f in $(seq 1 200); do echo "v $f" >"src3/a/f$f"; done
+mkdir -p "$MNT"
+"$SLOWFS" --latency-us 5000 "$T/src3" "$MNT" 2>"$LOG/slowfs.err" ||
+	skip_all "slowfs does not mount here: $(head -c 200 "$LOG/slowfs.err")"
+bg "$FERRY" --manifest "$URL" --job-name j3 -j 1 "$MNT" "$T/dst3"
+jid3() { sql "SELECT id FROM ferry.jobs WHERE name = 'j3'"; }
+going3() { [[ -n $(jid3) ]] && (($(sql "SELECT count(*) FROM ferry.files
+	WHERE job = $(jid3) AND state = 1") >= 10)); }
+wait_until 60 going3 || die "job j3 did not get going"
+# the last row to be claimed (claims take the lowest ids first)
+gone=$(sql "SELECT convert_from(name, 'UTF8') FROM ferry.files WHERE job = $(jid3)
+	AND state = 0 AND lease_until IS NULL ORDER BY id DESC LIMIT 1")
+rm "src3/a/$gone"
+bg_wait
+umount_fuse "$MNT"
+check "a file gone from SRC before its copy: exit 24 (got $BG_RC)" test "$BG_RC" = 24 ||
+	show "$LOG/bg.err"
+check "... psql: its row is vanished (4), with the reason" test "$(sql "SELECT state || ' ' ||
+	(error <> '') FROM ferry.files WHERE job = $(jid3) AND name = convert_to('$gone', 'UTF8')")" = "4 true"
+check "... every other file is in DST (diff -r)" diff -r -x .ferry-job src3 dst3
+expect_code 0 status --job-name j3 --json
+check "status: 1 vanished, the job finished with files vanished" \
+	test "$(js 'j["vanished"], j["state"]')" = "1 finished, some files vanished from SRC"
+check "... the vanished file listed as such" \
+	test "$(js 'j["failures"][0]["path"], j["failures"][0]["what"]')" = "a/$gone vanished"
+run "$FERRY" --manifest "$URL" --job-name j3 src3 dst3
+check "the same command again: exit 24 still (the job lacks it), nothing retried" \
+	eval 'test "$RC" = 24 && test "$(sql "SELECT state || '"' '"' || attempts FROM ferry.files
+		WHERE job = $(jid3) AND name = convert_to('"'$gone'"', '"'UTF8'"')")" = "4 1"'
 finish
