@@ -58,6 +58,12 @@ struct ferry_copy_cfg {
          * (seconds since the epoch), or 0: see ferry_copy_is_ours */
         int64_t written_since;
         atomic_bool *stop; /* borrowed */
+        /* a shared job's fence (borrowed; NULL: none): CLOCK_MONOTONIC ns
+         * until which every claim this host holds is surely its own. Past
+         * it a copy is not put in place (ECANCELED, the item R_NONE): its
+         * claim may be another host's by now, whose copy it would replace
+         * (src/shared/run.c, shared_renew) */
+        const _Atomic int64_t *fence;
         /* borrowed, shared by the workers; NULL: DST holds any name */
         struct ferry_names *names;
         /* borrowed, shared by the workers: --bwlimit's bucket and the

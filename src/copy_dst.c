@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Whether s (len bytes) is well-formed UTF-8: lead bytes C2..F4, each
@@ -281,13 +282,28 @@ static int place(struct ferry_copier *c, const struct ferry_item *it,
         return ferry_fsio_renameat(c->dst_dir, tmp, name);
 }
 
+/* Whether a shared job's fence has passed (copy.h): the claim of what is
+ * to be put in place may no longer be this host's. */
+static bool fenced(const struct ferry_copy_cfg *cfg)
+{
+        if (!cfg->fence)
+                return false;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        return now > atomic_load(cfg->fence);
+}
+
 /* Renames tmp over name (place). On a case-insensitive DST, the copy of
  * another source file whose name differs only by case is not replaced:
- * EEXIST, and c->why says so. */
+ * EEXIST, and c->why says so. Past a shared job's fence nothing is put in
+ * place: ECANCELED. */
 int ferry_copier_install(struct ferry_copier *c, const struct ferry_item *it,
                          const struct ferry_stat *src, const char *tmp,
                          const char *name)
 {
+        if (fenced(&c->cfg))
+                return ECANCELED;
         bool clash = false;
         ferry_names_lock(c->cfg.names, it->dir_id, name);
         int rc = ferry_names_clash(c->cfg.names, c->dst_dir, c->src_dir, name,

@@ -34,10 +34,11 @@
  * none in one transaction, so a host whose rows another claim took
  * (it was killed, or partitioned past its lease) can never mark them.
  * A lease that ran out but that no other claim took still holds the
- * token: its late outcome is taken. The token fences the done marks,
- * not what the host writes into DST: a host partitioned past its lease
- * may still rename a copy into place (the same bytes another host
- * copies), but it never marks it done.
+ * token: its late outcome is taken. The token fences the done marks;
+ * what a host renames into DST is fenced by time on the host
+ * (src/shared/run.c, shared_renew): past two thirds of a lease since its
+ * last full renewal, or once a renewal finds a claim taken, its copies
+ * are not put in place (copy.h, fence).
  *
  * A directory's metadata (PG_DIR_META) is claimed the same way once the
  * job's scan and copies are over: listed, state 0 (to apply) --claim-->

@@ -49,6 +49,7 @@ int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r)
 
 int shared_hand_out(struct shared *s, bool *none)
 {
+        shared_fence_reset(s);
         struct ferry_pg_claim c;
         if (shared_claim(s, PG_FILES, FILE_CLAIM, &c, none) || *none)
                 return s->code;

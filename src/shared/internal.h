@@ -59,6 +59,11 @@ struct shared {
         unsigned limit;    /* copies in flight now (control.c) */
         bool paused;       /* the job's control says so */
         double last_control;
+        /* the copies' fence (copy.h; run.c, shared_renew): every claim in
+         * flight is surely this host's until then (CLOCK_MONOTONIC ns);
+         * 0 while a claim was found lost, until those in flight are back */
+        _Atomic int64_t fence;
+        bool claims_lost;
         struct ferry_copy_cfg ccfg;
         struct ferry_workers *pool;
         struct ferry_queue work, inbox;
@@ -94,8 +99,14 @@ int shared_fail(struct shared *s, int code, const char *fmt, ...)
 /* The PostgreSQL failure as s's (FERRY_EMANIFEST unless rc says more). */
 int shared_pg_fail(struct shared *s, int rc);
 /* Renews the leases of everything in flight (file batches, directories
- * being listed) once a third of a lease has passed since the last. */
+ * being listed) once a third of a lease has passed since the last, and
+ * moves the fence: two thirds of a lease past the renewal's start when
+ * every row in flight was renewed, 0 when one was not (its lease ran out
+ * and another host took it). */
 int shared_renew(struct shared *s);
+/* Before a claim: a host whose lost claims are all back has its fence
+ * again (new claims are its own for a lease). */
+void shared_fence_reset(struct shared *s);
 /* Claims up to max rows of kind under s's lease; *none when none was
  * claimable (c then holds nothing). */
 int shared_claim(struct shared *s, enum ferry_pg_kind kind, size_t max,

@@ -99,6 +99,29 @@ int shared_claim(struct shared *s, enum ferry_pg_kind kind, size_t max,
         return 0;
 }
 
+static int64_t now_ns(void)
+{
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* A claim is this host's for a lease from when the statement that made or
+ * renewed it was sent (the server's lease starts later); two thirds of it
+ * leave the workers a third of a lease to find the fence moved. */
+static int64_t fence_from(const struct shared *s, int64_t sent)
+{
+        return sent + (int64_t)s->lease * 2 / 3 * 1000000000;
+}
+
+void shared_fence_reset(struct shared *s)
+{
+        if (s->claims_lost && !s->nfl && !s->nscans) {
+                s->claims_lost = false;
+                atomic_store(&s->fence, fence_from(s, now_ns()));
+        }
+}
+
 int shared_renew(struct shared *s)
 {
         double now = shared_now();
@@ -109,16 +132,31 @@ int shared_renew(struct shared *s)
         if (!tokens)
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
         size_t n = 0;
-        for (size_t i = 0; i < s->nfl; i++)
+        uint64_t rows = s->nscans, renewed = 0;
+        for (size_t i = 0; i < s->nfl; i++) {
                 tokens[n++] = s->fl[i].token;
+                rows += s->fl[i].b->n;
+        }
         for (size_t i = 0; i < s->nscans; i++)
                 tokens[n++] = s->scan_tokens[i];
-        uint64_t renewed = 0;
+        int64_t sent = now_ns();
         /* with nothing in flight too: last_seen and the counts that
          * status's rate reads (003_hosts.sql) */
         int rc = ferry_pg_renew(s->pg, tokens, n, s->lease, &renewed);
         free(tokens);
-        return rc ? shared_pg_fail(s, rc) : 0;
+        if (rc)
+                return shared_pg_fail(s, rc);
+        if (renewed < rows && !s->claims_lost) {
+                s->claims_lost = true;
+                shared_event(s, FERRY_EV_WARNING, "", 0, "", 0,
+                             "a lease ran out and another host took the "
+                             "claim: what this host copies of it is not put "
+                             "in place",
+                             NULL);
+        }
+        shared_fence_reset(s);
+        atomic_store(&s->fence, s->claims_lost ? 0 : fence_from(s, sent));
+        return 0;
 }
 
 /* ---- the loop ------------------------------------------------------- */
@@ -188,8 +226,8 @@ static int copy_loop(struct shared *s)
                         break;
                 bool busy = claims && !files_none && s->nfl < room;
                 void *msg = NULL;
-                if (out &&
-                    !ferry_queue_pop(&s->inbox, &msg, busy ? 0 : 200) && msg) {
+                if (out && !ferry_queue_pop(&s->inbox, &msg, busy ? 0 : 200) &&
+                    msg) {
                         bool dirs = false;
                         if (((struct ferry_msg *)msg)->kind == MSG_BATCH)
                                 shared_take_back(s, msg);
@@ -331,6 +369,7 @@ static int start_pool(struct shared *s)
                 .written_since = ferry_pg_job_created(s->pg),
                 .stop = s->stop,
                 .no_sync = o->durability == FERRY_DURABLE_NONE,
+                .fence = &s->fence,
         };
         s->max_jobs = s->jobs > SHARED_JOBS_MAX ? s->jobs : SHARED_JOBS_MAX;
         s->limit = s->jobs;
