@@ -50,6 +50,11 @@ int ferry_cli_parse(int argc, char **argv, struct ferry_cli *cli,
 void ferry_cli_release(struct ferry_cli *cli);
 void ferry_cli_help(FILE *out);
 
+/* shared.c: formats err->msg; returns FERRY_EUSAGE (a bad command line,
+ * for set.c and shared.c; cli.c has its own). */
+int ferry_cli_usage(struct ferry_error *err, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
 /* set.c: --bwlimit RATE, --window HH:MM-HH:MM|none, --pause and
  * --resume into cli (0 or FERRY_EUSAGE with err set); the checks of a
  * `ferry set` command line once it is parsed */

@@ -10,32 +10,20 @@
 #include "manifest_pg/pg.h"
 #include "report.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-static int bad(struct ferry_error *err, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
-
-static int bad(struct ferry_error *err, const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-        va_end(ap);
-        return FERRY_EUSAGE;
-}
 
 int ferry_cli_bwlimit(struct ferry_cli *cli, const char *v,
                       struct ferry_error *err)
 {
         uint64_t r;
         if (ferry_parse_rate(v, &r))
-                return bad(err,
-                           "--bwlimit must be bytes per second with an "
-                           "optional K, M or G (powers of 1024), at least 1K, "
-                           "or 0 for no limit; not '%s'",
-                           v);
+                return ferry_cli_usage(
+                        err,
+                        "--bwlimit must be bytes per second with an "
+                        "optional K, M or G (powers of 1024), at least 1K, "
+                        "or 0 for no limit; not '%s'",
+                        v);
         cli->opt.bwlimit = cli->set.bwlimit = r;
         cli->set.set_bwlimit = true;
         return 0;
@@ -46,11 +34,12 @@ int ferry_cli_window(struct ferry_cli *cli, const char *v,
 {
         int a = -1, b = -1;
         if (strcmp(v, "none") && ferry_parse_window(v, &a, &b))
-                return bad(err,
-                           "--window must be HH:MM-HH:MM (local time, start "
-                           "and end differ, 19:00-07:00 wraps midnight) or "
-                           "none; not '%s'",
-                           v);
+                return ferry_cli_usage(
+                        err,
+                        "--window must be HH:MM-HH:MM (local time, start "
+                        "and end differ, 19:00-07:00 wraps midnight) or "
+                        "none; not '%s'",
+                        v);
         cli->opt.window_start = cli->set.window_start = a;
         cli->opt.window_end = cli->set.window_end = b;
         cli->set.set_window = true;
@@ -60,8 +49,8 @@ int ferry_cli_window(struct ferry_cli *cli, const char *v,
 int ferry_cli_pause(struct ferry_cli *cli, bool pause, struct ferry_error *err)
 {
         if (cli->set.pause == (pause ? 0 : 1))
-                return bad(err, "%s",
-                           "--pause and --resume do not go together");
+                return ferry_cli_usage(
+                        err, "%s", "--pause and --resume do not go together");
         cli->set.pause = pause ? 1 : 0;
         cli->live_given = true;
         return 0;
@@ -72,21 +61,23 @@ int ferry_cli_set_check(const struct ferry_cli *cli, struct ferry_error *err)
         const struct ferry_set_req *r = &cli->set;
         if (cli->command != CMD_SET) {
                 if (cli->live_given)
-                        return bad(err, "%s",
-                                   "--pause and --resume go with `ferry set` "
-                                   "only (a run starts unpaused)");
+                        return ferry_cli_usage(
+                                err, "%s",
+                                "--pause and --resume go with `ferry set` "
+                                "only (a run starts unpaused)");
                 return 0;
         }
         if (!r->set_bwlimit && !r->set_jobs && !r->set_window && r->pause < 0)
-                return bad(err, "%s",
-                           "set needs --bwlimit, -j, --pause, --resume or "
-                           "--window (see --help)");
+                return ferry_cli_usage(
+                        err, "%s",
+                        "set needs --bwlimit, -j, --pause, --resume or "
+                        "--window (see --help)");
         if (cli->json || cli->failures || cli->format_set || cli->opt.dry_run)
-                return bad(err, "set does not take --%s",
-                           cli->json         ? "json"
-                           : cli->failures   ? "failures"
-                           : cli->format_set ? "format"
-                                             : "dry-run");
+                return ferry_cli_usage(err, "set does not take --%s",
+                                       cli->json         ? "json"
+                                       : cli->failures   ? "failures"
+                                       : cli->format_set ? "format"
+                                                         : "dry-run");
         return 0;
 }
 

@@ -1,7 +1,8 @@
 /*
  * shared.c - the checks of a command line that names a shared manifest
  * (--manifest postgresql://...), or --job-name or --lease without one
- * (cli.h): what a shared job takes so far, and how it is named.
+ * (cli.h): what a shared job takes so far, and how it is named; and
+ * ferry_cli_usage, the error of a bad command line (set.c uses it too).
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -9,10 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static int bad(struct ferry_error *err, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
-
-static int bad(struct ferry_error *err, const char *fmt, ...)
+int ferry_cli_usage(struct ferry_error *err, const char *fmt, ...)
 {
         va_list ap;
         va_start(ap, fmt);
@@ -26,33 +24,37 @@ int ferry_cli_shared_check(const struct ferry_cli *cli, struct ferry_error *err)
         bool shared = ferry_manifest_is_shared(cli->opt.manifest);
         if (!shared)
                 return cli->opt.job_name || cli->opt.lease
-                               ? bad(err, "%s",
-                                     "--job-name and --lease go with a "
-                                     "postgresql:// manifest")
+                               ? ferry_cli_usage(
+                                         err, "%s",
+                                         "--job-name and --lease go with a "
+                                         "postgresql:// manifest")
                                : 0;
         if (cli->command == CMD_SET &&
             (cli->set.set_bwlimit || cli->set.set_window))
-                return bad(err, "%s",
-                           "--bwlimit and --window are not supported with a "
-                           "PostgreSQL manifest yet (set takes -j, --pause "
-                           "and --resume)");
+                return ferry_cli_usage(
+                        err, "%s",
+                        "--bwlimit and --window are not supported with a "
+                        "PostgreSQL manifest yet (set takes -j, --pause "
+                        "and --resume)");
         bool report = cli->command == CMD_STATUS ||
                       cli->command == CMD_EXPORT || cli->command == CMD_SET;
         const char *word = cli->command == CMD_STATUS   ? "status"
                            : cli->command == CMD_EXPORT ? "export"
                                                         : "set";
         if (report && cli->opt.src)
-                return bad(err,
-                           "a shared job is named, not found by its paths: "
-                           "ferry %s --manifest URL --job-name NAME",
-                           word);
+                return ferry_cli_usage(
+                        err,
+                        "a shared job is named, not found by its paths: "
+                        "ferry %s --manifest URL --job-name NAME",
+                        word);
         if (cli->command != CMD_STATUS && report && !cli->opt.job_name)
-                return bad(err, "%s of a shared manifest needs --job-name NAME",
-                           word);
+                return ferry_cli_usage(
+                        err, "%s of a shared manifest needs --job-name NAME",
+                        word);
         if (report && cli->opt.lease)
-                return bad(err, "%s", "--lease goes with a copy");
+                return ferry_cli_usage(err, "%s", "--lease goes with a copy");
         if (cli->failures && !cli->opt.job_name)
-                return bad(err, "%s",
-                           "--failures needs a job: --job-name NAME");
+                return ferry_cli_usage(
+                        err, "%s", "--failures needs a job: --job-name NAME");
         return 0;
 }
