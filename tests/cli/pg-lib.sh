@@ -17,6 +17,9 @@
 # pg_ns_cleanup runs from the EXIT trap, even when a test fails: the
 # cluster stops and every namespace of the test goes (their veths with
 # them). Nothing outside the namespaces this test made is ever contacted.
+# wurl I, host I ARGS...: the database's URL from worker I's namespace,
+#   and ferry run there with it; spawn OUT CMD... and reap PID: a host in
+#   the background and its exit status (RC).
 
 PG_DIR=$T/pg
 PG_NETNS=()
@@ -106,6 +109,30 @@ pg_gone() {
 # pg_url [HOST]: a libpq connection string to the test database (the
 # socket directory, or an address)
 pg_url() { printf 'host=%s port=5432 user=ferry dbname=postgres connect_timeout=3' "${1:-$PG_DIR/sock}"; }
+
+# wurl I: the database's URL from worker I's namespace (netns_link I).
+wurl() { printf 'postgresql://ferry@10.231.%s.1:5432/postgres' "$1"; }
+# host I ARGS...: becomes ferry in worker I's network namespace, on its
+# link's address (nsenter execs it: the pid is the spawner's)
+host() {
+	local i=$1
+	shift
+	exec nsenter --net="/run/netns/ferry-$$-w$i" -- "$FERRY" \
+		--manifest "$(wurl "$i")" "$@"
+}
+# spawn OUT CMD...: in the background; SPAWNED its pid (killed by the
+# trap if the test dies). reap PID: RC its exit status.
+spawn() {
+	local out=$1
+	shift
+	"$@" >"$out" 2>"$out.err" &
+	SPAWNED=$!
+	BG_PIDS+=("$SPAWNED")
+}
+reap() {
+	wait "$1" 2>/dev/null
+	RC=$?
+}
 
 netns_add() {
 	ip netns add "$1" || die "cannot add network namespace $1"

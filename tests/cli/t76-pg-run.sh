@@ -45,28 +45,6 @@ pg_start "$db" '*'
 SOCK_URL="postgresql://ferry@/postgres?host=$PG_DIR/sock&port=5432"
 
 sql() { psql -X -A -t -q -v ON_ERROR_STOP=1 -c "$1" "$(pg_url)"; }
-wurl() { printf 'postgresql://ferry@10.231.%s.1:5432/postgres' "$1"; }
-# host I ARGS...: becomes ferry in worker I's network namespace, on its
-# link's address (nsenter execs it: the pid is the spawner's)
-host() {
-	local i=$1
-	shift
-	exec nsenter --net="/run/netns/ferry-$$-w$i" -- "$FERRY" \
-		--manifest "$(wurl "$i")" "$@"
-}
-# spawn OUT CMD...: in the background; SPAWNED its pid (killed by the
-# trap if the test dies). reap PID: RC its exit status.
-spawn() {
-	local out=$1
-	shift
-	"$@" >"$out" 2>"$out.err" &
-	SPAWNED=$!
-	BG_PIDS+=("$SPAWNED")
-}
-reap() {
-	wait "$1" 2>/dev/null
-	RC=$?
-}
 jobid() { sql "SELECT id FROM ferry.jobs WHERE name = '$1'"; }
 
 # same_tree SRC DST [xattrs]: DST holds SRC (and the job's mark); with

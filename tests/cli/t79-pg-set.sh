@@ -42,18 +42,6 @@ check "--bwlimit on a shared job: not supported yet, saying so" \
 mkdir -p "$MNT"
 "$SLOWFS" --latency-us 5000 "$T/src" "$MNT" 2>"$LOG/slowfs.err" ||
 	skip_all "slowfs does not mount here: $(head -c 200 "$LOG/slowfs.err")"
-# spawn OUT CMD...: in the background, SPAWNED its pid; reap PID: RC
-spawn() {
-	local out=$1
-	shift
-	"$@" >"$out" 2>"$out.err" &
-	SPAWNED=$!
-	BG_PIDS+=("$SPAWNED")
-}
-reap() {
-	wait "$1" 2>/dev/null
-	RC=$?
-}
 spawn "$LOG/a" "$FERRY" --manifest "$URL" --job-name j -j 4 "$MNT" "$T/dst"
 A=$SPAWNED
 jid() { sql "SELECT id FROM ferry.jobs WHERE name = 'j'"; }

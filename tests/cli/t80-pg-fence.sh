@@ -28,24 +28,6 @@ netns_three # $db and ferry-$$-w1..3, linked
 pg_init
 pg_start "$db" '*'
 sql() { psql -X -A -t -q -v ON_ERROR_STOP=1 -c "$1" "$(pg_url)"; }
-wurl() { printf 'postgresql://ferry@10.231.%s.1:5432/postgres' "$1"; }
-host() {
-	local i=$1
-	shift
-	exec nsenter --net="/run/netns/ferry-$$-w$i" -- "$FERRY" \
-		--manifest "$(wurl "$i")" "$@"
-}
-spawn() {
-	local out=$1
-	shift
-	"$@" >"$out" 2>"$out.err" &
-	SPAWNED=$!
-	BG_PIDS+=("$SPAWNED")
-}
-reap() {
-	wait "$1" 2>/dev/null
-	RC=$?
-}
 
 mkdir -p src
 head -c 16M /dev/urandom >src/big
