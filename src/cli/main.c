@@ -542,7 +542,9 @@ int main(int argc, char **argv)
         } else if (cli.command == CMD_EXPORT) {
                 code = ferry_cli_export(&cli, &so);
         } else if (cli.command == CMD_SET) {
-                code = ferry_cli_set(&cli, &so);
+                code = ferry_manifest_is_shared(cli.opt.manifest)
+                               ? ferry_cli_set_pg(&cli, &so)
+                               : ferry_cli_set(&cli, &so);
         } else {
                 code = run_job(&cli, &so, argc, argv);
         }

@@ -81,6 +81,8 @@ void ferry_report_running(FILE *f, const struct ferry_status_info *info);
 int ferry_cli_export(const struct ferry_cli *cli, struct sink *so);
 /* `ferry set` (set.c): the exit code */
 int ferry_cli_set(const struct ferry_cli *cli, struct sink *so);
+/* `ferry set` of a shared job (set_pg.c): the exit code */
+int ferry_cli_set_pg(const struct ferry_cli *cli, struct sink *so);
 
 /* n with a comma between groups of three digits ("1,204"). */
 void ferry_report_count(FILE *f, uint64_t n);

@@ -2,12 +2,10 @@
  * set.c - the command line of live control: `ferry set` (ferry_set in
  * ferry.h), the options --bwlimit, --window, --pause and --resume, and how
  * the live settings are shown by `ferry status` and after the progress
- * line ("paused"). On a shared manifest, set writes the job's control in
- * the database (-j, --pause, --resume).
+ * line ("paused"). `ferry set` of a shared job is set_pg.c.
  */
 #define _GNU_SOURCE
 #include "cli.h"
-#include "manifest_pg/pg.h"
 #include "report.h"
 
 #include <stdio.h>
@@ -184,47 +182,8 @@ void ferry_cli_put_paused(FILE *out, const struct ferry_progress *p)
                 fputs(", paused (`ferry set --resume` ends it)", out);
 }
 
-/* A shared job's control (manifest_pg/control.c): every host of the job
- * reads it about once a second. */
-static int set_shared(const struct ferry_cli *cli, struct sink *so)
-{
-        struct ferry_pg *pg = NULL;
-        struct ferry_error err = {""};
-        struct ferry_pg_control now;
-        const struct ferry_set_req *r = &cli->set;
-        int code = ferry_pg_connect(cli->opt.manifest, 10, &pg, &err);
-        if (!code) {
-                code = ferry_pg_set_control(pg, cli->opt.job_name, r->pause,
-                                            r->set_jobs ? (int)r->jobs : -1,
-                                            &now);
-                if (code)
-                        snprintf(err.msg, sizeof(err.msg), "%s",
-                                 ferry_pg_errmsg(pg));
-                ferry_pg_close(pg);
-        }
-        if (code) {
-                fprintf(stderr, "ferry: %s\n", err.msg);
-                return code;
-        }
-        if (cli->quiet || !ferry_sink_ready(so))
-                return 0;
-        fputs("set in the shared manifest; each host of the job applies it "
-              "within a second:\njobs per host: ",
-              stdout);
-        if (now.host_jobs)
-                printf("%u\n", now.host_jobs);
-        else
-                fputs("each host's own -j\n", stdout);
-        printf("paused: %s\n",
-               now.paused ? "yes (ferry set --resume ends it)" : "no");
-        ferry_sink_failed(so);
-        return 0;
-}
-
 int ferry_cli_set(const struct ferry_cli *cli, struct sink *so)
 {
-        if (ferry_manifest_is_shared(cli->opt.manifest))
-                return set_shared(cli, so);
         struct ferry_control now;
         struct ferry_error err = {""};
         int code = ferry_set(cli->opt.manifest, cli->opt.src, cli->opt.dst,
