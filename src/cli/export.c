@@ -206,8 +206,7 @@ static int read_shared(const struct ferry_cli *cli,
         code = ferry_pg_export(pg, cli->opt.job_name, req->done_only,
                                req->on_row, req->arg);
         if (code && code != FERRY_EOUTPUT)
-                snprintf(err->msg, sizeof(err->msg), "%s",
-                         ferry_pg_errmsg(pg));
+                snprintf(err->msg, sizeof(err->msg), "%s", ferry_pg_errmsg(pg));
         ferry_pg_close(pg);
         return code;
 }

@@ -240,19 +240,18 @@ static int lock_rows(struct ferry_pg *pg, const struct complete_args *a,
         pg_param_int_array(&p, ids, a->n);
         pg_param_int(&p, a->token);
         free(ids);
-        int rc = pg_exec(pg,
-                         a->kind == PG_DIRS
-                                 ? "SELECT list_state::int8 FROM dirs WHERE "
-                                   "job = $1 AND id = ANY($2::int8[]) AND "
-                                   "claim_token = $3 FOR UPDATE"
-                         : a->kind == PG_FILES
-                                 ? "SELECT state::int8 FROM files WHERE "
-                                   "job = $1 AND id = ANY($2::int8[]) AND "
-                                   "claim_token = $3 FOR UPDATE"
-                                 : "SELECT state::int8 FROM dirs WHERE "
-                                   "job = $1 AND id = ANY($2::int8[]) AND "
-                                   "claim_token = $3 FOR UPDATE",
-                         &p, &r, "outcome check");
+        int rc = pg_exec(
+                pg,
+                a->kind == PG_DIRS ? "SELECT list_state::int8 FROM dirs WHERE "
+                                     "job = $1 AND id = ANY($2::int8[]) AND "
+                                     "claim_token = $3 FOR UPDATE"
+                : a->kind == PG_FILES ? "SELECT state::int8 FROM files WHERE "
+                                        "job = $1 AND id = ANY($2::int8[]) AND "
+                                        "claim_token = $3 FOR UPDATE"
+                                      : "SELECT state::int8 FROM dirs WHERE "
+                                        "job = $1 AND id = ANY($2::int8[]) AND "
+                                        "claim_token = $3 FOR UPDATE",
+                &p, &r, "outcome check");
         pg_params_release(&p);
         if (rc)
                 return rc;
@@ -335,15 +334,13 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
         for (size_t i = 0; i < a->n; i++) {
                 const struct ferry_pg_outcome *o = &a->o[i];
                 bool done = o->result == PG_DONE;
-                int state = a->kind == PG_DIRS
-                                    ? (done ? PG_LISTED : PG_LIST_FAILED)
-                            : a->kind == PG_FILES
-                                    ? (done ? MF_ST_DONE
-                                       : o->result == PG_VANISHED
-                                               ? MF_ST_VANISHED
-                                               : MF_ST_FAILED)
-                                    : (done ? PG_META_APPLIED
-                                            : PG_META_FAILED);
+                int state =
+                        a->kind == PG_DIRS ? (done ? PG_LISTED : PG_LIST_FAILED)
+                        : a->kind == PG_FILES
+                                ? (done                       ? MF_ST_DONE
+                                   : o->result == PG_VANISHED ? MF_ST_VANISHED
+                                                              : MF_ST_FAILED)
+                                : (done ? PG_META_APPLIED : PG_META_FAILED);
                 pg_param_int(&p, o->id);
                 pg_param_int(&p, state);
                 pg_param_bytes(&p, done ? o->hash : NULL, o->hash_len);

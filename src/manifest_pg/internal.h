@@ -38,7 +38,7 @@ struct ferry_pg {
         char *url;
         int wait_s;
         unsigned reconnects;
-        int64_t job; /* 0 until ferry_pg_job_join */
+        int64_t job;     /* 0 until ferry_pg_job_join */
         int64_t created; /* the job's, seconds since the epoch */
         char *host;
         char errmsg[1024];

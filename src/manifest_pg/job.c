@@ -129,8 +129,8 @@ struct add_args {
         int64_t *ids;
 };
 
-static const char *const dir_casts[] = {"int8", "bytea", "int4", "int8",
-                                        "int8", "int8"};
+static const char *const dir_casts[] = {"int8", "bytea", "int4",
+                                        "int8", "int8",  "int8"};
 
 static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
                           size_t from, size_t n)
@@ -206,10 +206,11 @@ static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
         const struct ferry_pg_file *f = (const struct ferry_pg_file *)a->rows;
         struct ferry_buf sql = FERRY_BUF_INIT;
         struct pg_params p;
-        ferry_buf_adds(&sql,
-                       "INSERT INTO files (job, gen, dir, name, type,"
-                       " size, mtime_ns, ctime_ns, mode, uid, gid, dev,"
-                       " ino, rdev) SELECT $1::int8, $2::int8, v.* FROM (VALUES ");
+        ferry_buf_adds(
+                &sql,
+                "INSERT INTO files (job, gen, dir, name, type,"
+                " size, mtime_ns, ctime_ns, mode, uid, gid, dev,"
+                " ino, rdev) SELECT $1::int8, $2::int8, v.* FROM (VALUES ");
         pg_values_sql(&sql, n, 3, file_casts, FILE_COLS, false);
         ferry_buf_adds(&sql, ") v ON CONFLICT (dir, name) DO NOTHING");
         pg_params_init(&p);
@@ -306,8 +307,9 @@ static int remaining_step(struct ferry_pg *pg, void *arg)
                 : a->kind == PG_DIR_META
                         ? "SELECT count(*)::int8, count(*) FILTER (WHERE "
                           "lease_until >= now())::int8 FROM dirs WHERE job = "
-                          "$1 AND state = " MF_SQL_INT(PG_META_TO_APPLY)
-                          " AND list_state = " MF_SQL_INT(PG_LISTED)
+                          "$1 AND state = " MF_SQL_INT(
+                                  PG_META_TO_APPLY) " AND list_state "
+                                                    "= " MF_SQL_INT(PG_LISTED)
                         : "SELECT count(*)::int8, count(*) FILTER (WHERE "
                           "lease_until >= now())::int8 FROM files WHERE job = "
                           "$1 AND state = " MF_SQL_INT(MF_ST_PENDING),
@@ -371,29 +373,39 @@ static int counts_step(struct ferry_pg *pg, void *arg)
         PGresult *r = NULL;
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
-        int rc = pg_exec(
-                pg,
-                "SELECT count(*)::int8,"
-                " count(*) FILTER (WHERE state = " MF_SQL_INT(MF_ST_DONE)
-                ")::int8, count(*) FILTER (WHERE state = "
-                MF_SQL_INT(MF_ST_FAILED) ")::int8,"
-                " coalesce(sum(size), 0)::int8,"
-                " coalesce(sum(size) FILTER (WHERE state = "
-                MF_SQL_INT(MF_ST_DONE) "), 0)::int8,"
-                " (SELECT count(*) FROM dirs WHERE job = $1)::int8,"
-                " (SELECT count(*) FROM dirs WHERE job = $1 AND list_state = "
-                MF_SQL_INT(PG_LIST_FAILED) ")::int8,"
-                " (SELECT count(*) FROM dirs WHERE job = $1 AND state = 2)::int8,"
-                " count(*) FILTER (WHERE state = " MF_SQL_INT(MF_ST_VANISHED)
-                ")::int8 FROM files WHERE job = $1",
-                &p, &r, "count");
+        int rc =
+                pg_exec(pg,
+                        "SELECT count(*)::int8,"
+                        " count(*) FILTER (WHERE state = " MF_SQL_INT(MF_ST_DONE) ")::int8, count(*) FILTER (WHERE state = " MF_SQL_INT(
+                                MF_ST_FAILED) ")::int8,"
+                                              " coalesce(sum(size), 0)::int8,"
+                                              " coalesce(sum(size) FILTER "
+                                              "(WHERE state = " MF_SQL_INT(
+                                                      MF_ST_DONE) "), 0)::int8,"
+                                                                  " (SELECT "
+                                                                  "count(*) "
+                                                                  "FROM dirs "
+                                                                  "WHERE job = "
+                                                                  "$1)::int8,"
+                                                                  " (SELECT "
+                                                                  "count(*) "
+                                                                  "FROM dirs "
+                                                                  "WHERE job = "
+                                                                  "$1 AND "
+                                                                  "list_state "
+                                                                  "="
+                                                                  " " MF_SQL_INT(
+                                                                          PG_LIST_FAILED) ")::int8,"
+                                                                                          " (SELECT count(*) FROM dirs WHERE job = $1 AND state = 2)::int8,"
+                                                                                          " count(*) FILTER (WHERE state = " MF_SQL_INT(
+                                                                                                  MF_ST_VANISHED) ")::int8 FROM files WHERE job = $1",
+                        &p, &r, "count");
         pg_params_release(&p);
         if (rc)
                 return rc;
-        uint64_t *v[] = {&c->files,       &c->files_done, &c->files_failed,
-                         &c->bytes,       &c->bytes_done, &c->dirs,
-                         &c->dirs_failed, &c->meta_failed,
-                         &c->files_vanished};
+        uint64_t *v[] = {&c->files,       &c->files_done,  &c->files_failed,
+                         &c->bytes,       &c->bytes_done,  &c->dirs,
+                         &c->dirs_failed, &c->meta_failed, &c->files_vanished};
         for (int i = 0; i < 9; i++)
                 *v[i] = (uint64_t)pg_get_i64(r, 0, i);
         PQclear(r);

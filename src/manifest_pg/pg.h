@@ -321,8 +321,8 @@ int ferry_pg_hosts(struct ferry_pg *pg, const char *name,
 void ferry_pg_hosts_free(struct ferry_pg_host_info *hosts, size_t n);
 
 /* A failure of a job: a file that failed or vanished, a directory that
- * could not be listed or whose metadata failed. Not NUL-terminated; valid during the
- * callback. */
+ * could not be listed or whose metadata failed. Not NUL-terminated; valid
+ * during the callback. */
 enum ferry_pg_failure_kind {
         PG_FAIL_FILE,
         PG_FAIL_LIST,
