@@ -47,6 +47,47 @@ int pg_job_check_fps(struct ferry_pg *pg, const char *name, const PGresult *r,
         return FERRY_EPATH;
 }
 
+static const char *const count_cols[] = {
+        "files",          "bytes",
+        "files_pending",  "files_done",
+        "bytes_done",     "files_failed",
+        "files_vanished", "dirs",
+        "dirs_to_list",   "dirs_list_failed",
+        "dirs_to_apply",  "dirs_meta_failed",
+};
+#define N_COUNT_COLS (sizeof(count_cols) / sizeof(*count_cols))
+
+/* The job's rows of counts made by connections that are gone become one,
+ * slot 0 (a sum stays a sum whichever rows are folded: the pid test only
+ * spares the rows still in use a delete and an insert). */
+static int fold_counts(struct ferry_pg *pg, int64_t job)
+{
+        struct ferry_buf sql = FERRY_BUF_INIT;
+        ferry_buf_adds(&sql, "WITH gone AS (DELETE FROM counts c WHERE"
+                             " c.job = $1 AND c.slot <> 0 AND NOT EXISTS"
+                             " (SELECT 1 FROM pg_stat_activity a WHERE"
+                             " a.pid = c.slot) RETURNING c.*)"
+                             " INSERT INTO counts AS c (job, slot");
+        for (size_t i = 0; i < N_COUNT_COLS; i++)
+                ferry_buf_addf(&sql, ", %s", count_cols[i]);
+        ferry_buf_adds(&sql, ") SELECT $1, 0");
+        for (size_t i = 0; i < N_COUNT_COLS; i++)
+                ferry_buf_addf(&sql, ", sum(%s)", count_cols[i]);
+        ferry_buf_adds(&sql, " FROM gone HAVING count(*) > 0"
+                             " ON CONFLICT (job, slot) DO UPDATE SET ");
+        for (size_t i = 0; i < N_COUNT_COLS; i++)
+                ferry_buf_addf(&sql, "%s%s = c.%s + EXCLUDED.%s", i ? ", " : "",
+                               count_cols[i], count_cols[i], count_cols[i]);
+        struct pg_params p;
+        pg_params_init(&p);
+        pg_param_int(&p, job);
+        int rc = sql.oom ? pg_fail(pg, "out of memory")
+                         : pg_exec(pg, sql.buf, &p, NULL, "counts fold");
+        pg_params_release(&p);
+        ferry_buf_release(&sql);
+        return rc;
+}
+
 static int join_step(struct ferry_pg *pg, void *arg)
 {
         const struct join_args *a = arg;
@@ -93,6 +134,8 @@ static int join_step(struct ferry_pg *pg, void *arg)
                      " now(), lease_s = $3, left_at = NULL, result = NULL",
                      &p, NULL, "host join");
         pg_params_release(&p);
+        if (!rc)
+                rc = fold_counts(pg, job);
         if (!rc)
                 pg->job = job;
         return rc;
@@ -366,6 +409,8 @@ int ferry_pg_retry_failed(struct ferry_pg *pg, uint64_t *n)
                             "retry of failed rows");
 }
 
+/* The job's counts: the sum of its rows of counts (sql/pg/005_counts.sql),
+ * as many as connections that changed its rows, not its rows. */
 static int counts_step(struct ferry_pg *pg, void *arg)
 {
         struct ferry_pg_counts *c = arg;
@@ -373,33 +418,18 @@ static int counts_step(struct ferry_pg *pg, void *arg)
         PGresult *r = NULL;
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
-        int rc =
-                pg_exec(pg,
-                        "SELECT count(*)::int8,"
-                        " count(*) FILTER (WHERE state = " MF_SQL_INT(MF_ST_DONE) ")::int8, count(*) FILTER (WHERE state = " MF_SQL_INT(
-                                MF_ST_FAILED) ")::int8,"
-                                              " coalesce(sum(size), 0)::int8,"
-                                              " coalesce(sum(size) FILTER "
-                                              "(WHERE state = " MF_SQL_INT(
-                                                      MF_ST_DONE) "), 0)::int8,"
-                                                                  " (SELECT "
-                                                                  "count(*) "
-                                                                  "FROM dirs "
-                                                                  "WHERE job = "
-                                                                  "$1)::int8,"
-                                                                  " (SELECT "
-                                                                  "count(*) "
-                                                                  "FROM dirs "
-                                                                  "WHERE job = "
-                                                                  "$1 AND "
-                                                                  "list_state "
-                                                                  "="
-                                                                  " " MF_SQL_INT(
-                                                                          PG_LIST_FAILED) ")::int8,"
-                                                                                          " (SELECT count(*) FROM dirs WHERE job = $1 AND state = 2)::int8,"
-                                                                                          " count(*) FILTER (WHERE state = " MF_SQL_INT(
-                                                                                                  MF_ST_VANISHED) ")::int8 FROM files WHERE job = $1",
-                        &p, &r, "count");
+        int rc = pg_exec(pg,
+                         "SELECT coalesce(sum(files), 0)::int8,"
+                         " coalesce(sum(files_done), 0)::int8,"
+                         " coalesce(sum(files_failed), 0)::int8,"
+                         " coalesce(sum(bytes), 0)::int8,"
+                         " coalesce(sum(bytes_done), 0)::int8,"
+                         " coalesce(sum(dirs), 0)::int8,"
+                         " coalesce(sum(dirs_list_failed), 0)::int8,"
+                         " coalesce(sum(dirs_meta_failed), 0)::int8,"
+                         " coalesce(sum(files_vanished), 0)::int8"
+                         " FROM counts WHERE job = $1",
+                         &p, &r, "count");
         pg_params_release(&p);
         if (rc)
                 return rc;

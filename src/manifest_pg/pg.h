@@ -242,7 +242,8 @@ int ferry_pg_release(struct ferry_pg *pg, uint64_t *n);
  * metadata applied again; *n rows changed. */
 int ferry_pg_retry_failed(struct ferry_pg *pg, uint64_t *n);
 
-/* The joined job as a whole. */
+/* The joined job as a whole, read from its counts (sql/pg/005_counts.sql:
+ * a row per connection that changed its rows, not its rows). */
 struct ferry_pg_counts {
         uint64_t files, files_done, files_failed, bytes, bytes_done;
         uint64_t files_vanished;

@@ -4,9 +4,9 @@
  * did, its rate and the claims it holds, and its failures.
  *
  * Read-only: nothing here joins a job or writes a row. The counts of a
- * job read all its rows (as ferry_pg_counts does); the claims a host
- * holds come from the partial indexes files_held and dirs_held
- * (sql/pg/003_hosts.sql), small whatever the size of the job.
+ * job are its rows of counts (sql/pg/005_counts.sql), not its file rows;
+ * the claims a host holds come from the partial indexes files_held and
+ * dirs_held (sql/pg/003_hosts.sql), small whatever the size of the job.
  */
 #define _GNU_SOURCE
 #include "manifest_pg/internal.h"
@@ -29,26 +29,20 @@ static const char jobs_sql[] =
         " d.n, d.to_list, d.list_failed, d.to_apply, d.meta_failed,"
         " h.n, h.running, j.paused::int::int8,"
         " coalesce(j.host_jobs, 0)::int8 FROM jobs j,"
-        " LATERAL (SELECT count(*)::int8 AS n,"
-        " count(*) FILTER (WHERE state = " MF_SQL_INT(MF_ST_DONE) ")::int8"
-        " AS done,"
-        " count(*) FILTER (WHERE state = " MF_SQL_INT(MF_ST_FAILED) ")::int8"
-        " AS failed,"
-        " count(*) FILTER (WHERE state = " MF_SQL_INT(MF_ST_PENDING) ")::int8"
-        " AS pending, coalesce(sum(size), 0)::int8 AS bytes,"
-        " coalesce(sum(size) FILTER (WHERE state = " MF_SQL_INT(MF_ST_DONE)
-        "), 0)::int8 AS bytes_done,"
-        " count(*) FILTER (WHERE state = " MF_SQL_INT(MF_ST_VANISHED) ")::int8"
-        " AS vanished FROM files WHERE job = j.id) f,"
-        " LATERAL (SELECT count(*)::int8 AS n,"
-        " count(*) FILTER (WHERE list_state = " MF_SQL_INT(PG_LIST_PENDING)
-        ")::int8 AS to_list,"
-        " count(*) FILTER (WHERE list_state = " MF_SQL_INT(PG_LIST_FAILED)
-        ")::int8 AS list_failed,"
-        " count(*) FILTER (WHERE list_state = " MF_SQL_INT(PG_LISTED)
-        " AND state = " MF_SQL_INT(PG_META_TO_APPLY) ")::int8 AS to_apply,"
-        " count(*) FILTER (WHERE state = " MF_SQL_INT(PG_META_FAILED)
-        ")::int8 AS meta_failed FROM dirs WHERE job = j.id) d,"
+        " LATERAL (SELECT coalesce(sum(files), 0)::int8 AS n,"
+        " coalesce(sum(files_done), 0)::int8 AS done,"
+        " coalesce(sum(files_failed), 0)::int8 AS failed,"
+        " coalesce(sum(files_pending), 0)::int8 AS pending,"
+        " coalesce(sum(bytes), 0)::int8 AS bytes,"
+        " coalesce(sum(bytes_done), 0)::int8 AS bytes_done,"
+        " coalesce(sum(files_vanished), 0)::int8 AS vanished"
+        " FROM counts WHERE job = j.id) f,"
+        " LATERAL (SELECT coalesce(sum(dirs), 0)::int8 AS n,"
+        " coalesce(sum(dirs_to_list), 0)::int8 AS to_list,"
+        " coalesce(sum(dirs_list_failed), 0)::int8 AS list_failed,"
+        " coalesce(sum(dirs_to_apply), 0)::int8 AS to_apply,"
+        " coalesce(sum(dirs_meta_failed), 0)::int8 AS meta_failed"
+        " FROM counts WHERE job = j.id) d,"
         " LATERAL (SELECT count(*)::int8 AS n,"
         " count(*) FILTER (WHERE " RUNNING ")::int8 AS running"
         " FROM hosts h WHERE h.job = j.id) h"

@@ -162,3 +162,41 @@ netns_three() {
 		netns_link "$db" "ferry-$$-w$i" "$i"
 	done
 }
+
+# pg_counts_wrong [DB]: the jobs whose counts (sql/pg/005_counts.sql,
+# what status and the progress line read) are not what psql counts of
+# their rows, each with both; nothing when every job's are right
+pg_counts_wrong() {
+	psql -X -A -t -q -v ON_ERROR_STOP=1 "$(pg_url) dbname=${1:-postgres}" -c "
+	WITH k AS (SELECT job, sum(files) f, sum(bytes) b, sum(files_pending) p,
+	  sum(files_done) d, sum(bytes_done) bd, sum(files_failed) fl,
+	  sum(files_vanished) v, sum(dirs) n, sum(dirs_to_list) l,
+	  sum(dirs_list_failed) lf, sum(dirs_to_apply) a,
+	  sum(dirs_meta_failed) mf FROM ferry.counts GROUP BY job),
+	r AS (SELECT j.id AS job,
+	  (SELECT count(*) FROM ferry.files WHERE job = j.id) f,
+	  (SELECT coalesce(sum(size), 0) FROM ferry.files WHERE job = j.id) b,
+	  (SELECT count(*) FROM ferry.files WHERE job = j.id AND state = 0) p,
+	  (SELECT count(*) FROM ferry.files WHERE job = j.id AND state = 1) d,
+	  (SELECT coalesce(sum(size), 0) FROM ferry.files
+	   WHERE job = j.id AND state = 1) bd,
+	  (SELECT count(*) FROM ferry.files WHERE job = j.id AND state = 2) fl,
+	  (SELECT count(*) FROM ferry.files WHERE job = j.id AND state = 4) v,
+	  (SELECT count(*) FROM ferry.dirs WHERE job = j.id) n,
+	  (SELECT count(*) FROM ferry.dirs WHERE job = j.id AND list_state = 0) l,
+	  (SELECT count(*) FROM ferry.dirs WHERE job = j.id AND list_state = 2) lf,
+	  (SELECT count(*) FROM ferry.dirs
+	   WHERE job = j.id AND list_state = 1 AND state = 0) a,
+	  (SELECT count(*) FROM ferry.dirs WHERE job = j.id AND state = 2) mf
+	  FROM ferry.jobs j)
+	SELECT j.name, 'counts', k.f, k.b, k.p, k.d, k.bd, k.fl, k.v, k.n, k.l,
+	  k.lf, k.a, k.mf, 'rows', r.f, r.b, r.p, r.d, r.bd, r.fl, r.v, r.n, r.l,
+	  r.lf, r.a, r.mf
+	FROM r JOIN ferry.jobs j ON j.id = r.job LEFT JOIN k ON k.job = r.job
+	WHERE (coalesce(k.f, 0), coalesce(k.b, 0), coalesce(k.p, 0),
+	  coalesce(k.d, 0), coalesce(k.bd, 0), coalesce(k.fl, 0),
+	  coalesce(k.v, 0), coalesce(k.n, 0), coalesce(k.l, 0),
+	  coalesce(k.lf, 0), coalesce(k.a, 0), coalesce(k.mf, 0))
+	  IS DISTINCT FROM (r.f, r.b, r.p, r.d, r.bd, r.fl, r.v, r.n, r.l, r.lf,
+	  r.a, r.mf)"
+}

@@ -300,4 +300,7 @@ check "the rows host 3 held at the cut were done by another host's claim" \
 		AND id IN ($ids) AND claimed_by = '$h3'")" = 0
 check "host 3 said its late outcome was refused" grep -q "lease ran out" "$LOG/e3.err"
 hashes_ok slow dst2
+wrong=$(pg_counts_wrong)
+check "every job's counts are psql's counts of its rows" test -z "$wrong"
+[[ -z $wrong ]] || printf '%s\n' "$wrong" | show -
 finish

@@ -195,4 +195,7 @@ check "... and no mark is made" test ! -e dst-plain/.ferry-job
 expect_code 0 fy --job-name k -q src dst-k
 expect_code 2 fy --job-name j --verify src dst-k
 check "another job's DST: refused, naming DST" grep -q "has another DST" "$LOG/err"
+wrong=$(pg_counts_wrong)
+check "every job's counts are psql's counts of its rows" test -z "$wrong"
+[[ -z $wrong ]] || printf '%s\n' "$wrong" | show -
 finish

@@ -22,7 +22,13 @@
 #  - a file removed from SRC after its listing, before its copy: the host
 #    exits 24 as a single host's run does, psql has the row vanished (4)
 #    with its reason, status counts and lists it, and the same command
-#    again still exits 24 without trying it again.
+#    again still exits 24 without trying it again;
+#  - a database of schema version 4 (sql/pg/001-004 run by psql, rows of
+#    every state made by psql) gets its counts at the migration: status
+#    shows psql's counts, and the counts table matches the rows;
+#  - a host's join folds the counts rows of connections that are gone
+#    into one; at the end every job's counts are psql's counts of its
+#    rows.
 # Skips, saying why, without root, PostgreSQL or bench/slowfs.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
@@ -213,4 +219,58 @@ run "$FERRY" --manifest "$URL" --job-name j3 src3 dst3
 check "the same command again: exit 24 still (the job lacks it), nothing retried" \
 	eval 'test "$RC" = 24 && test "$(sql "SELECT state || '"' '"' || attempts FROM ferry.files
 		WHERE job = $(jid3) AND name = convert_to('"'$gone'"', '"'UTF8'"')")" = "4 1"'
+# j2 is finished: the same command again changes none of its rows, and
+# its join folds the counts of j2's first run (a connection gone)
+run "$FERRY" --manifest "$URL" --job-name j2 src dst2
+check "j2 again: exit 0 (got $RC)" test "$RC" = 0
+check "... its join folded the counts of connections gone into slot 0" \
+	test "$(sql "SELECT string_agg(slot::text, ',') FROM ferry.counts
+		WHERE job = (SELECT id FROM ferry.jobs WHERE name = 'j2')")" = 0
+
+# ---- a database made by schema version 4 ----------------------------------
+# what a ferry of schema 4 left: its job's counts are made by migration 5
+sql "CREATE DATABASE v4" >/dev/null
+{
+	echo "CREATE SCHEMA ferry; SET search_path = ferry;"
+	echo "CREATE TABLE schema_version (version integer PRIMARY KEY,"
+	echo " name text NOT NULL, applied timestamptz NOT NULL DEFAULT now());"
+	for m in "$FERRY_SRCDIR"/sql/pg/00[1-4]_*.sql; do
+		cat "$m"
+		b=$(basename "$m" .sql)
+		echo "INSERT INTO schema_version VALUES (${b%%_*}, '$b');"
+	done
+	echo "INSERT INTO jobs (name, src_fp, dst_fp) VALUES ('old', 's', 'd');"
+	# 30 directories: listed or not, metadata applied, to apply or failed
+	echo "INSERT INTO dirs (job, path, gen, list_state, state) SELECT 1,"
+	echo " convert_to('d' || i, 'UTF8'), 1, i % 3, (i / 3) % 3"
+	echo " FROM generate_series(1, 30) i;"
+	# 200 files: pending, done, failed and vanished, of sizes 0 to 199
+	echo "INSERT INTO files (job, dir, name, type, size, mtime_ns, ctime_ns,"
+	echo " mode, uid, gid, dev, ino, state, gen) SELECT 1, 1 + i % 30,"
+	echo " convert_to('f' || i, 'UTF8'), 1, i, 0, 0, 420, 0, 0, 1, i,"
+	echo " (ARRAY[0, 1, 2, 4])[1 + i % 4], 1 FROM generate_series(0, 199) i;"
+} >"$T/v4.sql"
+psql -X -q -v ON_ERROR_STOP=1 -f "$T/v4.sql" "$(pg_url) dbname=v4" >"$LOG/v4.out" 2>&1 ||
+	{ show "$LOG/v4.out"; die "psql could not make a schema 4 database"; }
+V4URL="postgresql://ferry@/v4?host=$PG_DIR/sock&port=5432"
+expect_code 0 "$FERRY" status --manifest "$V4URL" --job-name old --json
+v4sql() { psql -X -A -t -q -v ON_ERROR_STOP=1 -c "$1" "$(pg_url) dbname=v4"; }
+check "schema 4 -> 5: status shows psql's counts of files (50 of 200 done)" \
+	test "$(js 'j["files"], j["done"], j["failed"], j["vanished"], j["pending"], j["done_bytes"], j["bytes"]')" = \
+	"200 50 50 50 50 $(v4sql "SELECT sum(size) FROM ferry.files WHERE state = 1") $(v4sql "SELECT sum(size) FROM ferry.files")"
+check "... and of directories" \
+	test "$(js 'j["directories"], j["directories_to_list"], j["directories_not_listed"], j["meta_to_apply"], j["meta_failed"]')" = \
+	"$(v4sql "SELECT count(*) || ' ' || count(*) FILTER (WHERE list_state = 0) || ' ' ||
+		count(*) FILTER (WHERE list_state = 2) || ' ' ||
+		count(*) FILTER (WHERE list_state = 1 AND state = 0) || ' ' ||
+		count(*) FILTER (WHERE state = 2) FROM ferry.dirs")"
+wrong=$(pg_counts_wrong v4)
+check "... the counts of the migrated job are psql's counts of its rows" test -z "$wrong"
+[[ -z $wrong ]] || printf '%s\n' "$wrong" | show -
+check "... schema_version 5 recorded" \
+	test "$(v4sql 'SELECT max(version) FROM ferry.schema_version')" -ge 5
+
+wrong=$(pg_counts_wrong)
+check "every job's counts are psql's counts of its rows" test -z "$wrong"
+[[ -z $wrong ]] || printf '%s\n' "$wrong" | show -
 finish

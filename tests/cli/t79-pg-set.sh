@@ -96,4 +96,7 @@ else
 	fail "diff -r: DST holds SRC"
 	show "$LOG/diff"
 fi
+wrong=$(pg_counts_wrong)
+check "every job's counts are psql's counts of its rows" test -z "$wrong"
+[[ -z $wrong ]] || printf '%s\n' "$wrong" | show -
 finish

@@ -62,4 +62,7 @@ check "no temp file is left in DST" test "$(find dst -name '*.ferry-part' | wc -
 check "psql: big done by host 2's claim, with xxh128sum's hash" \
 	test "$(sql "SELECT claimed_by <> '$h1' AND encode(hash, 'hex') = '$(xxh128sum src/big | cut -d' ' -f1)'
 		FROM ferry.files WHERE name = convert_to('big', 'UTF8') AND state = 1")" = t
+wrong=$(pg_counts_wrong)
+check "every job's counts are psql's counts of its rows" test -z "$wrong"
+[[ -z $wrong ]] || printf '%s\n' "$wrong" | show -
 finish
