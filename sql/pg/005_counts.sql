@@ -10,8 +10,9 @@
 -- job's count is the sum of its rows; ferry_pg_job_join folds the rows of
 -- connections gone into slot 0.
 --
--- files: every row, and by state (pending, done, failed, vanished) with
---   the sizes of all and of done.
+-- files: every row but those removed from SRC (state 5, 006_rerun.sql),
+--   and by state (pending, done, failed, vanished), with the sizes of
+--   those and of done.
 -- dirs: every row; to list (list_state 0), not listed (2), listed with
 --   metadata to apply (list_state 1, state 0), metadata failed (state 2).
 CREATE TABLE counts (
@@ -91,19 +92,22 @@ CREATE FUNCTION count_files() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        PERFORM ferry.add_file_counts(job, sum(s), sum(s * size),
+        PERFORM ferry.add_file_counts(job, sum(s) FILTER (WHERE state <> 5),
+            sum(s * size) FILTER (WHERE state <> 5),
             sum(s) FILTER (WHERE state = 0), sum(s) FILTER (WHERE state = 1),
             sum(s * size) FILTER (WHERE state = 1),
             sum(s) FILTER (WHERE state = 2), sum(s) FILTER (WHERE state = 4))
         FROM (SELECT 1 AS s, job, size, state FROM new_rows) x GROUP BY job;
     ELSIF TG_OP = 'DELETE' THEN
-        PERFORM ferry.add_file_counts(job, sum(s), sum(s * size),
+        PERFORM ferry.add_file_counts(job, sum(s) FILTER (WHERE state <> 5),
+            sum(s * size) FILTER (WHERE state <> 5),
             sum(s) FILTER (WHERE state = 0), sum(s) FILTER (WHERE state = 1),
             sum(s * size) FILTER (WHERE state = 1),
             sum(s) FILTER (WHERE state = 2), sum(s) FILTER (WHERE state = 4))
         FROM (SELECT -1 AS s, job, size, state FROM old_rows) x GROUP BY job;
     ELSE
-        PERFORM ferry.add_file_counts(job, sum(s), sum(s * size),
+        PERFORM ferry.add_file_counts(job, sum(s) FILTER (WHERE state <> 5),
+            sum(s * size) FILTER (WHERE state <> 5),
             sum(s) FILTER (WHERE state = 0), sum(s) FILTER (WHERE state = 1),
             sum(s * size) FILTER (WHERE state = 1),
             sum(s) FILTER (WHERE state = 2), sum(s) FILTER (WHERE state = 4))
@@ -172,7 +176,8 @@ CREATE TRIGGER dirs_count_del AFTER DELETE ON dirs
 -- The jobs made before this version.
 INSERT INTO counts (job, slot, files, bytes, files_pending, files_done,
                     bytes_done, files_failed, files_vanished)
-    SELECT job, 0, count(*), coalesce(sum(size), 0),
+    SELECT job, 0, count(*) FILTER (WHERE state <> 5),
+           coalesce(sum(size) FILTER (WHERE state <> 5), 0),
            count(*) FILTER (WHERE state = 0),
            count(*) FILTER (WHERE state = 1),
            coalesce(sum(size) FILTER (WHERE state = 1), 0),

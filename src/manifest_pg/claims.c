@@ -38,7 +38,7 @@ static const char claim_files_sql[] =
         " FROM t, picked, dirs d WHERE f.id = picked.id AND d.id = f.dir"
         " RETURNING f.claim_token, f.id, f.dir, d.path, f.name,"
         " f.type::int8, f.size, f.mtime_ns, f.ctime_ns, f.mode::int8,"
-        " f.uid, f.gid, f.dev, f.ino, f.rdev";
+        " f.uid, f.gid, f.dev, f.ino, f.rdev, " PG_DST_COLS("f");
 
 static const char claim_dirs_sql[] =
         "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
@@ -50,7 +50,7 @@ static const char claim_dirs_sql[] =
         " FROM t, picked WHERE d.id = picked.id"
         " RETURNING d.claim_token, d.id, d.parent, d.path, NULL::bytea,"
         " 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8,"
-        " 0::int8, 0::int8, 0::int8";
+        " 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8";
 
 /* listed, metadata to apply; deepest first (a child's row is made when
  * its parent is listed: a larger id), so that one host's claims apply a
@@ -66,7 +66,8 @@ static const char claim_meta_sql[] =
         " RETURNING d.claim_token, d.id, d.parent, d.path, NULL::bytea,"
         " 0::int8, 0::int8, coalesce(d.mtime_ns, 0), 0::int8,"
         " coalesce(d.mode, 0)::int8, coalesce(d.uid, 0),"
-        " coalesce(d.gid, 0), 0::int8, 0::int8, 0::int8";
+        " coalesce(d.gid, 0), 0::int8, 0::int8, 0::int8, 0::int8, 0::int8,"
+        " 0::int8";
 
 struct claim_args {
         enum ferry_pg_kind kind;
@@ -91,6 +92,9 @@ void pg_get_row(const PGresult *r, int k, struct ferry_pg_row *w)
         w->dev = (uint64_t)pg_get_i64(r, k, 12);
         w->ino = (uint64_t)pg_get_i64(r, k, 13);
         w->rdev = (uint64_t)pg_get_i64(r, k, 14);
+        w->dst_type = (int)pg_get_i64(r, k, 15);
+        w->dst_size = (uint64_t)pg_get_i64(r, k, 16);
+        w->dst_mtime_ns = pg_get_i64(r, k, 17);
 }
 
 static int claim_step(struct ferry_pg *pg, void *arg)
@@ -265,10 +269,10 @@ static int lock_rows(struct ferry_pg *pg, const struct complete_args *a,
         return 0;
 }
 
-static const char *const outcome_casts[] = {"int8", "int2", "bytea", "text",
-                                            "int8", "int8", "int8",  "int4",
-                                            "int8", "int8"};
-#define OUTCOME_COLS 10
+static const char *const outcome_casts[] = {
+        "int8", "int2", "bytea", "text", "int8", "int8", "int8",
+        "int4", "int8", "int8",  "int2", "int8", "int8"};
+#define OUTCOME_COLS 13
 
 /* A done file's row takes the stat of the source as copied (NULL: keeps
  * its own). */
@@ -278,6 +282,26 @@ static const char *const outcome_casts[] = {"int8", "int2", "bytea", "text",
         " ctime_ns = coalesce(v.ctime_ns, f.ctime_ns),"                        \
         " mode = coalesce(v.mode, f.mode), uid = coalesce(v.uid, f.uid),"      \
         " gid = coalesce(v.gid, f.gid),"
+
+/* ... and what its copy left in DST (NULL: keeps its own; type 0: none
+ * known, nothing of DST is ferry's) */
+#define FILE_DST_SET                                                           \
+        " dst_type = CASE WHEN v.dst_type IS NULL THEN f.dst_type"             \
+        " ELSE nullif(v.dst_type, 0) END,"                                     \
+        " dst_size = coalesce(v.dst_size, f.dst_size),"                        \
+        " dst_mtime_ns = coalesce(v.dst_mtime_ns, f.dst_mtime_ns),"
+
+static void put_dst(struct pg_params *p, const struct ferry_pg_outcome *o)
+{
+        if (!o) {
+                for (int k = 0; k < 3; k++)
+                        pg_param_text(p, NULL);
+                return;
+        }
+        pg_param_int(p, o->dst_type);
+        pg_param_int(p, (int64_t)o->dst_size);
+        pg_param_int(p, o->dst_mtime_ns);
+}
 
 static void put_stat(struct pg_params *p, const struct ferry_pg_outcome *o)
 {
@@ -309,12 +333,14 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
                                ? "UPDATE files f SET state = v.state,"
                                  " hash = v.hash, error = v.error,"
                                  " attempts = f.attempts + 1," FILE_STAT_SET
+                                         FILE_DST_SET
                                : "UPDATE dirs f SET state = v.state,"
                                  " meta_error = v.error,");
         ferry_buf_adds(&sql, " lease_until = NULL FROM (VALUES ");
         pg_values_sql(&sql, a->n, 3, outcome_casts, OUTCOME_COLS, false);
         ferry_buf_adds(&sql, ") v (id, state, hash, error, size, mtime_ns,"
-                             " ctime_ns, mode, uid, gid) WHERE f.job = $1"
+                             " ctime_ns, mode, uid, gid, dst_type, dst_size,"
+                             " dst_mtime_ns) WHERE f.job = $1"
                              " AND f.claim_token = $2 AND f.id = v.id");
         if (a->kind == PG_FILES) /* the host's counts, in the same
                                   * statement: one row, the rows written */
@@ -346,6 +372,7 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
                 pg_param_bytes(&p, done ? o->hash : NULL, o->hash_len);
                 pg_param_text(&p, done ? NULL : o->error);
                 put_stat(&p, done && o->has_stat ? o : NULL);
+                put_dst(&p, done && o->has_dst ? o : NULL);
         }
         if (a->kind == PG_FILES)
                 pg_param_text(&p, pg->host);

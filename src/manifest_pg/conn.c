@@ -238,6 +238,29 @@ void pg_param_int_array(struct pg_params *p, const int64_t *v, size_t n)
         param_add(p, s, 0, 0);
 }
 
+void pg_param_hex_array(struct pg_params *p, const char *const *v, size_t n)
+{
+        size_t len = 3;
+        for (size_t i = 0; i < n; i++)
+                len += 2 * strlen(v[i]) + 1;
+        char *s = malloc(len), *e = s;
+        if (!s) {
+                p->oom = true;
+                return;
+        }
+        *e++ = '{';
+        for (size_t i = 0; i < n; i++) {
+                if (i)
+                        *e++ = ',';
+                for (const unsigned char *c = (const unsigned char *)v[i]; *c;
+                     c++)
+                        e += sprintf(e, "%02x", *c);
+        }
+        *e++ = '}';
+        *e = '\0';
+        param_add(p, s, 0, 0);
+}
+
 void pg_values_sql(struct ferry_buf *b, size_t rows, int first,
                    const char *const *casts, int ncols, bool with_ord)
 {

@@ -33,13 +33,21 @@
  * serialization): pg_retry runs the whole operation again. */
 #define PG_AGAIN (-1)
 
+/* The DST record of a file row (006_rerun.sql), as pg_get_row reads it:
+ * columns 15-17 of a claim's or a page's rows. */
+#define PG_DST_COLS(t)                                                         \
+        "coalesce(" t ".dst_type, 0)::int8, coalesce(" t ".dst_size, 0),"      \
+        " coalesce(" t ".dst_mtime_ns, 0)"
+
 struct ferry_pg {
         PGconn *conn;
         char *url;
         int wait_s;
         unsigned reconnects;
         int64_t job;     /* 0 until ferry_pg_job_join */
-        int64_t created; /* the job's, seconds since the epoch */
+        int64_t created; /* its gen's start, seconds since the epoch */
+        int64_t gen;     /* the job's scan generation (006_rerun.sql) */
+        bool src_differs; /* the last join's refusal was SRC's */
         char *host;
         char errmsg[1024];
 };
@@ -62,6 +70,8 @@ void pg_param_text(struct pg_params *p, const char *s); /* NULL: SQL NULL */
 void pg_param_bytes(struct pg_params *p, const void *b, size_t len);
 /* A bigint[] in text form: "{1,2,3}". */
 void pg_param_int_array(struct pg_params *p, const int64_t *v, size_t n);
+/* An array of n strings as text[], each in hex (any bytes). */
+void pg_param_hex_array(struct pg_params *p, const char *const *v, size_t n);
 
 /* Runs sql with p (may be NULL), binary results. Returns 0 with *res
  * (caller PQclear()s; res may be NULL to drop it), PG_AGAIN (lost

@@ -5,7 +5,9 @@
  * rows to copy) a batch per statement, and counting what remains.
  *
  * Adding is idempotent (ON CONFLICT): pg_retry may send a batch again
- * whose COMMIT happened but whose reply was lost.
+ * whose COMMIT happened but whose reply was lost. A row listed again (by a
+ * later scan generation, rerun.c) takes the listing's gen, and becomes
+ * pending again when its file changed.
  */
 #define _GNU_SOURCE
 #include "manifest_pg/internal.h"
@@ -37,13 +39,18 @@ int pg_job_check_fps(struct ferry_pg *pg, const char *name, const PGresult *r,
                 side = "DST";
                 theirs = dst, theirs_len = (int)dlen;
         }
+        pg->src_differs = side && side[0] == 'S';
         if (!side)
                 return 0;
         pg_fail(pg,
                 "job '%s' of the shared manifest has another %s: its "
-                "fingerprint is '%.*s', this host's %s is '%s'",
+                "fingerprint is '%.*s', this host's %s is '%s'%s",
                 name, side, theirs_len, theirs, side,
-                side[0] == 'S' ? src_fp : dst_fp);
+                side[0] == 'S' ? src_fp : dst_fp,
+                side[0] == 'S' ? " (what SRC's top level holds: its names, "
+                                 "types and sizes differ; another SRC, or "
+                                 "this one changed at its top level)"
+                               : "");
         return FERRY_EPATH;
 }
 
@@ -102,11 +109,11 @@ static int join_step(struct ferry_pg *pg, void *arg)
         int rc = pg_exec(pg,
                          "WITH ins AS (INSERT INTO jobs (name, src_fp, dst_fp)"
                          " VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING"
-                         " RETURNING id, src_fp, dst_fp, created)"
+                         " RETURNING id, src_fp, dst_fp, created, gen)"
                          " SELECT id, src_fp, dst_fp,"
-                         " extract(epoch FROM created)::int8 FROM ins"
-                         " UNION ALL SELECT id, src_fp, dst_fp,"
-                         " extract(epoch FROM created)::int8"
+                         " extract(epoch FROM created)::int8, gen FROM ins"
+                         " UNION ALL SELECT id, src_fp, dst_fp, extract(epoch"
+                         " FROM coalesce(gen_started, created))::int8, gen"
                          " FROM jobs WHERE name = $1 LIMIT 1",
                          &p, &r, "job join");
         pg_params_release(&p);
@@ -123,6 +130,7 @@ static int join_step(struct ferry_pg *pg, void *arg)
         }
         int64_t job = pg_get_i64(r, 0, 0);
         pg->created = pg_get_i64(r, 0, 3);
+        pg->gen = pg_get_i64(r, 0, 4);
         PQclear(r);
         pg_params_init(&p);
         pg_param_int(&p, job);
@@ -188,7 +196,9 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
                              " mtime_ns) AS (VALUES ");
         pg_values_sql(&sql, n, 3, dir_casts, 6, true);
         /* the metadata of a row listed again (another host's listing, a
-         * lost one's) is what this listing saw; none leaves it */
+         * lost one's) is what this listing saw; none leaves it. A row of
+         * an older gen (a scan of the job run again) is to list again,
+         * and its metadata to apply again, once its copies are in. */
         ferry_buf_adds(
                 &sql,
                 "), ins AS (INSERT INTO dirs (job, parent, path, gen, mode,"
@@ -199,10 +209,50 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
                 " mode = coalesce(EXCLUDED.mode, dirs.mode),"
                 " uid = coalesce(EXCLUDED.uid, dirs.uid),"
                 " gid = coalesce(EXCLUDED.gid, dirs.gid),"
-                " mtime_ns = coalesce(EXCLUDED.mtime_ns, dirs.mtime_ns)"
-                " RETURNING id, path)"
-                " SELECT ins.id FROM v JOIN ins ON ins.path = v.path"
-                " ORDER BY v.ord");
+                " mtime_ns = coalesce(EXCLUDED.mtime_ns, dirs.mtime_ns),"
+                " list_state = CASE WHEN dirs.gen < EXCLUDED.gen "
+                "THEN " MF_SQL_INT(
+                        PG_LIST_PENDING) " ELSE dirs.list_state END,"
+                                         " state = CASE WHEN dirs.gen < "
+                                         "EXCLUDED.gen THEN " MF_SQL_INT(
+                                                 PG_META_TO_APPLY) " ELSE "
+                                                                   "dirs.state "
+                                                                   "END,"
+                                                                   " error = "
+                                                                   "CASE WHEN "
+                                                                   "dirs.gen < "
+                                                                   "EXCLUDED."
+                                                                   "gen THEN "
+                                                                   "NULL"
+                                                                   " ELSE "
+                                                                   "dirs.error "
+                                                                   "END,"
+                                                                   " meta_"
+                                                                   "error = "
+                                                                   "CASE WHEN "
+                                                                   "dirs.gen < "
+                                                                   "EXCLUDED."
+                                                                   "gen THEN "
+                                                                   "NULL"
+                                                                   " ELSE "
+                                                                   "dirs.meta_"
+                                                                   "error END,"
+                                                                   " gen = "
+                                                                   "greatest("
+                                                                   "dirs.gen, "
+                                                                   "EXCLUDED."
+                                                                   "gen)"
+                                                                   " RETURNING "
+                                                                   "id, path)"
+                                                                   " SELECT "
+                                                                   "ins.id "
+                                                                   "FROM v "
+                                                                   "JOIN ins "
+                                                                   "ON "
+                                                                   "ins.path = "
+                                                                   "v.path"
+                                                                   " ORDER BY "
+                                                                   "v.ord");
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
         pg_param_int(&p, a->gen);
@@ -238,6 +288,36 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
         return 0;
 }
 
+/* A file row listed again differs from the listing (EXCLUDED): another
+ * type, size, time, mode, owner or device number (dev and ino are not
+ * compared: a host's mount may number files its own way), or it was gone
+ * from SRC and is back. */
+/* clang-format off */
+#define CHANGED \
+        "(files.state IN (" MF_SQL_INT(MF_ST_VANISHED) ", " \
+        MF_SQL_INT(MF_ST_REMOVED) ") OR (files.type, files.size," \
+        " files.mtime_ns, files.ctime_ns, files.mode, files.uid, files.gid," \
+        " files.rdev) IS DISTINCT FROM (EXCLUDED.type, EXCLUDED.size," \
+        " EXCLUDED.mtime_ns, EXCLUDED.ctime_ns, EXCLUDED.mode, EXCLUDED.uid," \
+        " EXCLUDED.gid, EXCLUDED.rdev))"
+/* col: the listing's when the row changed (x.c), else its own */
+#define IF_CHANGED(col, then) \
+        " CASE WHEN x.c THEN " then " ELSE files." col " END,"
+#define CHANGED_SET \
+        " (state, hash, attempts, error, type, size, mtime_ns, ctime_ns," \
+        " mode, uid, gid, dev, ino, rdev, gen) = (SELECT" \
+        IF_CHANGED("state", MF_SQL_INT(MF_ST_PENDING)) \
+        IF_CHANGED("hash", "NULL") IF_CHANGED("attempts", "0") \
+        IF_CHANGED("error", "NULL") IF_CHANGED("type", "EXCLUDED.type") \
+        IF_CHANGED("size", "EXCLUDED.size") \
+        IF_CHANGED("mtime_ns", "EXCLUDED.mtime_ns") \
+        IF_CHANGED("ctime_ns", "EXCLUDED.ctime_ns") \
+        IF_CHANGED("mode", "EXCLUDED.mode") IF_CHANGED("uid", "EXCLUDED.uid") \
+        IF_CHANGED("gid", "EXCLUDED.gid") IF_CHANGED("dev", "EXCLUDED.dev") \
+        IF_CHANGED("ino", "EXCLUDED.ino") IF_CHANGED("rdev", "EXCLUDED.rdev") \
+        " greatest(files.gen, EXCLUDED.gen) FROM (SELECT " CHANGED " AS c) x)"
+/* clang-format on */
+
 static const char *const file_casts[] = {"int8", "bytea", "int2", "int8",
                                          "int8", "int8",  "int8", "int8",
                                          "int8", "int8",  "int8", "int8"};
@@ -255,7 +335,13 @@ static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
                 " size, mtime_ns, ctime_ns, mode, uid, gid, dev,"
                 " ino, rdev) SELECT $1::int8, $2::int8, v.* FROM (VALUES ");
         pg_values_sql(&sql, n, 3, file_casts, FILE_COLS, false);
-        ferry_buf_adds(&sql, ") v ON CONFLICT (dir, name) DO NOTHING");
+        /* a row listed again: gen's now; pending again when the file
+         * changed (its stat), or was gone (vanished, removed) and is
+         * back; a done row keeps its hash until then, and its DST
+         * record (dst_*) until its next copy replaces it */
+        ferry_buf_adds(&sql,
+                       ") v ON CONFLICT (dir, name) DO UPDATE SET" CHANGED_SET
+                       " WHERE files.gen < EXCLUDED.gen OR " CHANGED);
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
         pg_param_int(&p, a->gen);

@@ -101,13 +101,40 @@ unsigned ferry_pg_reconnects(const struct ferry_pg *pg);
  * this job, as this host. */
 int ferry_pg_job_join(struct ferry_pg *pg, const char *name, const char *src_fp,
                       const char *dst_fp, const char *host, int lease_s);
+/* The last refused join was refused for SRC's fingerprint (not DST's). */
+bool ferry_pg_src_differs(const struct ferry_pg *pg);
+/* Job name refused this SRC (src_fp, whose top-level names are names[0..
+ * n-1]) but not DST: when the job is over and at least half of the names
+ * at its top level (its rows: files not removed, directories) are among
+ * names, the job takes src_fp as its SRC's and is run again (as
+ * ferry_pg_rerun) and *taken is true: join it again. Else *taken is false
+ * and the message says why, after the join's. */
+int ferry_pg_job_new_src(struct ferry_pg *pg, const char *name,
+                         const char *src_fp, const char *dst_fp,
+                         const char *const *names, size_t n, bool *taken);
 /* Records that this host's run ended with exit code result (status shows
  * it as left, not gone). */
 int ferry_pg_leave(struct ferry_pg *pg, int result);
-/* When the joined job was made (seconds since the epoch, the server's
+/* When the joined job's scan generation began (its creation, or the
+ * start of its last run again; seconds since the epoch, the server's
  * clock): a DST entry changed since may be a copy a host renamed into
- * place before it could mark it (copy.h, written_since). */
+ * place before it could mark it (copy.h, written_since). 0: no job. */
 int64_t ferry_pg_job_created(const struct ferry_pg *pg);
+/* The joined job's scan generation: 1, then one more at each run again. */
+int64_t ferry_pg_gen(const struct ferry_pg *pg);
+/* A job that has nothing left to do (SRC's root listed, no directory to
+ * list nor listed one whose metadata is to apply, no file pending; what
+ * failed is not work left) is run again: its
+ * gen moves on by one and SRC's root goes back on the scan queue, from
+ * which each listing puts back the directories it finds (*again: this
+ * host moved it). Two hosts starting at once move it once. Then the
+ * job's gen and its start, whoever moved it. Failed rows are not work
+ * left: called before ferry_pg_retry_failed. */
+int ferry_pg_rerun(struct ferry_pg *pg, bool *again);
+/* Once the job's scan is over: the file rows of older gens, which this
+ * gen's listings did not see, are removed (state 5) if every directory
+ * of this gen was listed; nothing at gen 1. *n: rows marked. */
+int ferry_pg_mark_removed(struct ferry_pg *pg, uint64_t *n);
 
 /* What a claim hands out. */
 enum ferry_pg_kind {
@@ -129,7 +156,8 @@ struct ferry_pg_dir {
 };
 /* Adds n directories of scan gen to the queue, one statement per
  * FERRY_PG_BATCH_MAX; ids[i] (may be NULL) becomes dirs[i]'s row, an
- * existing one's when the job has that path already. */
+ * existing one's when the job has that path already (one of an older gen
+ * is to list again, and its metadata to apply). */
 int ferry_pg_add_dirs(struct ferry_pg *pg, int64_t gen,
                       const struct ferry_pg_dir *dirs, size_t n, int64_t *ids);
 
@@ -146,7 +174,9 @@ struct ferry_pg_file {
         uint64_t rdev; /* a device's number, else 0 */
 };
 /* Adds n file rows of scan gen, one statement per FERRY_PG_BATCH_MAX, all
- * in one transaction. A name its directory has already is an error. */
+ * in one transaction. A name its directory has already takes gen, and
+ * becomes pending again, with the listing's stat, when the file changed
+ * (type, size, times, mode, owner) or had vanished or been removed. */
 int ferry_pg_add_files(struct ferry_pg *pg, int64_t gen,
                        const struct ferry_pg_file *files, size_t n);
 
@@ -165,6 +195,11 @@ struct ferry_pg_row {
         int64_t mtime_ns, ctime_ns;
         uint32_t mode, uid, gid;
         uint64_t dev, ino, rdev;
+        /* PG_FILES: what its last copy left in DST (rule 9's record,
+         * copy.c's it->dst); dst_type 0: nothing of DST is ferry's */
+        int dst_type;
+        uint64_t dst_size;
+        int64_t dst_mtime_ns;
         /* ferry_pg_done_files: the recorded XXH3-128 (hash_len 16, or 0
          * for none) */
         const void *hash;
@@ -215,6 +250,12 @@ struct ferry_pg_outcome {
         uint64_t size;
         int64_t mtime_ns, ctime_ns;
         uint32_t mode, uid, gid;
+        /* PG_DONE of a file, has_dst: what the copy left in DST, kept as
+         * the row's DST record (dst_type 0: none known) */
+        bool has_dst;
+        int dst_type;
+        uint64_t dst_size;
+        int64_t dst_mtime_ns;
 };
 /* Records the outcomes of n (<= FERRY_PG_BATCH_MAX) distinct rows of
  * claim token, in one transaction, only if every one of them still holds

@@ -63,12 +63,13 @@ int ferry_pg_job_find(struct ferry_pg *pg, const char *name, const char *src_fp,
 /* ---- done rows, a page at a time ------------------------------------ */
 
 /* the columns of a PG_FILES claim (pg_get_row), its token's place 0, and
- * the hash last */
+ * the hash last (18) */
 /* clang-format off */
 static const char done_files_sql[] =
         "SELECT 0::int8, f.id, f.dir, d.path, f.name, f.type::int8, f.size,"
         " f.mtime_ns, f.ctime_ns, f.mode::int8, f.uid, f.gid, f.dev, f.ino,"
-        " f.rdev, f.hash FROM files f JOIN dirs d ON d.id = f.dir"
+        " f.rdev, " PG_DST_COLS("f") ", f.hash FROM files f"
+        " JOIN dirs d ON d.id = f.dir"
         " WHERE f.job = $1 AND f.state = " MF_SQL_INT(MF_ST_DONE)
         " AND f.id > $2::int8 ORDER BY f.id LIMIT $3::int8";
 /* clang-format on */
@@ -104,7 +105,7 @@ static int page_step(struct ferry_pg *pg, void *arg)
         }
         for (size_t i = 0; i < n; i++) {
                 pg_get_row(r, (int)i, &rows[i]);
-                rows[i].hash = pg_get_bytes(r, (int)i, 15, &rows[i].hash_len);
+                rows[i].hash = pg_get_bytes(r, (int)i, 18, &rows[i].hash_len);
         }
         a->page->n = n;
         a->page->rows = rows;

@@ -42,6 +42,13 @@ int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r)
                 .uid = r->uid,
                 .gid = r->gid,
         };
+        /* rule 9: what ferry's last copy left in DST, which this one may
+         * replace (none: the row was never copied) */
+        it->dst = (struct ferry_dst_rec){
+                .type = (enum ferry_ftype)r->dst_type,
+                .size = r->dst_size,
+                .mtime = shared_time(r->dst_mtime_ns),
+        };
         it->need = MF_NEED_DATA;
         b->n++;
         return 0;
@@ -110,6 +117,10 @@ static bool outcome_of(struct shared *s, struct ferry_batch *b,
                 o->mtime_ns = shared_ns(it->st.mtime);
                 o->ctime_ns = shared_ns(it->st.ctime);
                 o->mode = it->st.mode, o->uid = it->st.uid, o->gid = it->st.gid;
+                o->has_dst = true;
+                o->dst_type = (int)it->dst.type;
+                o->dst_size = it->dst.size;
+                o->dst_mtime_ns = shared_ns(it->dst.mtime);
                 s->sum->files_copied++;
                 s->sum->bytes_copied += it->bytes;
                 shared_event(s, FERRY_EV_COPIED, dir, strlen(dir), name,

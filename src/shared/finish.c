@@ -137,7 +137,11 @@ int shared_finish_dirs(struct shared *s)
         if (!mp)
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
         mp->s = s;
-        int rc = 0;
+        /* a job run again: what its scan did not see is gone from SRC */
+        uint64_t removed = 0;
+        int rc = ferry_pg_mark_removed(s->pg, &removed);
+        if (rc)
+                rc = shared_pg_fail(s, rc);
         while (!rc && !atomic_load(s->stop)) {
                 bool none = false;
                 while (!rc && !none && !atomic_load(s->stop))

@@ -162,7 +162,14 @@ static int read_root(int srcfd, struct ent **out, size_t *nout)
         return 0;
 }
 
-int shared_src_fp(struct shared *s, char *out)
+void shared_names_free(char **names, size_t n)
+{
+        for (size_t i = 0; names && i < n; i++)
+                free(names[i]);
+        free(names);
+}
+
+int shared_src_fp(struct shared *s, char *out, char ***names, size_t *nnames)
 {
         struct ent *v = NULL;
         size_t n = 0;
@@ -186,7 +193,19 @@ int shared_src_fp(struct shared *s, char *out)
         }
         XXH128_hash_t x = XXH3_128bits_digest(h);
         XXH3_freeState(h);
-        free_ents(v, n);
+        if (names) { /* the names, to the caller */
+                *names = malloc((n ? n : 1) * sizeof(char *));
+                if (!*names) {
+                        free_ents(v, n);
+                        return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+                }
+                for (size_t i = 0; i < n; i++)
+                        (*names)[i] = v[i].name;
+                *nnames = n;
+                free(v);
+        } else {
+                free_ents(v, n);
+        }
         snprintf(out, SHARED_FP_LEN, "src:%016llx%016llx:%zu",
                  (unsigned long long)x.high64, (unsigned long long)x.low64, n);
         return 0;

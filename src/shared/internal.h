@@ -146,13 +146,16 @@ int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r);
  * applies it (s->paused, s->limit). */
 int shared_control(struct shared *s);
 
-/* fp.c: the fingerprint of SRC (its root's entries: names, types, sizes)
- * and of DST (the job's mark in DST's root, SHARED_MARK, made when
- * missing: *made says so; made NULL: a missing mark is refused, FERRY_EPATH,
- * and none made). out: at least SHARED_FP_LEN bytes. */
+/* fp.c: the fingerprint of SRC (its root's entries: names, types, sizes;
+ * names not NULL: those names too, sorted, *nnames of them, freed with
+ * shared_names_free) and of DST (the job's mark in DST's root,
+ * SHARED_MARK, made when missing: *made says so; made NULL: a missing
+ * mark is refused, FERRY_EPATH, and none made). out: at least
+ * SHARED_FP_LEN bytes. */
 #define SHARED_MARK   ".ferry-job"
 #define SHARED_FP_LEN 80
-int shared_src_fp(struct shared *s, char *out);
+int shared_src_fp(struct shared *s, char *out, char ***names, size_t *nnames);
+void shared_names_free(char **names, size_t n);
 int shared_dst_fp(struct shared *s, char *out, bool *made);
 
 /* scan.c: starts and ends the scan threads; claims directories for the

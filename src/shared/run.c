@@ -20,9 +20,14 @@
  * second (control.c). What a shared job does not do yet (refused or said,
  * never silent): selection options, --delete, --adopt, --dry-run,
  * --bwlimit, --window; hard links are copied as separate files (one
- * warning says so), big files as one stream; a re-run does not scan SRC
- * again (a job copies SRC once; failed rows are retried). --verify is
- * verify.c.
+ * warning says so), big files as one stream. --verify is verify.c.
+ *
+ * A job that is over is run again by the next host that joins it
+ * (ferry_pg_rerun: a new scan generation; SRC changed at its top level is
+ * taken when most of it is still there, ferry_pg_job_new_src): each
+ * listing makes changed files pending again, with rule 9's record of
+ * what the last copy left in DST, and finish.c marks the rows this scan
+ * did not see removed.
  */
 #define _GNU_SOURCE
 #include "shared/internal.h"
@@ -318,20 +323,41 @@ static int join(struct shared *s)
 {
         char src_fp[SHARED_FP_LEN], dst_fp[SHARED_FP_LEN], host[300];
         bool made = false;
-        if (shared_src_fp(s, src_fp) || shared_dst_fp(s, dst_fp, &made))
+        char **names = NULL;
+        size_t nnames = 0;
+        if (shared_src_fp(s, src_fp, &names, &nnames) ||
+            shared_dst_fp(s, dst_fp, &made)) {
+                shared_names_free(names, nnames);
                 return s->code;
+        }
         char name[256] = "";
         gethostname(name, sizeof(name) - 1);
         snprintf(host, sizeof(host), "%s:%ld", name, (long)getpid());
         int rc = ferry_pg_job_join(s->pg, s->opt->job_name, src_fp, dst_fp,
                                    host, s->lease);
+        bool taken = false;
+        /* SRC changed at its top level since the job's scan: a job that
+         * is over takes it when most of its top level is still there */
+        if (rc == FERRY_EPATH && ferry_pg_src_differs(s->pg) &&
+            !ferry_pg_job_new_src(s->pg, s->opt->job_name, src_fp, dst_fp,
+                                  (const char *const *)names, nnames, &taken) &&
+            taken)
+                rc = ferry_pg_job_join(s->pg, s->opt->job_name, src_fp, dst_fp,
+                                       host, s->lease);
+        shared_names_free(names, nnames);
         if (rc) {
                 if (made) /* a DST this refused job marked: as it was */
                         unlinkat(s->dstfd, SHARED_MARK, 0);
                 return shared_pg_fail(s, rc);
         }
+        /* a job that is over (with failures or not) scans SRC again;
+         * one that is not goes on where it stopped; failed rows are
+         * tried again either way */
         uint64_t again = 0;
-        rc = ferry_pg_retry_failed(s->pg, &again);
+        bool rerun = false;
+        rc = ferry_pg_rerun(s->pg, &rerun);
+        if (!rc)
+                rc = ferry_pg_retry_failed(s->pg, &again);
         return rc ? shared_pg_fail(s, rc) : shared_add_root(s);
 }
 

@@ -300,9 +300,11 @@ int shared_scan_done(struct shared *s, void *msg, bool *added_dirs)
                              why, NULL);
         } else {
                 /* subdirectories first: a file row names its directory's */
-                rc = ferry_pg_add_dirs(s->pg, 1, j->l.dirs, j->l.nd, NULL);
+                int64_t gen = ferry_pg_gen(s->pg);
+                rc = ferry_pg_add_dirs(s->pg, gen, j->l.dirs, j->l.nd, NULL);
                 if (!rc)
-                        rc = ferry_pg_add_files(s->pg, 1, j->l.files, j->l.nf);
+                        rc = ferry_pg_add_files(s->pg, gen, j->l.files,
+                                                j->l.nf);
                 s->sum->files_seen += j->l.nf;
                 *added_dirs = j->l.nd > 0;
                 if (j->l.links && s->opt->hard_links && !s->warned_links) {
@@ -341,6 +343,6 @@ int shared_add_root(struct shared *s)
                 .gid = st.gid,
                 .mtime_ns = shared_ns(st.mtime),
         };
-        int rc = ferry_pg_add_dirs(s->pg, 1, &root, 1, NULL);
+        int rc = ferry_pg_add_dirs(s->pg, ferry_pg_gen(s->pg), &root, 1, NULL);
         return rc ? shared_pg_fail(s, rc) : 0;
 }

@@ -217,7 +217,8 @@ static int find_job(struct shared *s, uint64_t *not_done, uint64_t *unlisted,
                     struct ferry_progress *p)
 {
         char src_fp[SHARED_FP_LEN], dst_fp[SHARED_FP_LEN];
-        if (shared_src_fp(s, src_fp) || shared_dst_fp(s, dst_fp, NULL))
+        if (shared_src_fp(s, src_fp, NULL, NULL) ||
+            shared_dst_fp(s, dst_fp, NULL))
                 return s->code;
         int rc = ferry_pg_job_find(s->pg, s->opt->job_name, src_fp, dst_fp);
         struct ferry_pg_counts c;

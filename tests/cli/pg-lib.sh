@@ -174,8 +174,9 @@ pg_counts_wrong() {
 	  sum(dirs_list_failed) lf, sum(dirs_to_apply) a,
 	  sum(dirs_meta_failed) mf FROM ferry.counts GROUP BY job),
 	r AS (SELECT j.id AS job,
-	  (SELECT count(*) FROM ferry.files WHERE job = j.id) f,
-	  (SELECT coalesce(sum(size), 0) FROM ferry.files WHERE job = j.id) b,
+	  (SELECT count(*) FROM ferry.files WHERE job = j.id AND state <> 5) f,
+	  (SELECT coalesce(sum(size), 0) FROM ferry.files
+	   WHERE job = j.id AND state <> 5) b,
 	  (SELECT count(*) FROM ferry.files WHERE job = j.id AND state = 0) p,
 	  (SELECT count(*) FROM ferry.files WHERE job = j.id AND state = 1) d,
 	  (SELECT coalesce(sum(size), 0) FROM ferry.files

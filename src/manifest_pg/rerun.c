@@ -1,0 +1,221 @@
+/*
+ * manifest_pg/rerun.c - a shared job run again (pg.h, sql/pg/006_rerun.sql):
+ * the next scan generation of a job that is over, SRC taken again when it
+ * changed at its top level, and the rows a finished scan did not see
+ * marked removed. Each listing's part (rows listed again) is job.c's
+ * add_dirs and add_files.
+ */
+#define _GNU_SOURCE
+#include "manifest_pg/internal.h"
+
+#include "manifest_types.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+bool ferry_pg_src_differs(const struct ferry_pg *pg)
+{
+        return pg->src_differs;
+}
+
+/* The job's top level, as its rows hold it (files not removed, and
+ * directories, by name in hex), against this SRC's names ($4); when at
+ * least half of the job's are still there and the job is over, one
+ * statement takes this SRC's fingerprint and starts a scan of it (as
+ * rerun_sql does: two hosts at once, one moves it). */
+/* clang-format off */
+static const char new_src_sql[] =
+        "WITH j AS (SELECT id, gen FROM jobs WHERE name = $1 AND dst_fp = $3"
+        " AND src_fp <> $2),"
+        " root AS (SELECT d.id FROM dirs d JOIN j ON d.job = j.id"
+        " WHERE d.parent IS NULL),"
+        " top AS (SELECT encode(f.name, 'hex') AS n FROM files f"
+        " JOIN root ON f.dir = root.id WHERE f.state <> "
+        MF_SQL_INT(MF_ST_REMOVED)
+        " UNION ALL SELECT encode(d.path, 'hex') FROM dirs d"
+        " JOIN root ON d.parent = root.id),"
+        " sim AS (SELECT count(*) AS total, count(*) FILTER (WHERE"
+        " n = ANY($4::text[])) AS kept FROM top),"
+        " over AS (SELECT NOT EXISTS (SELECT 1 FROM dirs d, j WHERE"
+        " d.job = j.id AND (d.list_state = " MF_SQL_INT(PG_LIST_PENDING)
+        " OR (d.state = " MF_SQL_INT(PG_META_TO_APPLY) " AND d.list_state = "
+        MF_SQL_INT(PG_LISTED) ")))"
+        " AND NOT EXISTS (SELECT 1 FROM files f, j WHERE f.job = j.id"
+        " AND f.state = " MF_SQL_INT(MF_ST_PENDING) ") AS ok),"
+        " u AS (UPDATE jobs SET src_fp = $2, gen = jobs.gen + 1,"
+        " gen_started = now() FROM j, sim, over WHERE jobs.id = j.id"
+        " AND jobs.gen = j.gen AND over.ok AND sim.total > 0"
+        " AND sim.kept * 2 >= sim.total RETURNING jobs.id, jobs.gen),"
+        " r AS (UPDATE dirs d SET list_state = " MF_SQL_INT(PG_LIST_PENDING) ","
+        " state = " MF_SQL_INT(PG_META_TO_APPLY) ", gen = u.gen, error = NULL,"
+        " meta_error = NULL, claim_token = NULL, lease_until = NULL,"
+        " claimed_by = NULL FROM u WHERE d.job = u.id AND d.parent IS NULL"
+        " RETURNING 1)"
+        " SELECT (SELECT count(*) FROM u)::int8, coalesce((SELECT kept FROM"
+        " sim), 0)::int8, coalesce((SELECT total FROM sim), 0)::int8,"
+        " coalesce((SELECT ok FROM over), false)::int::int8,"
+        " (SELECT count(*) FROM r)::int8";
+/* clang-format on */
+
+struct new_src_args {
+        const char *name, *src_fp, *dst_fp;
+        const char *const *names;
+        size_t n;
+        bool taken;
+        int64_t kept, total;
+        bool over;
+};
+
+static int new_src_step(struct ferry_pg *pg, void *arg)
+{
+        struct new_src_args *a = arg;
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_text(&p, a->name);
+        pg_param_text(&p, a->src_fp);
+        pg_param_text(&p, a->dst_fp);
+        pg_param_hex_array(&p, a->names, a->n);
+        int rc = pg_exec(pg, new_src_sql, &p, &r, "new SRC");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        a->taken = a->taken || pg_get_i64(r, 0, 0) == 1;
+        a->kept = pg_get_i64(r, 0, 1);
+        a->total = pg_get_i64(r, 0, 2);
+        a->over = pg_get_i64(r, 0, 3) != 0;
+        PQclear(r);
+        return 0;
+}
+
+int ferry_pg_job_new_src(struct ferry_pg *pg, const char *name,
+                         const char *src_fp, const char *dst_fp,
+                         const char *const *names, size_t n, bool *taken)
+{
+        struct new_src_args a = {name,  src_fp, dst_fp, names, n,
+                                 false, 0,      0,      false};
+        char was[sizeof(pg->errmsg)];
+        snprintf(was, sizeof(was), "%s", pg->errmsg);
+        int rc = pg_retry(pg, new_src_step, &a);
+        *taken = a.taken;
+        if (rc || a.taken)
+                return rc;
+        /* the join's refusal stays, with why this SRC was not taken */
+        if (a.total == 0) /* no such job with this DST, or no rows */
+                pg_fail(pg, "%s", was);
+        else if (!a.over)
+                pg_fail(pg,
+                        "%s; the job is not over, so it goes on with the "
+                        "SRC it began with",
+                        was);
+        else
+                pg_fail(pg,
+                        "%s; only %lld of the %lld names at the job's "
+                        "top level are in this SRC's: not taken as the "
+                        "job's SRC changed (a new --job-name copies it)",
+                        was, (long long)a.kept, (long long)a.total);
+        return 0;
+}
+
+int64_t ferry_pg_gen(const struct ferry_pg *pg)
+{
+        return pg->gen;
+}
+
+/* One statement: the job moves to gen + 1 only if it is still at gen
+ * (two hosts that start at once: one moves it, the other's UPDATE finds
+ * gen changed and does nothing) and has nothing left to do; SRC's root
+ * goes back on the scan queue with it. Then the job's gen, whoever moved
+ * it. */
+/* clang-format off */
+static const char rerun_sql[] =
+        "WITH j AS (UPDATE jobs SET gen = gen + 1, gen_started = now()"
+        " WHERE id = $1 AND gen = $2"
+        " AND EXISTS (SELECT 1 FROM dirs WHERE job = $1 AND parent IS NULL)"
+        " AND NOT EXISTS (SELECT 1 FROM dirs WHERE job = $1 AND list_state = "
+        MF_SQL_INT(PG_LIST_PENDING) ")"
+        " AND NOT EXISTS (SELECT 1 FROM dirs WHERE job = $1 AND state = "
+        MF_SQL_INT(PG_META_TO_APPLY) " AND list_state = "
+        MF_SQL_INT(PG_LISTED) ")"
+        " AND NOT EXISTS (SELECT 1 FROM files WHERE job = $1 AND state = "
+        MF_SQL_INT(MF_ST_PENDING) ")"
+        " RETURNING gen),"
+        " r AS (UPDATE dirs d SET list_state = " MF_SQL_INT(PG_LIST_PENDING) ","
+        " state = " MF_SQL_INT(PG_META_TO_APPLY) ", gen = j.gen, error = NULL,"
+        " meta_error = NULL, claim_token = NULL, lease_until = NULL,"
+        " claimed_by = NULL FROM j WHERE d.job = $1 AND d.parent IS NULL"
+        " RETURNING 1)"
+        " SELECT (SELECT count(*) FROM j)::int8, (SELECT count(*) FROM r)::int8";
+/* clang-format on */
+
+struct rerun_args {
+        bool again;
+};
+
+static int rerun_step(struct ferry_pg *pg, void *arg)
+{
+        struct rerun_args *a = arg;
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_int(&p, pg->gen);
+        int rc = pg_exec(pg, rerun_sql, &p, &r, "new scan");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        a->again = a->again || pg_get_i64(r, 0, 0) == 1;
+        PQclear(r);
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        rc = pg_exec(pg,
+                     "SELECT gen, extract(epoch FROM coalesce(gen_started,"
+                     " created))::int8 FROM jobs WHERE id = $1",
+                     &p, &r, "job's scan");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        if (PQntuples(r) != 1) {
+                PQclear(r);
+                return pg_fail(pg, "the job is no longer in the manifest");
+        }
+        pg->gen = pg_get_i64(r, 0, 0);
+        pg->created = pg_get_i64(r, 0, 1);
+        PQclear(r);
+        return 0;
+}
+
+int ferry_pg_rerun(struct ferry_pg *pg, bool *again)
+{
+        *again = false;
+        if (!pg->job)
+                return pg_fail(pg, "no job joined");
+        struct rerun_args a = {false};
+        int rc = pg_retry(pg, rerun_step, &a);
+        *again = a.again;
+        return rc;
+}
+
+/* Rows that gen's scan did not see are removed from SRC: only once no
+ * directory is left to list, and only if every one of gen could be
+ * listed (a directory not read hides its rows, and its subdirectories'). */
+/* clang-format off */
+static const char removed_sql[] =
+        "WITH f AS (UPDATE files f SET state = " MF_SQL_INT(MF_ST_REMOVED) ","
+        " claim_token = NULL, lease_until = NULL FROM jobs j"
+        " WHERE j.id = $1 AND f.job = $1 AND f.gen < j.gen"
+        " AND f.state <> " MF_SQL_INT(MF_ST_REMOVED)
+        " AND NOT EXISTS (SELECT 1 FROM dirs d WHERE d.job = $1 AND"
+        " d.gen = j.gen AND d.list_state <> " MF_SQL_INT(PG_LISTED) ")"
+        " RETURNING 1) SELECT count(*)::int8 FROM f";
+/* clang-format on */
+
+int ferry_pg_mark_removed(struct ferry_pg *pg, uint64_t *n)
+{
+        *n = 0;
+        if (!pg->job)
+                return pg_fail(pg, "no job joined");
+        if (pg->gen <= 1)
+                return 0;
+        return pg_job_count(pg, removed_sql, false, n, "removed rows");
+}
