@@ -27,3 +27,14 @@ ALTER TABLE jobs ADD COLUMN gen_started timestamptz;
 ALTER TABLE files ADD COLUMN dst_type smallint;
 ALTER TABLE files ADD COLUMN dst_size bigint;
 ALTER TABLE files ADD COLUMN dst_mtime_ns bigint;
+
+-- The done rows of a job made before this version: what their copy left
+-- in DST is what their row says (the copy gives a file or a symlink the
+-- source's size and, unless --no-times, mtime; where it did not, a later
+-- copy of a changed file is refused, not put over it). Devices and other
+-- special files keep none. The counts do not change: their trigger is
+-- left out of this one update of every done row.
+ALTER TABLE files DISABLE TRIGGER files_count_upd;
+UPDATE files SET dst_type = type, dst_size = size, dst_mtime_ns = mtime_ns
+    WHERE state = 1 AND type IN (1, 2);
+ALTER TABLE files ENABLE TRIGGER files_count_upd;

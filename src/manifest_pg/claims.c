@@ -25,8 +25,13 @@
 
 /* ---- claims ---------------------------------------------------------- */
 
-/* The claimable rows: pending, no lease or an expired one. */
-#define CLAIMABLE " AND (lease_until IS NULL OR lease_until < now())"
+/* The claimable rows: pending, no lease or an expired one; and only while
+ * the job is at the scan generation this host joined ($5): a host that
+ * joined before another moved the job on (rerun.c) takes nothing of the
+ * next one, whose start (written_since) and gen it does not know. */
+#define CLAIMABLE                                                              \
+        " AND (lease_until IS NULL OR lease_until < now())"                    \
+        " AND EXISTS (SELECT 1 FROM jobs WHERE id = $1 AND gen = $5)"
 
 static const char claim_files_sql[] =
         "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
@@ -97,6 +102,23 @@ void pg_get_row(const PGresult *r, int k, struct ferry_pg_row *w)
         w->dst_mtime_ns = pg_get_i64(r, k, 17);
 }
 
+/* Whether the job has moved on from this host's scan generation. */
+static int gen_moved(struct ferry_pg *pg, bool *moved)
+{
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        int rc = pg_exec(pg, "SELECT gen FROM jobs WHERE id = $1", &p, &r,
+                         "job's scan");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        *moved = PQntuples(r) != 1 || pg_get_i64(r, 0, 0) != pg->gen;
+        PQclear(r);
+        return 0;
+}
+
 static int claim_step(struct ferry_pg *pg, void *arg)
 {
         struct claim_args *a = arg;
@@ -107,6 +129,7 @@ static int claim_step(struct ferry_pg *pg, void *arg)
         pg_param_text(&p, pg->host);
         pg_param_int(&p, (int64_t)a->max);
         pg_param_int(&p, a->lease_s);
+        pg_param_int(&p, pg->gen);
         /* a claim whose reply is lost stays with a token nobody knows
          * until its lease runs out: the next try takes other rows */
         int rc = pg_exec(pg,
@@ -120,7 +143,7 @@ static int claim_step(struct ferry_pg *pg, void *arg)
         size_t n = (size_t)PQntuples(r);
         if (n == 0) { /* nothing to lend: c stays empty */
                 PQclear(r);
-                return 0;
+                return gen_moved(pg, &a->c->moved);
         }
         struct ferry_pg_row *rows = calloc(n, sizeof(*rows));
         if (!rows) {

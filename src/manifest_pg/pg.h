@@ -208,16 +208,20 @@ struct ferry_pg_row {
 struct ferry_pg_claim {
         int64_t token; /* 0 when n is 0 */
         size_t n;
+        /* n 0 because the job has moved on to a scan generation this host
+         * did not join (another host ran it again, rerun.c): this host's
+         * part is over, it claims nothing more */
+        bool moved;
         struct ferry_pg_row *rows;
         struct pg_result *res; /* owns what rows point into */
 };
 
 /* Claims up to max (<= FERRY_PG_BATCH_MAX) claimable rows of kind, leased
  * to this host for lease_s seconds under one new token (SELECT ... FOR
- * UPDATE SKIP LOCKED: two claims never take one row). n 0: none is
- * claimable now (some may be leased: ferry_pg_remaining), and c holds
- * nothing. c is the caller's, released with ferry_pg_claim_release
- * (harmless on an empty one). */
+ * UPDATE SKIP LOCKED: two claims never take one row), only while the job
+ * is at the gen this host joined. n 0: none is claimable now (some may be
+ * leased: ferry_pg_remaining), or c->moved, and c holds nothing. c is the
+ * caller's, released with ferry_pg_claim_release (harmless on an empty one). */
 int ferry_pg_claim(struct ferry_pg *pg, enum ferry_pg_kind kind, size_t max,
                    int lease_s, struct ferry_pg_claim *c);
 void ferry_pg_claim_release(struct ferry_pg_claim *c);

@@ -19,9 +19,9 @@ bool ferry_pg_src_differs(const struct ferry_pg *pg)
 }
 
 /* The job's top level, as its rows hold it (files not removed, and
- * directories, by name in hex), against this SRC's names ($4); when at
- * least half of the job's are still there and the job is over, one
- * statement takes this SRC's fingerprint and starts a scan of it (as
+ * directories its last scan saw, by name in hex), against this SRC's names
+ * ($4); when at least half of the job's are still there and the job is over,
+ * one statement takes this SRC's fingerprint and starts a scan of it (as
  * rerun_sql does: two hosts at once, one moves it). */
 /* clang-format off */
 static const char new_src_sql[] =
@@ -33,7 +33,7 @@ static const char new_src_sql[] =
         " JOIN root ON f.dir = root.id WHERE f.state <> "
         MF_SQL_INT(MF_ST_REMOVED)
         " UNION ALL SELECT encode(d.path, 'hex') FROM dirs d"
-        " JOIN root ON d.parent = root.id),"
+        " JOIN root ON d.parent = root.id JOIN j ON d.gen = j.gen),"
         " sim AS (SELECT count(*) AS total, count(*) FILTER (WHERE"
         " n = ANY($4::text[])) AS kept FROM top),"
         " over AS (SELECT NOT EXISTS (SELECT 1 FROM dirs d, j WHERE"

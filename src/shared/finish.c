@@ -156,7 +156,7 @@ int shared_finish_dirs(struct shared *s)
                                              &leased);
                 if (prc)
                         rc = shared_pg_fail(s, prc);
-                if (rc || !left)
+                if (rc || !left || s->moved)
                         break;
                 shared_renew(s); /* this host's last_seen */
                 struct timespec w = {0, FINISH_WAIT_MS * 1000000L};

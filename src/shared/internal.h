@@ -58,6 +58,9 @@ struct shared {
         unsigned max_jobs; /* the pool's threads at most */
         unsigned limit;    /* copies in flight now (control.c) */
         bool paused;       /* the job's control says so */
+        /* another host ran the job again (a scan generation this host did
+         * not join): this host claims nothing more and ends */
+        bool moved;
         double last_control;
         /* the copies' fence (copy.h; run.c, shared_renew): every claim in
          * flight is surely this host's until then (CLOCK_MONOTONIC ns);

@@ -101,6 +101,13 @@ int shared_claim(struct shared *s, enum ferry_pg_kind kind, size_t max,
         if (rc)
                 return shared_pg_fail(s, rc);
         *none = c->n == 0;
+        if (c->moved && !s->moved) {
+                s->moved = true;
+                shared_event(s, FERRY_EV_WARNING, "", 0, "", 0,
+                             "another host ran the job again (a new scan "
+                             "of SRC): this host's part is over",
+                             NULL);
+        }
         return 0;
 }
 
@@ -225,7 +232,7 @@ static int copy_loop(struct shared *s)
                 stopping = s->code || atomic_load(s->stop);
                 if (claims && !dirs_none && s->nscans < s->nscan)
                         shared_scan_claim(s, &dirs_none);
-                stopping = s->code || atomic_load(s->stop);
+                stopping = s->code || atomic_load(s->stop) || s->moved;
                 bool out = s->nfl || s->nscans;
                 if (stopping && !out)
                         break;
@@ -335,19 +342,28 @@ static int join(struct shared *s)
         snprintf(host, sizeof(host), "%s:%ld", name, (long)getpid());
         int rc = ferry_pg_job_join(s->pg, s->opt->job_name, src_fp, dst_fp,
                                    host, s->lease);
-        bool taken = false;
         /* SRC changed at its top level since the job's scan: a job that
-         * is over takes it when most of its top level is still there */
-        if (rc == FERRY_EPATH && ferry_pg_src_differs(s->pg) &&
-            !ferry_pg_job_new_src(s->pg, s->opt->job_name, src_fp, dst_fp,
-                                  (const char *const *)names, nnames, &taken) &&
-            taken)
-                rc = ferry_pg_job_join(s->pg, s->opt->job_name, src_fp, dst_fp,
-                                       host, s->lease);
+         * is over takes it when most of its top level is still there (or
+         * another host of this SRC took it meanwhile: join again) */
+        char why[sizeof(s->err->msg)] = "";
+        if (rc == FERRY_EPATH && ferry_pg_src_differs(s->pg)) {
+                bool taken = false;
+                rc = ferry_pg_job_new_src(s->pg, s->opt->job_name, src_fp,
+                                          dst_fp, (const char *const *)names,
+                                          nnames, &taken);
+                if (!rc && !taken) /* why not, if the join fails again */
+                        snprintf(why, sizeof(why), "%s",
+                                 ferry_pg_errmsg(s->pg));
+                if (!rc)
+                        rc = ferry_pg_job_join(s->pg, s->opt->job_name, src_fp,
+                                               dst_fp, host, s->lease);
+        }
         shared_names_free(names, nnames);
         if (rc) {
                 if (made) /* a DST this refused job marked: as it was */
                         unlinkat(s->dstfd, SHARED_MARK, 0);
+                if (rc == FERRY_EPATH && why[0])
+                        return shared_fail(s, FERRY_EPATH, "%s", why);
                 return shared_pg_fail(s, rc);
         }
         /* a job that is over (with failures or not) scans SRC again;
@@ -415,6 +431,10 @@ static int end_code(struct shared *s)
 {
         if (s->code)
                 return s->code == FERRY_EINTR ? FERRY_EINTR : s->code;
+        /* the job this host joined is over: another host began the next
+         * (which retries what failed); what this one did is marked */
+        if (s->moved)
+                return FERRY_OK;
         struct ferry_pg_counts c;
         int rc = ferry_pg_counts(s->pg, &c);
         if (rc)
@@ -459,7 +479,7 @@ int ferry_shared_copy(const struct ferry_options *opt,
                 if (!s.code && atomic_load(s.stop))
                         shared_fail(&s, FERRY_EINTR, "%s", "");
                 bool over = false;
-                if (!s.code && !job_over(&s, &over) && over) {
+                if (!s.code && !s.moved && !job_over(&s, &over) && over) {
                         /* no copy is left: the pool's threads serve the
                          * metadata pass (its reads of SRC's xattrs and
                          * ACLs are round trips on a share) */

@@ -25,7 +25,8 @@
 #    scans SRC again and marks the row removed (5), exit 0;
 #  - a database of schema version 4 (sql/pg/001-004 run by psql, rows of
 #    every state made by psql) gets its counts at the migration: status
-#    shows psql's counts, and the counts table matches the rows;
+#    shows psql's counts, and the counts table matches the rows; its done
+#    rows get their DST record (migration 6);
 #  - a host's join folds the counts rows of connections that are gone
 #    into one; at the end every job's counts are psql's counts of its
 #    rows.
@@ -271,6 +272,10 @@ check "... the counts of the migrated job are psql's counts of its rows" test -z
 [[ -z $wrong ]] || printf '%s\n' "$wrong" | show -
 check "... schema_version 5 recorded" \
 	test "$(v4sql 'SELECT max(version) FROM ferry.schema_version')" -ge 5
+check "... migration 6: every done row's DST record is its own type, size, mtime; others none" \
+	test "$(v4sql "SELECT count(*) FILTER (WHERE state = 1 AND (dst_type, dst_size, dst_mtime_ns)
+		IS NOT DISTINCT FROM (type, size, mtime_ns)) || ' ' || count(*) FILTER (WHERE
+		state <> 1 AND dst_type IS NULL) FROM ferry.files")" = "50 150"
 
 wrong=$(pg_counts_wrong)
 check "every job's counts are psql's counts of its rows" test -z "$wrong"

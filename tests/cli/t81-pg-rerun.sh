@@ -25,7 +25,9 @@
 #    that is over takes it when most of its top-level names are still
 #    there (one new, one gone of 5: exit 0, the new one copied, the gone
 #    one's rows removed); another tree is refused (exit 2, saying how
-#    many names it kept) and nothing changes.
+#    many names it kept) and nothing changes;
+#  - a host whose scan generation is over (psql moves the job on while
+#    it runs) claims nothing more: exit 0, saying so, nothing removed.
 # Skips, saying why, without root, PostgreSQL, rsync or bench/slowfs.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
@@ -174,25 +176,60 @@ chmod 755 src/d5
 echo top >src/new-at-top
 rm -r src/d3
 sleep 1.2
-run fy
-check "SRC's top level changed (one new, one gone of 5): exit 0 (got $RC)" test "$RC" = 0 ||
-	show "$LOG/err"
+spawn "$T/h1.out" fy
+P1=$SPAWNED
+spawn "$T/h2.out" fy
+P2=$SPAWNED
+reap "$P1"
+R1=$RC
+reap "$P2"
+R2=$RC
+check "SRC's top level changed (one new, one gone of 5), two hosts at once: both exit 0 (got $R1 $R2)" \
+	test "$R1 $R2" = "0 0" || show "$T/h1.out.err"
 check "... the new entry copied, d3 left in DST" \
 	eval 'cmp src/new-at-top dst/new-at-top && test -d dst/d3'
 check "... d3's rows removed" \
 	test "$(sql "SELECT string_agg(DISTINCT f.state::text, ',') FROM ferry.files f
 		JOIN ferry.dirs d ON d.id = f.dir WHERE f.job = $(jid)
 		AND d.path = convert_to('d3', 'UTF8')")" = 5
+removed=$(sql "SELECT count(*) FROM ferry.files WHERE job = $(jid) AND state = 5")
 mkdir other && for i in 1 2 3; do echo "other $i" >"other/o$i"; done
 gen=$(sql "SELECT gen FROM ferry.jobs WHERE id = $(jid)")
 inodes >"$T/ino.5"
 run "$FERRY" --manifest "$URL" --job-name r -j 4 "$T/other" "$T/dst"
 check "another SRC (none of the job's names): exit 2 (got $RC)" test "$RC" = 2
 check "... saying SRC's top level differs, and how much" \
-	eval 'grep -q "top level" "$LOG/err" && grep -q "only 0 of the 6 names" "$LOG/err"' ||
+	eval 'grep -q "top level" "$LOG/err" && grep -q "only 0 of the 5 names" "$LOG/err"' ||
 	show "$LOG/err"
 check "... nothing changed: the job's generation, DST" \
 	eval 'test "$(sql "SELECT gen FROM ferry.jobs WHERE id = $(jid)")" = "$gen" &&
 	      inodes | diff -q "$T/ino.5" - >/dev/null && test ! -e dst/o1'
+
+# ---- a host whose generation is over ---------------------------------------
+# another host moved the job on while this one ran (a host that joined
+# just before the job ended, another that ran it again): psql moves it by
+# hand, mid-scan; the host claims nothing of the next generation, says
+# so, and ends with exit 0, having marked nothing removed
+# (paused first, so that the move comes before its first claim)
+echo more >src/d1/more
+sleep 1.2
+gen=$(sql "SELECT gen FROM ferry.jobs WHERE id = $(jid)")
+expect_code 0 "$FERRY" set --manifest "$URL" --job-name r --pause
+bg "$FERRY" --manifest "$URL" --job-name r -j 4 "$MNT" "$T/dst"
+moved() { [[ $(sql "SELECT gen FROM ferry.jobs WHERE id = $(jid)") -gt $gen ]]; }
+wait_until 30 moved || die "the host did not start the job's next scan"
+sql "UPDATE ferry.jobs SET gen = gen + 1 WHERE id = $(jid)" >/dev/null
+expect_code 0 "$FERRY" set --manifest "$URL" --job-name r --resume
+bg_wait
+check "the job moved on under a running host: exit 0 (got $BG_RC)" test "$BG_RC" = 0 ||
+	show "$LOG/bg.err"
+check "... saying this host's part is over" grep -q "this host's part is over" "$LOG/bg.err"
+check "... it claimed nothing of the next generation (d1/more not copied)" test ! -e dst/d1/more
+check "... nothing marked removed by it" \
+	test "$(sql "SELECT count(*) FROM ferry.files WHERE job = $(jid) AND state = 5")" = "$removed"
+sql "UPDATE ferry.jobs SET gen = gen - 1 WHERE id = $(jid)" >/dev/null
+run fy
+check "... the job finished by the same command: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
+check "... d1/more copied" cmp src/d1/more dst/d1/more
 counts_ok "... every job's counts are psql's counts of its rows (at the end)"
 finish
