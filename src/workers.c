@@ -119,28 +119,34 @@ static struct ferry_batch *next_batch(struct worker *w)
 
 /* After the copy: tree jobs from the queues ferry_workers_serve_tree
  * gives, until ferry_workers_end_tree closes them or the pool is joined. */
+/* Serves one tree work after another (a shared job's metadata pass makes
+ * one per claim) until the pool is joined. */
 static void serve_tree(struct ferry_workers *p)
 {
         pthread_mutex_lock(&p->lock);
         p->copying--;
         pthread_cond_broadcast(&p->cond);
-        while (!p->closing && !p->tree_work)
-                pthread_cond_wait(&p->cond, &p->lock);
-        struct ferry_queue *work = p->closing ? NULL : p->tree_work;
-        struct ferry_queue *inbox = p->tree_inbox;
-        p->serving += work != NULL;
-        pthread_mutex_unlock(&p->lock);
-        if (!work)
-                return;
-        void *t;
-        /* every job goes back: the coordinator waits for each */
-        while (ferry_queue_pop(work, &t, -1) == FERRY_QUEUE_OK) {
-                ferry_treework_run(t);
-                ferry_queue_push(inbox, t);
+        for (;;) {
+                /* end_tree clears tree_work under the lock it closes the
+                 * queue with: a thread back from one finds it NULL */
+                while (!p->closing && !p->tree_work)
+                        pthread_cond_wait(&p->cond, &p->lock);
+                if (p->closing)
+                        break;
+                struct ferry_queue *work = p->tree_work;
+                struct ferry_queue *inbox = p->tree_inbox;
+                p->serving++;
+                pthread_mutex_unlock(&p->lock);
+                void *t;
+                /* every job goes back: the coordinator waits for each */
+                while (ferry_queue_pop(work, &t, -1) == FERRY_QUEUE_OK) {
+                        ferry_treework_run(t);
+                        ferry_queue_push(inbox, t);
+                }
+                pthread_mutex_lock(&p->lock);
+                p->serving--;
+                pthread_cond_broadcast(&p->cond);
         }
-        pthread_mutex_lock(&p->lock);
-        p->serving--;
-        pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->lock);
 }
 

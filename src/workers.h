@@ -12,7 +12,9 @@
  * Once the work queue is closed, the threads that exist serve the
  * end-of-run tree work (treework.h): they pop struct ferry_tree_job from
  * the queue ferry_workers_serve_tree gives, run ferry_treework_run on each
- * and push it back, until ferry_workers_end_tree or the join.
+ * and push it back, until ferry_workers_end_tree; then they wait for the
+ * next tree work (a shared job's metadata pass makes one per claim) until
+ * the join.
  *
  * Calling sequence (the coordinator thread alone calls these):
  *   ferry_workers_start(&cfg, max, limit, work, inbox, &w);   no thread yet
@@ -20,7 +22,7 @@
  *       ferry_workers_want(w, batches in flight), pops them from inbox,
  *       reads ferry_workers_stats and may ferry_workers_set_limit ...
  *   ferry_queue_close(work); ferry_workers_idle(w);
- *   [ferry_workers_serve_tree(w, tw, ti); ... ferry_workers_end_tree(w);]
+ *   [ferry_workers_serve_tree(w, tw, ti); ... ferry_workers_end_tree(w);]...
  *   ferry_workers_join(w);
  */
 #ifndef FERRY_WORKERS_H

@@ -256,6 +256,36 @@ static void test_stop(void)
         teardown(&fx);
 }
 
+/* A shared job's metadata pass makes one tree work per claim on the same
+ * pool: the threads that served the first serve the next (they used to
+ * return after one, and the second waited for ever: a hang, which the
+ * test's timeout reports). */
+static void test_pool_serves_again(void)
+{
+        struct fixture fx;
+        setup(&fx, false);
+        struct ferry_tree_cfg cfg = {.srcfd = fx.src,
+                                     .dstfd = fx.dst,
+                                     .meta = {.perms = true,
+                                              .times = true,
+                                              .root = geteuid() == 0,
+                                              .umask = 022}};
+        struct pool pool;
+        pool_start(&pool, &fx, 4);
+        for (int round = 0; round < 3; round++) {
+                struct seen s = {0};
+                struct ferry_treework *tw = NULL;
+                CHECK_EQ(ferry_treework_new(&cfg, pool.w, on_done, &s, &tw), 0);
+                add_all(&fx, tw, TREE_APPLY_DIR);
+                ferry_treework_drain(tw);
+                CHECK_EQ(ferry_treework_pending(tw), 0);
+                ferry_treework_free(tw);
+                check_order(&fx, &s);
+        }
+        pool_end(&pool);
+        teardown(&fx);
+}
+
 int main(int argc, char **argv)
 {
         unit_init(argc, argv);
@@ -264,5 +294,6 @@ int main(int argc, char **argv)
         RUN(test_apply_inline);
         RUN(test_delete_nested);
         RUN(test_stop);
+        RUN(test_pool_serves_again);
         return unit_done();
 }
