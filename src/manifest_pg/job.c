@@ -178,6 +178,7 @@ struct add_args {
         const void *rows; /* struct ferry_pg_dir or ferry_pg_file */
         size_t n;
         int64_t *ids;
+        uint64_t *kept; /* files: rows listed again and still done */
 };
 
 static const char *const dir_casts[] = {"int8", "bytea", "int4",
@@ -331,7 +332,7 @@ static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
         struct pg_params p;
         ferry_buf_adds(
                 &sql,
-                "INSERT INTO files (job, gen, dir, name, type,"
+                "WITH ins AS (INSERT INTO files (job, gen, dir, name, type,"
                 " size, mtime_ns, ctime_ns, mode, uid, gid, dev,"
                 " ino, rdev) SELECT $1::int8, $2::int8, v.* FROM (VALUES ");
         pg_values_sql(&sql, n, 3, file_casts, FILE_COLS, false);
@@ -341,7 +342,9 @@ static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
          * record (dst_*) until its next copy replaces it */
         ferry_buf_adds(&sql,
                        ") v ON CONFLICT (dir, name) DO UPDATE SET" CHANGED_SET
-                       " WHERE files.gen < EXCLUDED.gen OR " CHANGED);
+                       " WHERE files.gen < EXCLUDED.gen OR " CHANGED
+                       " RETURNING state) SELECT count(*) FILTER (WHERE"
+                       " state = " MF_SQL_INT(MF_ST_DONE) ")::int8 FROM ins");
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
         pg_param_int(&p, a->gen);
@@ -359,11 +362,16 @@ static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
                 pg_param_int(&p, (int64_t)f[i].ino);
                 pg_param_int(&p, (int64_t)f[i].rdev);
         }
+        PGresult *r = NULL;
         int rc = sql.oom ? pg_fail(pg, "out of memory")
-                         : pg_exec(pg, sql.buf, &p, NULL, "file insert");
+                         : pg_exec(pg, sql.buf, &p, &r, "file insert");
         pg_params_release(&p);
         ferry_buf_release(&sql);
-        return rc;
+        if (rc)
+                return rc;
+        *a->kept += (uint64_t)pg_get_i64(r, 0, 0);
+        PQclear(r);
+        return 0;
 }
 
 typedef int (*add_batch_fn)(struct ferry_pg *pg, const struct add_args *a,
@@ -392,6 +400,8 @@ static int add_dirs_step(struct ferry_pg *pg, void *arg)
 
 static int add_files_step(struct ferry_pg *pg, void *arg)
 {
+        const struct add_args *a = arg;
+        *a->kept = 0; /* counted again by a try again */
         return add_all(pg, arg, add_files_batch);
 }
 
@@ -400,17 +410,24 @@ int ferry_pg_add_dirs(struct ferry_pg *pg, int64_t gen,
 {
         if (!pg->job)
                 return pg_fail(pg, "no job joined");
-        struct add_args a = {gen, dirs, n, ids};
+        struct add_args a = {gen, dirs, n, ids, NULL};
         return n ? pg_retry(pg, add_dirs_step, &a) : 0;
 }
 
 int ferry_pg_add_files(struct ferry_pg *pg, int64_t gen,
-                       const struct ferry_pg_file *files, size_t n)
+                       const struct ferry_pg_file *files, size_t n,
+                       uint64_t *kept)
 {
+        uint64_t k = 0;
+        if (kept)
+                *kept = 0;
         if (!pg->job)
                 return pg_fail(pg, "no job joined");
-        struct add_args a = {gen, files, n, NULL};
-        return n ? pg_retry(pg, add_files_step, &a) : 0;
+        struct add_args a = {gen, files, n, NULL, &k};
+        int rc = n ? pg_retry(pg, add_files_step, &a) : 0;
+        if (kept)
+                *kept = k;
+        return rc;
 }
 
 /* ---- what remains ---------------------------------------------------- */

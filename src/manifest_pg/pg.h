@@ -176,9 +176,11 @@ struct ferry_pg_file {
 /* Adds n file rows of scan gen, one statement per FERRY_PG_BATCH_MAX, all
  * in one transaction. A name its directory has already takes gen, and
  * becomes pending again, with the listing's stat, when the file changed
- * (type, size, times, mode, owner) or had vanished or been removed. */
+ * (type, size, times, mode, owner) or had vanished or been removed.
+ * *kept (may be NULL): rows of an older gen that stay done (unchanged). */
 int ferry_pg_add_files(struct ferry_pg *pg, int64_t gen,
-                       const struct ferry_pg_file *files, size_t n);
+                       const struct ferry_pg_file *files, size_t n,
+                       uint64_t *kept);
 
 /* A claimed row. PG_DIRS, PG_DIR_META: path is the directory's (name
  * NULL); PG_FILES: path is its directory's, name its own. Not

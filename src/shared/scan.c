@@ -301,10 +301,12 @@ int shared_scan_done(struct shared *s, void *msg, bool *added_dirs)
         } else {
                 /* subdirectories first: a file row names its directory's */
                 int64_t gen = ferry_pg_gen(s->pg);
+                uint64_t kept = 0;
                 rc = ferry_pg_add_dirs(s->pg, gen, j->l.dirs, j->l.nd, NULL);
                 if (!rc)
-                        rc = ferry_pg_add_files(s->pg, gen, j->l.files,
-                                                j->l.nf);
+                        rc = ferry_pg_add_files(s->pg, gen, j->l.files, j->l.nf,
+                                                &kept);
+                s->sum->files_unchanged += kept;
                 s->sum->files_seen += j->l.nf;
                 *added_dirs = j->l.nd > 0;
                 if (j->l.links && s->opt->hard_links && !s->warned_links) {

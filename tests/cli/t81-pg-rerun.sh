@@ -139,6 +139,9 @@ check "... rsync -anci: nothing left to do" test ! -s "$LOG/rsync" || show "$LOG
 inodes >"$T/ino.3"
 run fy
 check "nothing changed, the same command: exit 0 (got $RC)" test "$RC" = 0
+nsrc=$(find src -type f | wc -l)
+check "... its summary: 0 files copied, all $nsrc unchanged" \
+	grep -q "0 files copied (0 B), $nsrc unchanged" "$LOG/err" || show "$LOG/err"
 inodes >"$T/ino.4"
 check "... no DST file copied again (inodes)" diff "$T/ino.3" "$T/ino.4"
 check "... its host's files_done: 0" \

@@ -117,7 +117,7 @@ static int seed(const char *url, const char *job, size_t nfiles, size_t ndirs)
         if (!rc)
                 rc = ferry_pg_add_dirs(pg, 1, d, ndirs, NULL);
         if (!rc)
-                rc = ferry_pg_add_files(pg, 1, f, nfiles);
+                rc = ferry_pg_add_files(pg, 1, f, nfiles, NULL);
         free(names);
         free(d);
         free(f);
