@@ -66,6 +66,18 @@ mkdir -p "$MNT"
 "$SLOWFS" --latency-us 2000 "$T/src" "$MNT" 2>"$LOG/slowfs.err" ||
 	skip_all "slowfs does not mount here: $(head -c 200 "$LOG/slowfs.err")"
 fy() { "$FERRY" --manifest "$URL" --job-name r -j 4 "$@" "$MNT" "$T/dst"; }
+# two_hosts: fy twice at once; R1 and R2 their exit codes
+two_hosts() {
+	local p1 p2
+	spawn "$T/h1.out" fy
+	p1=$SPAWNED
+	spawn "$T/h2.out" fy
+	p2=$SPAWNED
+	reap "$p1"
+	R1=$RC
+	reap "$p2"
+	R2=$RC
+}
 
 # ---- the first run -------------------------------------------------------
 run fy
@@ -87,14 +99,7 @@ echo "file 1 2, changed" >src/d1/f2  # and SRC's too
 sleep 1.2 # the user's change is older than the next run's start (its second)
 
 # ---- run again by two hosts at once --------------------------------------
-spawn "$T/h1.out" fy
-P1=$SPAWNED
-spawn "$T/h2.out" fy
-P2=$SPAWNED
-reap "$P1"
-R1=$RC
-reap "$P2"
-R2=$RC
+two_hosts
 check "two hosts run the job again: both exit 23, the user's file refused (got $R1 $R2)" \
 	test "$R1 $R2" = "23 23" || show "$T/h1.out.err"
 check "... psql: the refusal says why" \
@@ -179,14 +184,7 @@ chmod 755 src/d5
 echo top >src/new-at-top
 rm -r src/d3
 sleep 1.2
-spawn "$T/h1.out" fy
-P1=$SPAWNED
-spawn "$T/h2.out" fy
-P2=$SPAWNED
-reap "$P1"
-R1=$RC
-reap "$P2"
-R2=$RC
+two_hosts
 check "SRC's top level changed (one new, one gone of 5), two hosts at once: both exit 0 (got $R1 $R2)" \
 	test "$R1 $R2" = "0 0" || show "$T/h1.out.err"
 check "... the new entry copied, d3 left in DST" \
