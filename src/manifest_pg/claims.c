@@ -348,17 +348,21 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
         PGresult *r = NULL;
         if (a->kind == PG_FILES)
                 ferry_buf_adds(&sql, "WITH o AS (");
-        ferry_buf_adds(&sql,
-                       a->kind == PG_DIRS
-                               ? "UPDATE dirs f SET list_state = v.state,"
-                                 " error = v.error,"
-                       : a->kind == PG_FILES
-                               ? "UPDATE files f SET state = v.state,"
-                                 " hash = v.hash, error = v.error,"
-                                 " attempts = f.attempts + 1," FILE_STAT_SET
-                                         FILE_DST_SET
-                               : "UPDATE dirs f SET state = v.state,"
-                                 " meta_error = v.error,");
+        ferry_buf_adds(
+                &sql,
+                a->kind == PG_DIRS
+                        ? "UPDATE dirs f SET list_state = v.state,"
+                          " error = v.error, state = CASE WHEN"
+                          " v.state = " MF_SQL_INT(
+                                  PG_LISTED) " AND v.error IS NOT NULL "
+                                             "THEN " MF_SQL_INT(PG_META_APPLIED) " ELSE f.state END,"
+                : a->kind == PG_FILES
+                        ? "UPDATE files f SET state = v.state,"
+                          " hash = v.hash, error = v.error,"
+                          " attempts = f.attempts + 1," FILE_STAT_SET
+                                  FILE_DST_SET
+                        : "UPDATE dirs f SET state = v.state,"
+                          " meta_error = v.error,");
         ferry_buf_adds(&sql, " lease_until = NULL FROM (VALUES ");
         pg_values_sql(&sql, a->n, 3, outcome_casts, OUTCOME_COLS, false);
         ferry_buf_adds(&sql, ") v (id, state, hash, error, size, mtime_ns,"
@@ -383,8 +387,13 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
         for (size_t i = 0; i < a->n; i++) {
                 const struct ferry_pg_outcome *o = &a->o[i];
                 bool done = o->result == PG_DONE;
+                /* a directory gone from SRC: listed, nothing in it, and
+                 * no metadata to apply (the error says why; DST gets no
+                 * directory made for it) */
+                bool gone = o->result == PG_VANISHED;
                 int state =
-                        a->kind == PG_DIRS ? (done ? PG_LISTED : PG_LIST_FAILED)
+                        a->kind == PG_DIRS
+                                ? (done || gone ? PG_LISTED : PG_LIST_FAILED)
                         : a->kind == PG_FILES
                                 ? (done                       ? MF_ST_DONE
                                    : o->result == PG_VANISHED ? MF_ST_VANISHED

@@ -241,7 +241,9 @@ enum ferry_pg_result {
                         listed; PG_DIR_META: applied */
         PG_FAILED,   /* error kept */
         PG_VANISHED, /* PG_FILES: gone from SRC since its listing (error
-                        kept); not retried, as the SQLite run's */
+                        kept); not retried, as the SQLite run's. PG_DIRS:
+                        the directory is gone from SRC: listed empty, its
+                        metadata not applied (error kept) */
 };
 struct ferry_pg_outcome {
         int64_t id;

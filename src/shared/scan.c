@@ -290,7 +290,17 @@ int shared_scan_done(struct shared *s, void *msg, bool *added_dirs)
         struct ferry_pg_outcome o = {.id = j->id, .result = PG_DONE};
         char why[256];
         int rc = 0;
-        if (j->err) {
+        if (j->err == ENOENT || j->err == ENOTDIR) {
+                /* gone from SRC since its parent's listing (or since a
+                 * listing that failed): nothing to copy, no directory to
+                 * make in DST; its rows of an older scan are removed */
+                snprintf(why, sizeof(why), "gone from SRC: %s",
+                         strerror(j->err));
+                o.result = PG_VANISHED;
+                o.error = why;
+                shared_event(s, FERRY_EV_VANISHED, j->path, j->path_len, "", 0,
+                             why, NULL);
+        } else if (j->err) {
                 snprintf(why, sizeof(why), "cannot read directory: %s",
                          strerror(j->err));
                 o.result = PG_FAILED;

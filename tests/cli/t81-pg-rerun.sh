@@ -20,7 +20,9 @@
 #    0, rsync -anci finds nothing to do; a run with nothing changed
 #    copies nothing (no DST inode changes, its host's files_done 0);
 #  - a directory that cannot be listed in a run again keeps the rows
-#    below it: nothing is marked removed (its files stay done);
+#    below it: nothing is marked removed (its files stay done); once it
+#    is gone from SRC, the next run lists it as empty and removes its
+#    rows (exit 0, not 23 at every run);
 #  - SRC changed at its top level (the job's fingerprint of SRC): a job
 #    that is over takes it when most of its top-level names are still
 #    there (one new, one gone of 5: exit 0, the new one copied, the gone
@@ -155,27 +157,41 @@ check "... its host's files_done: 0" \
 check "... the job is at its fourth generation" \
 	test "$(sql "SELECT gen FROM ferry.jobs WHERE id = $(jid)")" = 4
 
-# ---- a directory that cannot be listed in a run again --------------------
+# ---- a directory that cannot be listed in a run again, then gone ----------
 # slowfs (mounted by root: allow_other, default_permissions) checks modes
-# as SRC's kernel would: d5 at mode 0 cannot be read by an unprivileged
-# ferry; the rest of SRC and DST are made its to read and write
-chmod -R a+rX src && chmod 0 src/d5
+# as SRC's kernel would: d2/locked at mode 0 cannot be read by an
+# unprivileged ferry; the rest of SRC and DST are made its to read and
+# write
+mkdir src/d2/locked && for f in 1 2; do echo "locked $f" >"src/d2/locked/f$f"; done
+sleep 1.2
+run fy
+check "d2/locked new: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
+chmod -R a+rX src && chmod 0 src/d2/locked
 chown -R nobody dst
 sleep 1.2 # slowfs's attributes, cached for a second, are read again
 setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
 	"$FERRY" --manifest "$URL" --job-name r -j 4 "$MNT" "$T/dst" >"$LOG/out" 2>"$LOG/err"
 RC=$?
-check "d5 unreadable, run again: exit 23 (got $RC)" test "$RC" = 23 || show "$LOG/err"
-check "... psql: d5's listing failed (2)" \
-	test "$(sql "SELECT list_state FROM ferry.dirs WHERE job = $(jid)
-		AND path = convert_to('d5', 'UTF8')")" = 2
-check "... d5's files were not marked removed (still done)" \
-	test "$(sql "SELECT string_agg(DISTINCT f.state::text, ',') FROM ferry.files f
-		JOIN ferry.dirs d ON d.id = f.dir WHERE f.job = $(jid)
-		AND d.path = convert_to('d5', 'UTF8')")" = 1
-check "... DST's d5 untouched" diff -r src/d5 dst/d5
+check "d2/locked unreadable, run again: exit 23 (got $RC)" test "$RC" = 23 || show "$LOG/err"
+locked() { # the states of d2/locked's listing and of its files
+	sql "SELECT d.list_state || ' ' || string_agg(DISTINCT f.state::text, ',')
+	     FROM ferry.dirs d JOIN ferry.files f ON f.dir = d.id WHERE d.job = $(jid)
+	     AND d.path = convert_to('d2/locked', 'UTF8') GROUP BY d.list_state"
+}
+check "... psql: its listing failed (2), its files not marked removed (still done)" \
+	test "$(locked)" = "2 1"
+check "... DST's d2/locked untouched" diff -r src/d2/locked dst/d2/locked
 counts_ok "... every job's counts are psql's counts of its rows (after the failed listing)"
-chmod 755 src/d5
+# gone from SRC: listed as empty, not a failure at every run from now on
+rm -rf src/d2/locked
+sleep 1.2
+run fy
+check "d2/locked gone from SRC, the same command: exit 0 (got $RC)" test "$RC" = 0 ||
+	show "$LOG/err"
+check "... psql: listed (1), its files removed (5)" test "$(locked)" = "1 5"
+check "... its DST copy stays (no --delete)" test -f dst/d2/locked/f1
+run fy
+check "... and the next run: exit 0 (got $RC)" test "$RC" = 0
 
 # ---- SRC changed at its top level ------------------------------------------
 # the fingerprint of SRC is its top level: a job that is over takes a SRC
