@@ -245,6 +245,13 @@ bool ferry_copier_meta_failed(struct ferry_copier *c, struct ferry_item *it,
 /* copy_dst.c: a file larger than DST holds; c->why and c->why_step say
  * so. */
 bool ferry_copier_too_big(struct ferry_copier *c, const struct ferry_item *it);
+/* copy_dst.c: whether a shared job's fence has passed (copy.h): the claim
+ * of what is copied may no longer be this host's. Past it nothing more is
+ * written into DST, not even a temp file whose make and removal would
+ * change a directory's time after another host's metadata pass: an item
+ * not begun is not begun (R_NONE), a copy stops at its next buffer
+ * (ECANCELED), and nothing is put in place. */
+bool ferry_copier_fenced(const struct ferry_copy_cfg *cfg);
 /* copy_dst.c: renames tmp over name under rule 9 and the case rules. */
 int ferry_copier_install(struct ferry_copier *c, const struct ferry_item *it,
                          const struct ferry_stat *src, const char *tmp,

@@ -484,6 +484,10 @@ static bool ready_to_copy(struct ferry_copier *c, struct ferry_batch *b,
 static void copy_item(struct ferry_copier *c, struct ferry_batch *b,
                       struct ferry_item *it)
 {
+        if (ferry_copier_fenced(&c->cfg)) { /* its claim may be another's */
+                it->result = R_NONE;
+                return;
+        }
         /* a file DST cannot hold fails before anything is read or made */
         if (ferry_copier_too_big(c, it)) {
                 fail_why(c, b, it);

@@ -84,7 +84,7 @@ static int stream(struct ferry_copier *c, int in, int out, uint64_t size,
                 *total += got;
                 if (got < want)
                         return 0;
-                if (atomic_load(c->cfg.stop)) {
+                if (atomic_load(c->cfg.stop) || ferry_copier_fenced(&c->cfg)) {
                         *step = &S_COPY;
                         return ECANCELED;
                 }

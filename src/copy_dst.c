@@ -282,9 +282,7 @@ static int place(struct ferry_copier *c, const struct ferry_item *it,
         return ferry_fsio_renameat(c->dst_dir, tmp, name);
 }
 
-/* Whether a shared job's fence has passed (copy.h): the claim of what is
- * to be put in place may no longer be this host's. */
-static bool fenced(const struct ferry_copy_cfg *cfg)
+bool ferry_copier_fenced(const struct ferry_copy_cfg *cfg)
 {
         if (!cfg->fence)
                 return false;
@@ -302,7 +300,7 @@ int ferry_copier_install(struct ferry_copier *c, const struct ferry_item *it,
                          const struct ferry_stat *src, const char *tmp,
                          const char *name)
 {
-        if (fenced(&c->cfg))
+        if (ferry_copier_fenced(&c->cfg))
                 return ECANCELED;
         bool clash = false;
         ferry_names_lock(c->cfg.names, it->dir_id, name);

@@ -91,7 +91,8 @@ static int copy_range(struct job *j, struct stream *s, off_t off, uint64_t len,
                                           memory_order_relaxed);
                 off += (off_t)got;
                 len -= got;
-                if (atomic_load(j->c->cfg.stop)) {
+                if (atomic_load(j->c->cfg.stop) ||
+                    ferry_copier_fenced(&j->c->cfg)) {
                         *step = &S_COPY;
                         return ECANCELED;
                 }

@@ -11,6 +11,9 @@
 #  - host 1 does not rename its copy over host 2's: DST's file keeps the
 #    inode host 2 gave it (stat), and its content is SRC's (cmp);
 #  - host 1 says its claim was taken, exits 0, and leaves no temp file;
+#  - host 1 stops copying at its fence: slowfs served it less than the
+#    file (it went on to the end before), and DST's time (applied by
+#    host 2's metadata pass) is still SRC's at the end (stat);
 #  - psql: the file is done by host 2's claim, with xxh128sum's hash.
 # Without the fence host 1 renamed its copy over host 2's (same bytes
 # here; a SRC changed in between would have put the old content under a
@@ -33,7 +36,8 @@ mkdir -p src
 head -c 16M /dev/urandom >src/big
 echo small >src/small
 mkdir -p "$MNT"
-"$SLOWFS" --latency-us 400000 "$T/src" "$MNT" 2>"$LOG/slowfs.err" ||
+"$SLOWFS" --latency-us 400000 --stats-file "$T/slow.stats" "$T/src" "$MNT" \
+	2>"$LOG/slowfs.err" ||
 	skip_all "slowfs does not mount here: $(head -c 200 "$LOG/slowfs.err")"
 
 spawn "$LOG/h1" host 1 --job-name fence --lease 5 -j 1 "$MNT" "$T/dst"
@@ -59,6 +63,12 @@ check "host 1 said its claim was taken" grep -q "another host took" "$LOG/h1.err
 check "DST's big is still host 2's copy (inode $ino; stat)" test "$(stat -c %i dst/big)" = "$ino"
 check "... and holds SRC's content (cmp)" cmp -s src/big dst/big
 check "no temp file is left in DST" test "$(find dst -name '*.ferry-part' | wc -l)" = 0
+check "DST's time is SRC's: host 1 wrote nothing into DST after host 2's metadata pass" \
+	test "$(stat -c %Y dst)" = "$(stat -c %Y src)"
+sleep 0.3 # slowfs rewrites its counters within 0.1 s of a change
+read_bytes=$(awk '$1 == "read_bytes" {print $2}' "$T/slow.stats")
+check "host 1 stopped copying at its fence: it read $read_bytes bytes of big's 16 MiB (slowfs)" \
+	test "${read_bytes:-16777216}" -lt 16777216
 check "psql: big done by host 2's claim, with xxh128sum's hash" \
 	test "$(sql "SELECT claimed_by <> '$h1' AND encode(hash, 'hex') = '$(xxh128sum src/big | cut -d' ' -f1)'
 		FROM ferry.files WHERE name = convert_to('big', 'UTF8') AND state = 1")" = t
