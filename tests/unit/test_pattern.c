@@ -290,6 +290,7 @@ static void test_files_from(void)
         ferry_select_free(s);
 
         static const char nul[] = "x\n\0y\0";
+        unlink(path); /* each list its own file, none left in /tmp */
         CHECK(list_file(path, nul, sizeof(nul) - 1));
         opt.from0 = true;
         CHECK_EQ(ferry_select_new(&opt, &s, &err), 0);
@@ -299,6 +300,7 @@ static void test_files_from(void)
         ferry_select_free(s);
 
         static const char dots[] = "a/../../etc\n";
+        unlink(path);
         CHECK(list_file(path, dots, sizeof(dots) - 1));
         opt.from0 = false;
         s = (struct ferry_select *)&s;
