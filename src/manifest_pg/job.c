@@ -184,6 +184,48 @@ struct add_args {
 static const char *const dir_casts[] = {"int8", "bytea", "int4",
                                         "int8", "int8",  "int8"};
 
+/* After the VALUES v: the metadata of a row listed again (another host's
+ * listing, a lost one's) is what this listing saw; none leaves it. A row
+ * of an older gen (the job run again) is to list again; its metadata is
+ * to apply again when it changed, and so is its parent's when it is new
+ * (a directory made in DST changes its parent's time; add_files does the
+ * same for a directory that gets a file to copy). */
+/* clang-format off */
+#define DIR_META_CHANGED \
+        "(dirs.mode, dirs.uid, dirs.gid, dirs.mtime_ns) IS DISTINCT FROM" \
+        " (coalesce(EXCLUDED.mode, dirs.mode), coalesce(EXCLUDED.uid," \
+        " dirs.uid), coalesce(EXCLUDED.gid, dirs.gid)," \
+        " coalesce(EXCLUDED.mtime_ns, dirs.mtime_ns))"
+static const char add_dirs_sql[] =
+        "), old AS (SELECT path FROM dirs WHERE job = $1 AND path IN"
+        " (SELECT path FROM v)),"
+        " ins AS (INSERT INTO dirs (job, parent, path, gen, mode,"
+        " uid, gid, mtime_ns) SELECT $1::int8, nullif(parent, 0),"
+        " path, $2::int8, mode, uid, gid, mtime_ns FROM v"
+        " ORDER BY ord ON CONFLICT (job, path) DO UPDATE"
+        " SET path = EXCLUDED.path,"
+        " mode = coalesce(EXCLUDED.mode, dirs.mode),"
+        " uid = coalesce(EXCLUDED.uid, dirs.uid),"
+        " gid = coalesce(EXCLUDED.gid, dirs.gid),"
+        " mtime_ns = coalesce(EXCLUDED.mtime_ns, dirs.mtime_ns),"
+        " list_state = CASE WHEN dirs.gen < EXCLUDED.gen THEN "
+        MF_SQL_INT(PG_LIST_PENDING) " ELSE dirs.list_state END,"
+        " error = CASE WHEN dirs.gen < EXCLUDED.gen THEN NULL"
+        " ELSE dirs.error END,"
+        " state = CASE WHEN dirs.gen < EXCLUDED.gen AND " DIR_META_CHANGED
+        " THEN " MF_SQL_INT(PG_META_TO_APPLY) " ELSE dirs.state END,"
+        " meta_error = CASE WHEN dirs.gen < EXCLUDED.gen AND "
+        DIR_META_CHANGED " THEN NULL ELSE dirs.meta_error END,"
+        " gen = greatest(dirs.gen, EXCLUDED.gen)"
+        " RETURNING id, path, parent),"
+        " up AS (UPDATE dirs SET state = " MF_SQL_INT(PG_META_TO_APPLY) ","
+        " meta_error = NULL WHERE job = $1 AND state = "
+        MF_SQL_INT(PG_META_APPLIED) " AND id IN (SELECT parent FROM ins"
+        " WHERE path NOT IN (SELECT path FROM old)) RETURNING 1)"
+        " SELECT ins.id FROM v JOIN ins ON ins.path = v.path"
+        " ORDER BY v.ord";
+/* clang-format on */
+
 static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
                           size_t from, size_t n)
 {
@@ -196,64 +238,7 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
         ferry_buf_adds(&sql, "WITH v(ord, parent, path, mode, uid, gid,"
                              " mtime_ns) AS (VALUES ");
         pg_values_sql(&sql, n, 3, dir_casts, 6, true);
-        /* the metadata of a row listed again (another host's listing, a
-         * lost one's) is what this listing saw; none leaves it. A row of
-         * an older gen (a scan of the job run again) is to list again,
-         * and its metadata to apply again, once its copies are in. */
-        ferry_buf_adds(
-                &sql,
-                "), ins AS (INSERT INTO dirs (job, parent, path, gen, mode,"
-                " uid, gid, mtime_ns) SELECT $1::int8, nullif(parent, 0),"
-                " path, $2::int8, mode, uid, gid, mtime_ns FROM v"
-                " ORDER BY ord ON CONFLICT (job, path) DO UPDATE"
-                " SET path = EXCLUDED.path,"
-                " mode = coalesce(EXCLUDED.mode, dirs.mode),"
-                " uid = coalesce(EXCLUDED.uid, dirs.uid),"
-                " gid = coalesce(EXCLUDED.gid, dirs.gid),"
-                " mtime_ns = coalesce(EXCLUDED.mtime_ns, dirs.mtime_ns),"
-                " list_state = CASE WHEN dirs.gen < EXCLUDED.gen "
-                "THEN " MF_SQL_INT(
-                        PG_LIST_PENDING) " ELSE dirs.list_state END,"
-                                         " state = CASE WHEN dirs.gen < "
-                                         "EXCLUDED.gen THEN " MF_SQL_INT(
-                                                 PG_META_TO_APPLY) " ELSE "
-                                                                   "dirs.state "
-                                                                   "END,"
-                                                                   " error = "
-                                                                   "CASE WHEN "
-                                                                   "dirs.gen < "
-                                                                   "EXCLUDED."
-                                                                   "gen THEN "
-                                                                   "NULL"
-                                                                   " ELSE "
-                                                                   "dirs.error "
-                                                                   "END,"
-                                                                   " meta_"
-                                                                   "error = "
-                                                                   "CASE WHEN "
-                                                                   "dirs.gen < "
-                                                                   "EXCLUDED."
-                                                                   "gen THEN "
-                                                                   "NULL"
-                                                                   " ELSE "
-                                                                   "dirs.meta_"
-                                                                   "error END,"
-                                                                   " gen = "
-                                                                   "greatest("
-                                                                   "dirs.gen, "
-                                                                   "EXCLUDED."
-                                                                   "gen)"
-                                                                   " RETURNING "
-                                                                   "id, path)"
-                                                                   " SELECT "
-                                                                   "ins.id "
-                                                                   "FROM v "
-                                                                   "JOIN ins "
-                                                                   "ON "
-                                                                   "ins.path = "
-                                                                   "v.path"
-                                                                   " ORDER BY "
-                                                                   "v.ord");
+        ferry_buf_adds(&sql, add_dirs_sql);
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
         pg_param_int(&p, a->gen);
@@ -340,11 +325,28 @@ static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
          * changed (its stat), or was gone (vanished, removed) and is
          * back; a done row keeps its hash until then, and its DST
          * record (dst_*) until its next copy replaces it */
-        ferry_buf_adds(&sql,
-                       ") v ON CONFLICT (dir, name) DO UPDATE SET" CHANGED_SET
-                       " WHERE files.gen < EXCLUDED.gen OR " CHANGED
-                       " RETURNING state) SELECT count(*) FILTER (WHERE"
-                       " state = " MF_SQL_INT(MF_ST_DONE) ")::int8 FROM ins");
+        ferry_buf_adds(
+                &sql,
+                ") v ON CONFLICT (dir, name) DO UPDATE SET" CHANGED_SET
+                " WHERE files.gen < EXCLUDED.gen OR " CHANGED
+                " RETURNING state, dir),"
+                /* a directory that gets a file to copy gets its
+                 * metadata again (a run again: it was applied) */
+                " up AS (UPDATE dirs SET state = " MF_SQL_INT(
+                        PG_META_TO_APPLY) ", meta_error = NULL"
+                                          " WHERE job = $1 AND state "
+                                          "= " MF_SQL_INT(
+                                                  PG_META_APPLIED) " AND id IN "
+                                                                   "(SELECT "
+                                                                   "dir FROM"
+                                                                   " ins WHERE "
+                                                                   "state "
+                                                                   "="
+                                                                   " " MF_SQL_INT(
+                                                                           MF_ST_PENDING) ")"
+                                                                                          " RETURNING 1)"
+                                                                                          " SELECT count(*) FILTER (WHERE state = " MF_SQL_INT(
+                                                                                                  MF_ST_DONE) ")::int8 FROM ins");
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
         pg_param_int(&p, a->gen);

@@ -17,8 +17,12 @@
 #    removed file and directory's rows are removed (5), the user's file
 #    failed; every job's counts are psql's counts of its rows;
 #  - once the user removes their file, the same command copies it: exit
-#    0, rsync -anci finds nothing to do; a run with nothing changed
-#    copies nothing (no DST inode changes, its host's files_done 0);
+#    0, rsync -anci finds nothing to do (times and modes of directories
+#    too: a directory whose mode changed, or that got a file or a new
+#    directory, has its metadata applied again); a run with nothing
+#    changed copies nothing (no DST inode changes, its host's files_done
+#    0) and applies no directory's metadata again but the root's
+#    (DST's ctimes);
 #  - a directory that cannot be listed in a run again keeps the rows
 #    below it: nothing is marked removed (its files stay done); once it
 #    is gone from SRC, the next run lists it as empty and removes its
@@ -64,6 +68,7 @@ for d in 1 2 3 4 5; do
 	for f in 1 2 3 4 5 6 7 8; do echo "file $d $f" >"src/d$d/f$f"; done
 done
 mkdir src/d4/s && for f in 1 2 3; do echo "s $f" >"src/d4/s/f$f"; done
+mkdir src/d2/quiet
 mkdir -p "$MNT"
 "$SLOWFS" --latency-us 2000 "$T/src" "$MNT" 2>"$LOG/slowfs.err" ||
 	skip_all "slowfs does not mount here: $(head -c 200 "$LOG/slowfs.err")"
@@ -92,6 +97,12 @@ echo "file 2 X" >src/d2/f1 # the same size, a new mtime
 touch -d '2001-02-03 04:05:06' src/d2/f1
 echo "more" >>src/d2/f2
 chmod 600 src/d5/f1
+chmod 750 src/d4 # a directory's own metadata
+# a new directory in d2/quiet, whose own time stays: made in DST, the
+# directory made changes quiet's time there, which is applied again
+t=$(stat -c %y src/d2/quiet)
+mkdir src/d2/quiet/new
+touch -d "$t" src/d2/quiet
 echo "new" >src/d1/new
 mkdir src/d1/d6 && echo "six" >src/d1/d6/g
 rm src/d3/f1
@@ -125,6 +136,7 @@ for f in d2/f1 d2/f2 d5/f1; do
 done
 check "... d5/f1's new mode is in DST" test "$(stat -c %a dst/d5/f1)" = 600
 check "... d2/f1's time is SRC's" test "$(stat -c %Y dst/d2/f1)" = "$(stat -c %Y src/d2/f1)"
+check "... d4's new mode is in DST" test "$(stat -c %a dst/d4)" = 750
 check "psql: the job moved one generation (2), not one per host" \
 	test "$(sql "SELECT gen FROM ferry.jobs WHERE id = $(jid)")" = 2
 check "... the removed file's row and the removed directory's are removed (5)" \
@@ -144,8 +156,15 @@ check "the user's file removed, the same command: exit 0 (got $RC)" test "$RC" =
 rsync -anci --exclude .ferry-job src/ dst/ >"$LOG/rsync" 2>&1
 check "... rsync -anci: nothing left to do" test ! -s "$LOG/rsync" || show "$LOG/rsync"
 inodes >"$T/ino.3"
+# DST's directories but its root (whose metadata a run again applies)
+dirtimes() { (cd dst && find . -mindepth 1 -type d -printf '%C@ %P\n' | sort -k2); }
+dirtimes >"$T/ctimes.3"
+sleep 1.1 # a change of a directory's ctime would show
 run fy
 check "nothing changed, the same command: exit 0 (got $RC)" test "$RC" = 0
+dirtimes >"$T/ctimes.4"
+check "... no directory's metadata applied again, but the root's (DST's ctimes)" \
+	diff "$T/ctimes.3" "$T/ctimes.4"
 nsrc=$(find src -type f | wc -l)
 check "... its summary: 0 files copied, all $nsrc unchanged" \
 	grep -q "0 files copied (0 B), $nsrc unchanged" "$LOG/err" || show "$LOG/err"
