@@ -341,6 +341,21 @@ static void put_stat(struct pg_params *p, const struct ferry_pg_outcome *o)
         pg_param_int(p, o->gid);
 }
 
+/* What an outcome sets, by kind. A directory listed with an error is one
+ * gone from SRC (PG_VANISHED): nothing in it, no metadata to apply. */
+/* clang-format off */
+static const char list_outcome_set[] =
+        "UPDATE dirs f SET list_state = v.state, error = v.error,"
+        " state = CASE WHEN v.state = " MF_SQL_INT(PG_LISTED)
+        " AND v.error IS NOT NULL THEN " MF_SQL_INT(PG_META_APPLIED)
+        " ELSE f.state END,";
+static const char file_outcome_set[] =
+        "UPDATE files f SET state = v.state, hash = v.hash, error = v.error,"
+        " attempts = f.attempts + 1," FILE_STAT_SET FILE_DST_SET;
+static const char meta_outcome_set[] =
+        "UPDATE dirs f SET state = v.state, meta_error = v.error,";
+/* clang-format on */
+
 static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
 {
         struct ferry_buf sql = FERRY_BUF_INIT;
@@ -348,21 +363,9 @@ static int write_outcomes(struct ferry_pg *pg, const struct complete_args *a)
         PGresult *r = NULL;
         if (a->kind == PG_FILES)
                 ferry_buf_adds(&sql, "WITH o AS (");
-        ferry_buf_adds(
-                &sql,
-                a->kind == PG_DIRS
-                        ? "UPDATE dirs f SET list_state = v.state,"
-                          " error = v.error, state = CASE WHEN"
-                          " v.state = " MF_SQL_INT(
-                                  PG_LISTED) " AND v.error IS NOT NULL "
-                                             "THEN " MF_SQL_INT(PG_META_APPLIED) " ELSE f.state END,"
-                : a->kind == PG_FILES
-                        ? "UPDATE files f SET state = v.state,"
-                          " hash = v.hash, error = v.error,"
-                          " attempts = f.attempts + 1," FILE_STAT_SET
-                                  FILE_DST_SET
-                        : "UPDATE dirs f SET state = v.state,"
-                          " meta_error = v.error,");
+        ferry_buf_adds(&sql, a->kind == PG_DIRS    ? list_outcome_set
+                             : a->kind == PG_FILES ? file_outcome_set
+                                                   : meta_outcome_set);
         ferry_buf_adds(&sql, " lease_until = NULL FROM (VALUES ");
         pg_values_sql(&sql, a->n, 3, outcome_casts, OUTCOME_COLS, false);
         ferry_buf_adds(&sql, ") v (id, state, hash, error, size, mtime_ns,"

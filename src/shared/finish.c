@@ -39,21 +39,20 @@ static bool meta_done(void *ctx, const struct ferry_tree_job *t)
         struct meta_pass *mp = ctx;
         struct shared *s = mp->s;
         size_t i = mp->n++;
-        mp->o[i] = (struct ferry_pg_outcome){.id = t->row.id,
-                                             .result = PG_DONE};
+        mp->o[i] =
+                (struct ferry_pg_outcome){.id = t->row.id, .result = PG_DONE};
         int err = t->rc ? t->rc : t->sync_rc;
         if (!err && !t->why[0])
                 return true;
-        struct ferry_failure f =
-                ferry_failure_of(FERRY_SIDE_DST, t->step, err);
+        struct ferry_failure f = ferry_failure_of(FERRY_SIDE_DST, t->step, err);
         char msg[200];
         snprintf(mp->why[i], sizeof(mp->why[i]), "%s",
                  t->why[0] ? t->why : ferry_failure_str(&f, msg, sizeof(msg)));
         mp->o[i].result = PG_FAILED;
         mp->o[i].error = mp->why[i];
         s->sum->meta_failed++;
-        shared_event(s, FERRY_EV_META_FAILED, t->row.path, t->row.path_len,
-                     "", 0, mp->why[i], &f);
+        shared_event(s, FERRY_EV_META_FAILED, t->row.path, t->row.path_len, "",
+                     0, mp->why[i], &f);
         return true;
 }
 
@@ -152,8 +151,8 @@ int shared_finish_dirs(struct shared *s)
                  * host applies them, or a claim whose reply was lost, a
                  * host that died, whose lease runs out): wait for them */
                 uint64_t left = 0, leased = 0;
-                int prc = ferry_pg_remaining(s->pg, PG_DIR_META, &left,
-                                             &leased);
+                int prc =
+                        ferry_pg_remaining(s->pg, PG_DIR_META, &left, &leased);
                 if (prc)
                         rc = shared_pg_fail(s, prc);
                 if (rc || !left || s->moved)

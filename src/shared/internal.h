@@ -53,7 +53,7 @@ struct shared {
         int srcfd, dstfd;
         uint64_t src_dev; /* -x */
         atomic_bool *stop;
-        int lease;        /* seconds */
+        int lease;         /* seconds */
         unsigned jobs;     /* -j: copies in flight at the start */
         unsigned max_jobs; /* the pool's threads at most */
         unsigned limit;    /* copies in flight now (control.c) */

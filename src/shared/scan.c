@@ -98,8 +98,8 @@ static int add_entry(struct shared *s, struct listing *l, int64_t dir,
                 if (asprintf(&p, "%.*s%s%s", (int)path_len, path,
                              path_len ? "/" : "", name) < 0)
                         p = NULL;
-                if (keep(l, p) || grow((void **)&l->dirs, &l->capd, l->nd,
-                                       sizeof(*l->dirs)))
+                if (keep(l, p) ||
+                    grow((void **)&l->dirs, &l->capd, l->nd, sizeof(*l->dirs)))
                         return ENOMEM;
                 l->dirs[l->nd++] = (struct ferry_pg_dir){
                         .parent = dir,
