@@ -124,13 +124,12 @@ int64_t ferry_pg_job_created(const struct ferry_pg *pg);
 int64_t ferry_pg_gen(const struct ferry_pg *pg);
 /* A job that has nothing left to do (SRC's root listed, no directory to
  * list nor listed one whose metadata is to apply, no file pending; what
- * failed is not work left) is run again: its
- * gen moves on by one and SRC's root goes back on the scan queue, from
- * which each listing puts back the directories it finds (*again: this
- * host moved it). Two hosts starting at once move it once. Then the
- * job's gen and its start, whoever moved it. Failed rows are not work
- * left: called before ferry_pg_retry_failed. */
-int ferry_pg_rerun(struct ferry_pg *pg, bool *again);
+ * failed is not work left) is run again: its gen moves on by one and
+ * SRC's root goes back on the scan queue, from which each listing puts
+ * back the directories it finds. Two hosts starting at once move it
+ * once. Then the job's gen and its start, whoever moved it. Called before
+ * ferry_pg_retry_failed. */
+int ferry_pg_rerun(struct ferry_pg *pg);
 /* Once the job's scan is over: the file rows of older gens, which this
  * gen's listings did not see, are removed (state 5) if every directory
  * of this gen was listed; nothing at gen 1. *n: rows marked. */

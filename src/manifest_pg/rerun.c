@@ -18,6 +18,27 @@ bool ferry_pg_src_differs(const struct ferry_pg *pg)
         return pg->src_differs;
 }
 
+/* Job j (an SQL expression) has nothing left to do: no directory to list,
+ * no listed one whose metadata is to apply, no file pending (what failed
+ * is not work left). */
+/* clang-format off */
+#define JOB_OVER(j) \
+        " NOT EXISTS (SELECT 1 FROM dirs WHERE job = " j " AND (list_state = " \
+        MF_SQL_INT(PG_LIST_PENDING) " OR (state = " \
+        MF_SQL_INT(PG_META_TO_APPLY) " AND list_state = " \
+        MF_SQL_INT(PG_LISTED) "))) AND NOT EXISTS (SELECT 1 FROM files" \
+        " WHERE job = " j " AND state = " MF_SQL_INT(MF_ST_PENDING) ")"
+/* The CTE r: SRC's root of job job, at the gen of from, back on the scan
+ * queue with its metadata to apply. */
+#define ROOT_AGAIN(from, job, gen) \
+        " r AS (UPDATE dirs d SET list_state = " \
+        MF_SQL_INT(PG_LIST_PENDING) ", state = " \
+        MF_SQL_INT(PG_META_TO_APPLY) ", gen = " gen ", error = NULL," \
+        " meta_error = NULL, claim_token = NULL, lease_until = NULL," \
+        " claimed_by = NULL FROM " from " WHERE d.job = " job \
+        " AND d.parent IS NULL RETURNING 1)"
+/* clang-format on */
+
 /* The job's top level, as its rows hold it (files not removed, and
  * directories its last scan saw, by name in hex), against this SRC's names
  * ($4); when at least half of the job's are still there and the job is over,
@@ -36,21 +57,12 @@ static const char new_src_sql[] =
         " JOIN root ON d.parent = root.id JOIN j ON d.gen = j.gen),"
         " sim AS (SELECT count(*) AS total, count(*) FILTER (WHERE"
         " n = ANY($4::text[])) AS kept FROM top),"
-        " over AS (SELECT NOT EXISTS (SELECT 1 FROM dirs d, j WHERE"
-        " d.job = j.id AND (d.list_state = " MF_SQL_INT(PG_LIST_PENDING)
-        " OR (d.state = " MF_SQL_INT(PG_META_TO_APPLY) " AND d.list_state = "
-        MF_SQL_INT(PG_LISTED) ")))"
-        " AND NOT EXISTS (SELECT 1 FROM files f, j WHERE f.job = j.id"
-        " AND f.state = " MF_SQL_INT(MF_ST_PENDING) ") AS ok),"
+        " over AS (SELECT" JOB_OVER("j.id") " AS ok FROM j),"
         " u AS (UPDATE jobs SET src_fp = $2, gen = jobs.gen + 1,"
         " gen_started = now() FROM j, sim, over WHERE jobs.id = j.id"
         " AND jobs.gen = j.gen AND over.ok AND sim.total > 0"
-        " AND sim.kept * 2 >= sim.total RETURNING jobs.id, jobs.gen),"
-        " r AS (UPDATE dirs d SET list_state = " MF_SQL_INT(PG_LIST_PENDING) ","
-        " state = " MF_SQL_INT(PG_META_TO_APPLY) ", gen = u.gen, error = NULL,"
-        " meta_error = NULL, claim_token = NULL, lease_until = NULL,"
-        " claimed_by = NULL FROM u WHERE d.job = u.id AND d.parent IS NULL"
-        " RETURNING 1)"
+        " AND sim.kept * 2 >= sim.total"
+        " RETURNING jobs.id, jobs.gen)," ROOT_AGAIN("u", "u.id", "u.gen")
         " SELECT (SELECT count(*) FROM u)::int8, coalesce((SELECT kept FROM"
         " sim), 0)::int8, coalesce((SELECT total FROM sim), 0)::int8,"
         " coalesce((SELECT ok FROM over), false)::int::int8,"
@@ -132,40 +144,23 @@ static const char rerun_sql[] =
         "WITH j AS (UPDATE jobs SET gen = gen + 1, gen_started = now()"
         " WHERE id = $1 AND gen = $2"
         " AND EXISTS (SELECT 1 FROM dirs WHERE job = $1 AND parent IS NULL)"
-        " AND NOT EXISTS (SELECT 1 FROM dirs WHERE job = $1 AND list_state = "
-        MF_SQL_INT(PG_LIST_PENDING) ")"
-        " AND NOT EXISTS (SELECT 1 FROM dirs WHERE job = $1 AND state = "
-        MF_SQL_INT(PG_META_TO_APPLY) " AND list_state = "
-        MF_SQL_INT(PG_LISTED) ")"
-        " AND NOT EXISTS (SELECT 1 FROM files WHERE job = $1 AND state = "
-        MF_SQL_INT(MF_ST_PENDING) ")"
-        " RETURNING gen),"
-        " r AS (UPDATE dirs d SET list_state = " MF_SQL_INT(PG_LIST_PENDING) ","
-        " state = " MF_SQL_INT(PG_META_TO_APPLY) ", gen = j.gen, error = NULL,"
-        " meta_error = NULL, claim_token = NULL, lease_until = NULL,"
-        " claimed_by = NULL FROM j WHERE d.job = $1 AND d.parent IS NULL"
-        " RETURNING 1)"
-        " SELECT (SELECT count(*) FROM j)::int8, (SELECT count(*) FROM r)::int8";
+        " AND" JOB_OVER("$1") " RETURNING gen),"
+        ROOT_AGAIN("j", "$1", "j.gen")
+        " SELECT (SELECT count(*) FROM r)";
 /* clang-format on */
-
-struct rerun_args {
-        bool again;
-};
 
 static int rerun_step(struct ferry_pg *pg, void *arg)
 {
-        struct rerun_args *a = arg;
+        (void)arg;
         struct pg_params p;
         PGresult *r = NULL;
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
         pg_param_int(&p, pg->gen);
-        int rc = pg_exec(pg, rerun_sql, &p, &r, "new scan");
+        int rc = pg_exec(pg, rerun_sql, &p, NULL, "new scan");
         pg_params_release(&p);
         if (rc)
                 return rc;
-        a->again = a->again || pg_get_i64(r, 0, 0) == 1;
-        PQclear(r);
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
         rc = pg_exec(pg,
@@ -185,15 +180,11 @@ static int rerun_step(struct ferry_pg *pg, void *arg)
         return 0;
 }
 
-int ferry_pg_rerun(struct ferry_pg *pg, bool *again)
+int ferry_pg_rerun(struct ferry_pg *pg)
 {
-        *again = false;
         if (!pg->job)
                 return pg_fail(pg, "no job joined");
-        struct rerun_args a = {false};
-        int rc = pg_retry(pg, rerun_step, &a);
-        *again = a.again;
-        return rc;
+        return pg_retry(pg, rerun_step, NULL);
 }
 
 /* Rows that gen's scan did not see are removed from SRC: only once no

@@ -370,8 +370,7 @@ static int join(struct shared *s)
          * one that is not goes on where it stopped; failed rows are
          * tried again either way */
         uint64_t again = 0;
-        bool rerun = false;
-        rc = ferry_pg_rerun(s->pg, &rerun);
+        rc = ferry_pg_rerun(s->pg);
         if (!rc)
                 rc = ferry_pg_retry_failed(s->pg, &again);
         return rc ? shared_pg_fail(s, rc) : shared_add_root(s);
