@@ -282,7 +282,13 @@ wait_until 60 holds || die "host 3 never held a claim"
 ip -n "ferry-$$-w3" link set "fw$$x3" down
 held >"$LOG/held"
 say "host 3 cut off holding $(wc -l <"$LOG/held") rows"
-sleep 9 # past its 5 s lease (the server's clock): host 1 takes its rows
+sleep 6 # past its 5 s lease (the server's clock): host 1 takes its rows
+# ... as soon as it has room for a claim (through slowfs, a few seconds
+# on a loaded machine): the link comes back only once it took them all
+taken_over() { [[ $(sql "SELECT count(*) FROM ferry.files WHERE job = $J
+	AND id IN ($(paste -sd, "$LOG/held")) AND claimed_by = '$h3'") == 0 ]] ||
+	{ sleep 0.2; return 1; }; }
+wait_until 60 taken_over || die "host 1 did not take host 3's rows"
 ip -n "ferry-$$-w3" link set "fw$$x3" up
 pg_stop
 pg_start "$db" '*'
