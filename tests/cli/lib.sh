@@ -130,6 +130,7 @@ finish() {
 
 cleanup() {
 	local pid
+	[[ -n ${WATCHDOG_PID-} ]] && kill "$WATCHDOG_PID" 2>/dev/null
 	for pid in "${BG_PIDS[@]}"; do
 		kill -CONT "$pid" 2>/dev/null
 		kill -KILL "$pid" 2>/dev/null
@@ -147,6 +148,32 @@ cleanup() {
 T=$(mktemp -d "${TMPDIR:-/tmp}/ferry-$TEST_NAME.XXXXXX") || die "mktemp failed"
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# The watchdog: ctest ends a test past its timeout with SIGKILL, which runs
+# no trap, and a FUSE mount or a PostgreSQL cluster of the test would stay.
+# 20 s before that (FERRY_TEST_TIMEOUT, from tests/cli/CMakeLists.txt) it
+# says so, stops the test's own children (a command that hangs) and then
+# the test with SIGTERM, whose trap cleans up; the test fails (exit 130).
+# cleanup stops the watchdog (and its sleep).
+watchdog() {
+	local left=$((FERRY_TEST_TIMEOUT - 20)) nap c me=$BASHPID
+	sleep "$left" >/dev/null 2>&1 </dev/null &
+	nap=$!
+	trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+	wait "$nap" || exit 0
+	# the test is still this one's parent (not ended, its pid not reused)
+	[[ $(cut -d' ' -f4 "/proc/$me/stat" 2>/dev/null) == "$$" ]] || exit 0
+	printf '# watchdog: %s ran %d s, near its timeout: stopping it\n' "$TEST_NAME" "$left"
+	for c in $(cat "/proc/$$/task/"*/children 2>/dev/null); do
+		[[ $c == "$me" ]] || kill -TERM "$c" 2>/dev/null
+	done
+	kill -TERM $$
+}
+WATCHDOG_PID=
+if [[ ${FERRY_TEST_TIMEOUT-} =~ ^[0-9]+$ ]] && ((FERRY_TEST_TIMEOUT > 40)); then
+	watchdog &
+	WATCHDOG_PID=$!
+fi
 chmod 0755 "$T" # the unprivileged tests run as nobody inside it
 mkdir "$T/state" "$T/log"
 export XDG_STATE_HOME=$T/state
