@@ -126,6 +126,9 @@ bool ferry_copy_can_make_devices(void);
 
 bool ferry_copy_matches(const struct ferry_dst_rec *rec,
                         const struct ferry_stat *d);
+/* Whether a shared job's fence (ferry_copy_cfg's fence; NULL: none) has
+ * passed: what this host claimed may be another host's by now. */
+bool ferry_fence_passed(const _Atomic int64_t *fence);
 /* What rec->size holds of an entry of type t whose stat is d: its size, a
  * special's kind and device number (ferry_copy_special_id). Both the
  * copy and --verify's claim record it so. */

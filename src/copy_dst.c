@@ -282,14 +282,19 @@ static int place(struct ferry_copier *c, const struct ferry_item *it,
         return ferry_fsio_renameat(c->dst_dir, tmp, name);
 }
 
-bool ferry_copier_fenced(const struct ferry_copy_cfg *cfg)
+bool ferry_fence_passed(const _Atomic int64_t *fence)
 {
-        if (!cfg->fence)
+        if (!fence)
                 return false;
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-        return now > atomic_load(cfg->fence);
+        return now > atomic_load(fence);
+}
+
+bool ferry_copier_fenced(const struct ferry_copy_cfg *cfg)
+{
+        return ferry_fence_passed(cfg->fence);
 }
 
 /* Renames tmp over name (place). On a case-insensitive DST, the copy of

@@ -46,6 +46,11 @@ static void delete_file(const struct ferry_tree_cfg *cfg,
 {
         struct ferry_stat st;
         enum ferry_dst_delete out = DD_DELETED;
+        if (ferry_fence_passed(cfg->fence)) {
+                t->found = DD_ERROR;
+                t->rc = ECANCELED;
+                return;
+        }
         int dfd = -1, rc = ferry_fsio_open_dir(cfg->dstfd, t->dir, &dfd);
         if (!rc)
                 rc = ferry_fsio_statat(dfd, t->name, &st);
@@ -62,6 +67,8 @@ static void delete_file(const struct ferry_tree_cfg *cfg,
                 out = DD_CHANGED;
         else if ((rc = ferry_fsio_unlinkat(dfd, t->name, 0)))
                 out = DD_ERROR;
+        else if (cfg->fsync_deletes)
+                t->sync_rc = ferry_fsio_fsync(dfd);
         ferry_fsio_close(&dfd);
         if (out == DD_ERROR && rc == ENOENT)
                 out = DD_GONE;
@@ -69,11 +76,25 @@ static void delete_file(const struct ferry_tree_cfg *cfg,
         t->rc = rc;
 }
 
-/* Removes the removed directory from DST, when it is empty. */
+/* Removes the removed directory from DST, when it is empty (and, in a
+ * shared job, before its fence). */
 static void delete_dir(const struct ferry_tree_cfg *cfg,
                        struct ferry_tree_job *t)
 {
-        t->rc = ferry_fsio_rmdirat(cfg->dstfd, t->dir);
+        t->rc = ferry_fence_passed(cfg->fence)
+                        ? ECANCELED
+                        : ferry_fsio_rmdirat(cfg->dstfd, t->dir);
+        if (t->rc || !cfg->fsync_deletes)
+                return;
+        const char *slash = strrchr(t->dir, '/');
+        char *parent = strndup(t->dir, slash ? (size_t)(slash - t->dir) : 0);
+        int fd = -1;
+        t->sync_rc =
+                !parent ? ENOMEM : ferry_fsio_open_dir(cfg->dstfd, parent, &fd);
+        if (!t->sync_rc)
+                t->sync_rc = ferry_fsio_fsync(fd);
+        ferry_fsio_close(&fd);
+        free(parent);
 }
 
 /* Reads the xattrs of SRC's directory t->row.path (opened on its own,

@@ -64,6 +64,13 @@ struct ferry_tree_cfg {
         const struct ferry_own *own; /* borrowed; may be NULL */
         struct ferry_meta_cfg meta;  /* what apply_dir gives a directory */
         bool fsync_dirs;             /* --durability=file */
+        /* a shared job's, where a syncfs does not cover directories: the
+         * directory a deletion changed is fsynced by it (sync_rc), as its
+         * outcome commits before any metadata pass visits it */
+        bool fsync_deletes;
+        /* a shared job's fence (copy.h; NULL: none): past it nothing is
+         * deleted (ECANCELED, DD_ERROR), the claim may be another's */
+        const _Atomic int64_t *fence;
 };
 
 /* What deleting the copy of a removed file found in DST (TREE_DEL_FILE). */
@@ -91,7 +98,7 @@ struct ferry_tree_job {
         uint32_t applied; /* TREE_APPLY_DIR: the MF_AP_* bits applied */
         bool has_xdigest; /* TREE_APPLY_DIR: xdigest is SRC's (xattr.h) */
         uint64_t xdigest;
-        int sync_rc;   /* TREE_APPLY_DIR, --durability=file: its fsync */
+        int sync_rc;   /* the fsync of fsync_dirs, fsync_deletes */
         char why[384]; /* TREE_APPLY_DIR: a refused or colliding name */
         /* treework's own */
         const struct ferry_tree_cfg *cfg;

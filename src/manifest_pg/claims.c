@@ -74,6 +74,38 @@ static const char claim_meta_sql[] =
         " coalesce(d.gid, 0), 0::int8, 0::int8, 0::int8, 0::int8, 0::int8,"
         " 0::int8";
 
+/* --delete (007_delete.sql): removed file rows not tried in this gen */
+/* clang-format off */
+static const char claim_del_files_sql[] =
+        "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
+        " picked AS MATERIALIZED (SELECT id FROM files WHERE job = $1"
+        " AND state = " MF_SQL_INT(MF_ST_REMOVED) " AND coalesce(del_tried, 0)"
+        " < $5" CLAIMABLE " ORDER BY id LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
+        " UPDATE files f SET claim_token = t.token, claimed_by = $2,"
+        " lease_until = now() + make_interval(secs => $4::float8)"
+        " FROM t, picked, dirs d WHERE f.id = picked.id AND d.id = f.dir"
+        " RETURNING f.claim_token, f.id, f.dir, d.path, f.name,"
+        " f.type::int8, f.size, f.mtime_ns, f.ctime_ns, f.mode::int8,"
+        " f.uid, f.gid, f.dev, f.ino, f.rdev, " PG_DST_COLS("f");
+
+/* ... then removed directories (older gen, never SRC's root), each once
+ * no row is left below it: deepest first, as the rows below go */
+static const char claim_del_dirs_sql[] =
+        "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
+        " picked AS MATERIALIZED (SELECT id FROM dirs p WHERE job = $1"
+        " AND gen < $5 AND parent IS NOT NULL AND coalesce(del_tried, 0)"
+        " < $5" CLAIMABLE " AND NOT EXISTS (SELECT 1 FROM dirs c"
+        " WHERE c.parent = p.id) AND NOT EXISTS (SELECT 1 FROM files f"
+        " WHERE f.dir = p.id)"
+        " ORDER BY id DESC LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
+        " UPDATE dirs d SET claim_token = t.token, claimed_by = $2,"
+        " lease_until = now() + make_interval(secs => $4::float8)"
+        " FROM t, picked WHERE d.id = picked.id"
+        " RETURNING d.claim_token, d.id, d.parent, d.path, NULL::bytea,"
+        " 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8,"
+        " 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8";
+/* clang-format on */
+
 struct claim_args {
         enum ferry_pg_kind kind;
         size_t max;
@@ -133,9 +165,11 @@ static int claim_step(struct ferry_pg *pg, void *arg)
         /* a claim whose reply is lost stays with a token nobody knows
          * until its lease runs out: the next try takes other rows */
         int rc = pg_exec(pg,
-                         a->kind == PG_DIRS    ? claim_dirs_sql
-                         : a->kind == PG_FILES ? claim_files_sql
-                                               : claim_meta_sql,
+                         a->kind == PG_DIRS        ? claim_dirs_sql
+                         : a->kind == PG_FILES     ? claim_files_sql
+                         : a->kind == PG_DEL_FILES ? claim_del_files_sql
+                         : a->kind == PG_DEL_DIRS  ? claim_del_dirs_sql
+                                                   : claim_meta_sql,
                          &p, &r, "claim");
         pg_params_release(&p);
         if (rc)
@@ -467,16 +501,20 @@ int ferry_pg_complete(struct ferry_pg *pg, enum ferry_pg_kind kind,
 
 /* ---- giving claims back ---------------------------------------------- */
 
-/* (a row another claim took has that host's name in claimed_by) */
+/* (a row another claim took has that host's name in claimed_by; a
+ * delete claim's rows are removed ones, a removed directory's of an
+ * older gen) */
 /* clang-format off */
 static const char release_sql[] =
         "WITH d AS (UPDATE dirs SET lease_until = NULL WHERE job = $1"
         " AND claimed_by = $2 AND lease_until IS NOT NULL"
         " AND (list_state = " MF_SQL_INT(PG_LIST_PENDING)
-        " OR state = " MF_SQL_INT(PG_META_TO_APPLY) ") RETURNING 1),"
+        " OR state = " MF_SQL_INT(PG_META_TO_APPLY) " OR gen <"
+        " (SELECT gen FROM jobs WHERE id = $1)) RETURNING 1),"
         " f AS (UPDATE files SET lease_until = NULL WHERE job = $1"
         " AND claimed_by = $2 AND lease_until IS NOT NULL"
-        " AND state = " MF_SQL_INT(MF_ST_PENDING) " RETURNING 1)"
+        " AND state IN (" MF_SQL_INT(MF_ST_PENDING) ", "
+        MF_SQL_INT(MF_ST_REMOVED) ") RETURNING 1)"
         " SELECT ((SELECT count(*) FROM d) + (SELECT count(*) FROM f))::int8";
 /* clang-format on */
 

@@ -140,6 +140,9 @@ enum ferry_pg_kind {
         PG_DIRS = 1, /* directories to list (the shared scan queue) */
         PG_FILES,    /* file rows to copy */
         PG_DIR_META, /* listed directories whose metadata is to apply */
+        /* --delete, once the gen's scan is over and complete (delete.c) */
+        PG_DEL_FILES, /* removed file rows, with their DST record */
+        PG_DEL_DIRS,  /* removed directories with no row left below */
 };
 
 /* A directory to list; path relative to SRC ("" for the root), parent 0
@@ -289,6 +292,45 @@ int ferry_pg_release(struct ferry_pg *pg, uint64_t *n);
  * command retries them), and the directories those write into get their
  * metadata applied again; *n rows changed. */
 int ferry_pg_retry_failed(struct ferry_pg *pg, uint64_t *n);
+
+/* ---- --delete (src/shared/delete.c, 007_delete.sql) --------------- */
+
+/* What --delete's guard weighs (coord/guard.c's rules, for the whole job
+ * once its scan of this gen is over). */
+struct ferry_pg_delete_check {
+        bool complete;      /* every directory of this gen was listed */
+        bool seen;          /* this gen's scan found a file in SRC */
+        uint64_t to_delete; /* removed file rows not tried in this gen */
+        uint64_t done;      /* file rows done */
+};
+int ferry_pg_delete_check(struct ferry_pg *pg,
+                          struct ferry_pg_delete_check *out);
+
+/* What became of a row of a delete claim (PG_DEL_FILES, PG_DEL_DIRS). */
+struct ferry_pg_del_outcome {
+        int64_t id;
+        /* the row goes (its DST entry deleted, or nothing of ferry's
+         * there), or stays (error: not claimed again in this gen) */
+        bool forget;
+        /* an entry left DST: the metadata of the directory it was in
+         * (dir, a row of this gen) is applied again */
+        bool deleted;
+        int64_t dir;
+        const char *error; /* why it stays */
+};
+/* Records the outcomes of n (<= FERRY_PG_BATCH_MAX) rows of delete claim
+ * token in one transaction, only if every one of them that is still in
+ * the job holds token and is still removed: else nothing is written and
+ * *refused is true. */
+int ferry_pg_deleted(struct ferry_pg *pg, enum ferry_pg_kind kind,
+                     int64_t token, const struct ferry_pg_del_outcome *o,
+                     size_t n, bool *refused);
+/* Removed rows of this gen's --delete claimed and not yet recorded (under
+ * a live lease, or one that ran out: claimable again). */
+int ferry_pg_deleting(struct ferry_pg *pg, uint64_t *n);
+/* A metadata claim whose outcome was refused (a deletion in one of its
+ * directories made it apply again): its other rows go back at once. */
+int ferry_pg_meta_drop(struct ferry_pg *pg, int64_t token);
 
 /* The joined job as a whole, read from its counts (sql/pg/005_counts.sql:
  * a row per connection that changed its rows, not its rows). */

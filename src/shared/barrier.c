@@ -56,3 +56,13 @@ bool shared_dirs_covered(const struct shared *s)
         return s->opt->durability == FERRY_DURABLE_BATCH &&
                (k == FERRY_FS_SYNC_COMMITS || k == FERRY_FS_SYNC_WRITES);
 }
+
+int shared_sync_dst(struct shared *s)
+{
+        bool covered = false;
+        int e = ferry_fsio_sync_device(s->dstfd, &covered);
+        return e ? shared_fail(s, FERRY_EDSTFAIL,
+                               "cannot make DST '%s' durable: %s", s->opt->dst,
+                               strerror(e))
+                 : 0;
+}

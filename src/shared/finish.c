@@ -1,7 +1,10 @@
 /*
  * shared/finish.c - the end of a shared job: once no directory is left to
  * list and no file to copy (none pending, none leased), the hosts that
- * get there claim the listed directories whose metadata is still to apply
+ * get there mark the rows this gen's scan did not see removed, run
+ * --delete's deletions when they were given it (delete.c: they change
+ * directories' times, so they come first), then claim the listed
+ * directories whose metadata is still to apply
  * and give each its mode, owner, xattrs and ACLs and times in DST (making
  * it first when it is missing: an empty directory), children before
  * parents, through the tree work of the SQLite run (treework.h), on the
@@ -104,18 +107,16 @@ static int apply_some(struct shared *s, const struct ferry_tree_cfg *tc,
         /* rule 1: what was applied is durable before it is marked (each
          * directory fsynced by the tree work where this does not cover
          * them: tc->fsync_dirs) */
-        bool covered = false;
-        if (!rc && mp->n && s->opt->durability == FERRY_DURABLE_BATCH) {
-                int e = ferry_fsio_sync_device(s->dstfd, &covered);
-                if (e)
-                        rc = shared_fail(s, FERRY_EDSTFAIL,
-                                         "cannot make DST '%s' durable: %s",
-                                         s->opt->dst, strerror(e));
-        }
+        if (!rc && mp->n && s->opt->durability == FERRY_DURABLE_BATCH)
+                rc = shared_sync_dst(s);
         bool refused = false;
         if (!rc && mp->n) {
                 int prc = ferry_pg_complete(s->pg, PG_DIR_META, c.token, mp->o,
                                             mp->n, &refused);
+                /* a deletion made one of them apply again (delete.c):
+                 * the others go back now, not when the lease runs out */
+                if (!prc && refused)
+                        prc = ferry_pg_meta_drop(s->pg, c.token);
                 if (prc)
                         rc = shared_pg_fail(s, prc);
         }
@@ -141,6 +142,9 @@ int shared_finish_dirs(struct shared *s)
         int rc = ferry_pg_mark_removed(s->pg, &removed);
         if (rc)
                 rc = shared_pg_fail(s, rc);
+        /* deletions first: they change their directories' times */
+        if (!rc)
+                rc = shared_delete(s);
         while (!rc && !atomic_load(s->stop)) {
                 bool none = false;
                 while (!rc && !none && !atomic_load(s->stop))

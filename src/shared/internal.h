@@ -67,6 +67,8 @@ struct shared {
          * 0 while a claim was found lost, until those in flight are back */
         _Atomic int64_t fence;
         bool claims_lost;
+        /* --delete refused: SRC looks emptied or replaced (delete.c) */
+        bool delete_refused;
         struct ferry_copy_cfg ccfg;
         struct ferry_workers *pool;
         struct ferry_queue work, inbox;
@@ -110,6 +112,9 @@ int shared_renew(struct shared *s);
 /* Before a claim: a host whose lost claims are all back has its fence
  * again (new claims are its own for a lease). */
 void shared_fence_reset(struct shared *s);
+/* Before a claim of the end-of-run work, none other in flight: the fence
+ * is two thirds of a lease from now. */
+void shared_fence_claim(struct shared *s);
 /* Claims up to max rows of kind under s's lease; *none when none was
  * claimable (c then holds nothing). */
 int shared_claim(struct shared *s, enum ferry_pg_kind kind, size_t max,
@@ -136,6 +141,9 @@ static inline struct ferry_time shared_time(int64_t ns)
  * sync covers every DST directory (no fsync of each is needed). */
 int shared_barrier(struct shared *s, const struct ferry_batch *b);
 bool shared_dirs_covered(const struct shared *s);
+/* barrier.c: DST's file system synced (the end-of-run work's, before its
+ * outcomes commit); 0, or s's failure (FERRY_EDSTFAIL). */
+int shared_sync_dst(struct shared *s);
 
 /* batches.c: claims a batch of files and hands it to the pool (*none:
  * none was claimable); takes one back: barrier, then its outcomes. */
@@ -173,8 +181,13 @@ void shared_scan_drop(void *msg);
 /* The root's row (every host adds it; it exists once). */
 int shared_add_root(struct shared *s);
 
-/* finish.c: applies the metadata of every listed directory still to
- * apply, a claim at a time (the whole job's copies are over). */
+/* finish.c: marks what this gen's scan did not see removed, runs
+ * --delete (delete.c), then applies the metadata of every listed
+ * directory still to apply, a claim at a time (the whole job's copies are
+ * over). */
 int shared_finish_dirs(struct shared *s);
+/* delete.c: --delete's deletions in DST of the job's removed rows, when
+ * the scan was complete and SRC does not look emptied or replaced. */
+int shared_delete(struct shared *s);
 
 #endif

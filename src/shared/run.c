@@ -18,7 +18,7 @@
  *
  * Live control (`ferry set`: pause, resume, -j) is read about once a
  * second (control.c). What a shared job does not do yet (refused or said,
- * never silent): selection options, --delete, --adopt, --dry-run,
+ * never silent): selection options, --max-delete, --adopt, --dry-run,
  * --bwlimit, --window; hard links are copied as separate files (one
  * warning says so), big files as one stream. --verify is verify.c.
  *
@@ -27,7 +27,7 @@
  * taken when most of it is still there, ferry_pg_job_new_src): each
  * listing makes changed files pending again, with rule 9's record of
  * what the last copy left in DST, and finish.c marks the rows this scan
- * did not see removed.
+ * did not see removed; with --delete, delete.c deletes their copies.
  */
 #define _GNU_SOURCE
 #include "shared/internal.h"
@@ -132,6 +132,11 @@ void shared_fence_reset(struct shared *s)
                 s->claims_lost = false;
                 atomic_store(&s->fence, fence_from(s, now_ns()));
         }
+}
+
+void shared_fence_claim(struct shared *s)
+{
+        atomic_store(&s->fence, fence_from(s, now_ns()));
 }
 
 int shared_renew(struct shared *s)
@@ -275,7 +280,7 @@ int shared_check_options(const struct ferry_options *o, struct ferry_error *e)
 {
         const char *no =
                 o->dry_run                             ? "--dry-run"
-                : o->delete_removed                    ? "--delete"
+                : o->max_delete >= 0                   ? "--max-delete"
                 : o->adopt                             ? "--adopt"
                 : o->n_excludes || o->n_filters        ? "--include/--exclude"
                 : o->files_from                        ? "--files-from"
@@ -434,6 +439,10 @@ static int end_code(struct shared *s)
          * (which retries what failed); what this one did is marked */
         if (s->moved)
                 return FERRY_OK;
+        /* before 23, as a single host's: the same command would not
+         * delete either */
+        if (s->delete_refused)
+                return FERRY_EDELETE;
         struct ferry_pg_counts c;
         int rc = ferry_pg_counts(s->pg, &c);
         if (rc)

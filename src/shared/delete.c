@@ -1,0 +1,291 @@
+/*
+ * shared/delete.c - --delete in a shared job (internal.h): once the whole
+ * job's scan of this gen is over and the rows it did not see are marked
+ * removed (finish.c), each host run with --delete deletes their copies
+ * from DST, before the metadata pass, as the SQLite run does
+ * (coord/finish.c, coord/guard.c):
+ *
+ *  - nothing at all when a directory of this gen could not be listed (its
+ *    rows look removed, and are not), or when SRC looks emptied or
+ *    replaced (no file seen, or more than a handful gone and more than
+ *    stay: FERRY_EDELETE unless --delete-anyway). The job's rows decide,
+ *    so every host decides alike;
+ *  - removed file rows a claim at a time (PG_DEL_FILES, under a lease and
+ *    a token like any claim), each DST copy deleted only when it is still
+ *    what ferry put there (rule 9: the row's DST record; treework.c), then
+ *    the removed directories, deepest first (rmdir: an empty one only);
+ *  - what was deleted is made durable before its outcome commits (as a
+ *    copy's done mark, rule 1: a syncfs, or an fsync of the directory
+ *    where that does not cover directories, shared/barrier.c); a
+ *    directory an entry left gets its metadata applied again by the pass
+ *    after (its times changed);
+ *  - past this host's fence (2/3 of the claim's lease) nothing more is
+ *    deleted: the claim may be another host's by then.
+ */
+#define _GNU_SOURCE
+#include "shared/internal.h"
+
+#include "failure.h"
+#include "treework.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Rows a delete claim takes. */
+#define DEL_CLAIM 500
+/* More files gone at once than this, and more than stay, look like a SRC
+ * replaced or emptied (coord/guard.c's DELETE_HANDFUL). */
+#define DEL_HANDFUL 100
+/* How often a host looks again for deletions other claims hold. */
+#define DEL_WAIT_MS 300
+
+struct del_pass {
+        struct shared *s;
+        enum ferry_pg_kind kind;
+        struct ferry_pg_del_outcome o[DEL_CLAIM];
+        char why[DEL_CLAIM][300];
+        size_t n;
+        bool deleted; /* something left DST: sync before the outcomes */
+};
+
+/* A deletion that failed with err: true when DST itself failed (the run
+ * stops, the row keeps its claim until the release). */
+static bool dst_failed(struct shared *s, int err)
+{
+        int why = ferry_copy_dst_suspect(err) ? ferry_copy_dst_failed(s->dstfd)
+                                              : 0;
+        if (why)
+                shared_fail(s, FERRY_EDSTFAIL, "DST '%s' failed: %s",
+                            s->opt->dst, strerror(why));
+        return why != 0;
+}
+
+static void told(struct del_pass *dp, const struct ferry_tree_job *t,
+                 enum ferry_event ev, const char *what)
+{
+        const char *name = t->name ? t->name : "";
+        shared_event(dp->s, ev, t->dir, strlen(t->dir), name, strlen(name),
+                     what, NULL);
+}
+
+/* A job of the tree work back: its row's outcome, or none (the fence
+ * passed: the claim's lease runs out and another claim takes it). */
+static bool del_done(void *ctx, const struct ferry_tree_job *t)
+{
+        struct del_pass *dp = ctx;
+        struct shared *s = dp->s;
+        bool is_dir = t->op == TREE_DEL_DIR;
+        /* a deletion not made durable is not recorded as one */
+        int rc = t->rc ? t->rc : t->sync_rc;
+        if (rc == ECANCELED)
+                return true;
+        struct ferry_pg_del_outcome *o = &dp->o[dp->n];
+        *o = (struct ferry_pg_del_outcome){
+                .id = is_dir ? t->row.id : t->it.id,
+                .forget = true,
+                .dir = is_dir ? t->row.parent : t->it.dir_id,
+        };
+        char *why = dp->why[dp->n];
+        enum ferry_dst_delete found = t->skip        ? DD_OWN
+                                      : t->sync_rc   ? DD_ERROR
+                                      : !is_dir      ? t->found
+                                      : !rc          ? DD_DELETED
+                                      : rc == ENOENT ? DD_GONE
+                                                     : DD_ERROR;
+        switch (found) {
+        case DD_DELETED:
+                s->sum->files_deleted++;
+                told(dp, t, FERRY_EV_DELETED, NULL);
+                o->deleted = dp->deleted = true;
+                break;
+        case DD_GONE: break;
+        case DD_OWN:
+                told(dp, t, FERRY_EV_WARNING,
+                     "is ferry's job mark: not deleted");
+                break;
+        case DD_CHANGED:
+                told(dp, t, FERRY_EV_WARNING,
+                     t->it.dst.type ? "not deleted: it was changed since "
+                                      "ferry copied it"
+                                    : "not deleted: ferry did not write it");
+                break;
+        case DD_ERROR:
+                if (dst_failed(s, rc))
+                        return false; /* the run stops: no outcome */
+                snprintf(why, sizeof(dp->why[0]), "%s: %s",
+                         is_dir ? "directory not deleted" : "cannot delete",
+                         strerror(rc));
+                told(dp, t, FERRY_EV_WARNING, why);
+                o->forget = false;
+                o->error = why;
+                break;
+        }
+        dp->n++;
+        return true;
+}
+
+/* One claim of kind: its rows' DST entries deleted on the pool, made
+ * durable, recorded; *none when none was claimable. */
+static int delete_some(struct shared *s, struct del_pass *dp,
+                       const struct ferry_tree_cfg *tc, bool *none)
+{
+        struct ferry_pg_claim c;
+        shared_fence_claim(s);
+        if (shared_claim(s, dp->kind, DEL_CLAIM, &c, none) || *none)
+                return s->code;
+        struct ferry_treework *tw = NULL;
+        struct ferry_batch *b = ferry_batch_new(0, c.n);
+        dp->n = 0;
+        dp->deleted = false;
+        int rc = 0;
+        if (!b || ferry_treework_new(tc, s->pool, del_done, dp, &tw))
+                rc = shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        for (size_t i = 0; i < c.n && !rc; i++) {
+                const struct ferry_pg_row *r = &c.rows[i];
+                if (dp->kind == PG_DEL_FILES) {
+                        if (shared_put_row(b, r)) {
+                                rc = shared_fail(s, FERRY_EINTERNAL,
+                                                 "out of memory");
+                                break;
+                        }
+                        /* the job's mark in DST's root is not a copy */
+                        bool mark = r->path_len == 0 &&
+                                    r->name_len == strlen(SHARED_MARK) &&
+                                    !memcmp(r->name, SHARED_MARK, r->name_len);
+                        if (ferry_treework_add_file(tw, TREE_DEL_FILE, mark, b,
+                                                    &b->items[b->n - 1]))
+                                rc = shared_fail(s, FERRY_EINTERNAL,
+                                                 "out of memory");
+                        continue;
+                }
+                char *path = strndup(r->path, r->path_len);
+                struct ferry_dir_row d = {.id = r->id,
+                                          .parent = r->dir,
+                                          .path = path,
+                                          .path_len = r->path_len};
+                if (!path ||
+                    ferry_treework_add_dir(tw, TREE_DEL_DIR, false, &d))
+                        rc = shared_fail(s, FERRY_EINTERNAL, "out of memory");
+                free(path);
+        }
+        ferry_treework_drain(tw);
+        ferry_treework_free(tw);
+        ferry_batch_free(b);
+        rc = rc ? rc : s->code;
+        /* rule 1: what left DST is durable before it is recorded (else a
+         * power cut could bring back a copy whose row is gone) */
+        if (!rc && dp->deleted && s->opt->durability == FERRY_DURABLE_BATCH)
+                rc = shared_sync_dst(s);
+        bool refused = false;
+        if (!rc && dp->n) {
+                int prc = ferry_pg_deleted(s->pg, dp->kind, c.token, dp->o,
+                                           dp->n, &refused);
+                if (prc)
+                        rc = shared_pg_fail(s, prc);
+        }
+        ferry_pg_claim_release(&c);
+        return rc;
+}
+
+/* Says why SRC looks replaced or emptied (coord/guard.c's source_suspect,
+ * for the whole job); false when it does not. */
+static bool suspect(const struct shared *s,
+                    const struct ferry_pg_delete_check *k, char *why,
+                    size_t size)
+{
+        unsigned long long n = k->to_delete;
+        if (!k->seen) {
+                snprintf(why, size,
+                         "the source '%s' holds no files but the manifest "
+                         "records %llu files copied from it (a mount that "
+                         "failed?)",
+                         s->opt->src, n);
+                return true;
+        }
+        if (n <= DEL_HANDFUL || n <= k->done)
+                return false;
+        snprintf(why, size,
+                 "%llu of the %llu files copied from the source '%s' are "
+                 "gone from it (a source replaced, or a mount below it that "
+                 "failed?)",
+                 n, n + (unsigned long long)k->done, s->opt->src);
+        return true;
+}
+
+/* May this host delete? Not when the scan had errors, nor when SRC looks
+ * emptied or replaced (s->delete_refused then, with the run's message). */
+static int may_delete(struct shared *s, bool *may)
+{
+        struct ferry_pg_delete_check k;
+        *may = false;
+        int rc = ferry_pg_delete_check(s->pg, &k);
+        if (rc)
+                return shared_pg_fail(s, rc);
+        if (!k.complete) {
+                shared_event(s, FERRY_EV_WARNING, "", 0, "", 0,
+                             "--delete: the scan had errors: nothing deleted",
+                             NULL);
+                return 0;
+        }
+        char why[700];
+        if (k.to_delete && !s->opt->delete_anyway &&
+            suspect(s, &k, why, sizeof(why))) {
+                s->delete_refused = true;
+                if (!s->err->msg[0])
+                        snprintf(s->err->msg, sizeof(s->err->msg),
+                                 "--delete refused: %s; nothing deleted; use "
+                                 "--delete-anyway to delete them",
+                                 why);
+                return 0;
+        }
+        *may = true;
+        return 0;
+}
+
+int shared_delete(struct shared *s)
+{
+        bool may = false;
+        if (!s->opt->delete_removed || may_delete(s, &may) || !may)
+                return s->code;
+        struct ferry_tree_cfg tc = {
+                .srcfd = s->srcfd,
+                .dstfd = s->dstfd,
+                .meta = s->ccfg.meta,
+                .fsync_deletes = s->opt->durability != FERRY_DURABLE_NONE &&
+                                 !shared_dirs_covered(s),
+                .fence = &s->fence,
+        };
+        struct del_pass *dp = calloc(1, sizeof(*dp));
+        if (!dp)
+                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        dp->s = s;
+        int rc = 0;
+        while (!rc && !atomic_load(s->stop) && !s->moved) {
+                /* files first, then the directories they leave empty */
+                bool none = false;
+                dp->kind = PG_DEL_FILES;
+                while (!rc && !none && !atomic_load(s->stop))
+                        rc = delete_some(s, dp, &tc, &none);
+                none = false;
+                dp->kind = PG_DEL_DIRS;
+                while (!rc && !none && !atomic_load(s->stop))
+                        rc = delete_some(s, dp, &tc, &none);
+                /* none claimable: the end, or other claims hold some
+                 * (another host's, or one whose host died: its lease
+                 * runs out) */
+                uint64_t out = 0;
+                int prc = rc ? 0 : ferry_pg_deleting(s->pg, &out);
+                if (prc)
+                        rc = shared_pg_fail(s, prc);
+                if (rc || !out)
+                        break;
+                shared_renew(s); /* this host's last_seen */
+                struct timespec w = {0, DEL_WAIT_MS * 1000000L};
+                nanosleep(&w, NULL);
+        }
+        free(dp);
+        return rc;
+}
