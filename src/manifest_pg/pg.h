@@ -134,6 +134,9 @@ int ferry_pg_rerun(struct ferry_pg *pg);
  * gen's listings did not see, are removed (state 5) if every directory
  * of this gen was listed; nothing at gen 1. *n: rows marked. */
 int ferry_pg_mark_removed(struct ferry_pg *pg, uint64_t *n);
+/* Directories this gen's scan saw that were gone from SRC when their turn
+ * to be listed came (listed as empty, the error kept): *n. */
+int ferry_pg_dirs_vanished(struct ferry_pg *pg, uint64_t *n);
 
 /* What a claim hands out. */
 enum ferry_pg_kind {

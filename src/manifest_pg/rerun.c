@@ -213,3 +213,18 @@ int ferry_pg_mark_removed(struct ferry_pg *pg, uint64_t *n)
                 return 0;
         return pg_job_count(pg, removed_sql, false, n, "removed rows");
 }
+
+/* (a listing of a row of an older gen, a failed one retried, that finds
+ * it gone is none of this gen's: no listing of this gen saw it) */
+/* clang-format off */
+static const char dirs_vanished_sql[] =
+        "SELECT count(*)::int8 FROM dirs d JOIN jobs j ON j.id = d.job"
+        " WHERE d.job = $1 AND d.gen = j.gen AND d.list_state = "
+        MF_SQL_INT(PG_LISTED) " AND d.error IS NOT NULL";
+/* clang-format on */
+
+int ferry_pg_dirs_vanished(struct ferry_pg *pg, uint64_t *n)
+{
+        return pg_job_count(pg, dirs_vanished_sql, false, n,
+                            "vanished directories");
+}

@@ -450,8 +450,13 @@ static int end_code(struct shared *s)
         if (c.files_failed || c.dirs_failed)
                 return FERRY_EPARTIAL;
         /* gone from SRC between its listing and its copy: the job's copy
-         * lacks them, as a single host's run says (rsync's 24) */
-        if (c.files_vanished)
+         * lacks them, as a single host's run says (rsync's 24); so does a
+         * directory gone between its parent's listing and its own */
+        uint64_t dirs_gone = 0;
+        if (!c.files_vanished &&
+            (rc = ferry_pg_dirs_vanished(s->pg, &dirs_gone)))
+                return shared_pg_fail(s, rc);
+        if (c.files_vanished || dirs_gone)
                 return FERRY_EVANISHED;
         /* a file's metadata shortfall is this host's to tell (its row is
          * done: the data arrived) */

@@ -33,7 +33,10 @@
 #    one's rows removed); another tree is refused (exit 2, saying how
 #    many names it kept) and nothing changes;
 #  - a host whose scan generation is over (psql moves the job on while
-#    it runs) claims nothing more: exit 0, saying so, nothing removed.
+#    it runs) claims nothing more: exit 0, saying so, nothing removed;
+#  - a directory of this generation gone when its turn to be listed came
+#    (psql plays its parent's listing): exit 24, as a file gone before its
+#    copy, none made in DST; the next run does not see it: exit 0.
 # Skips, saying why, without root, PostgreSQL, rsync or bench/slowfs.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
@@ -267,5 +270,19 @@ sql "UPDATE ferry.jobs SET gen = gen - 1 WHERE id = $(jid)" >/dev/null
 run fy
 check "... the job finished by the same command: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
 check "... d1/more copied" cmp src/d1/more dst/d1/more
+
+# ---- a directory gone between its parent's listing and its own -------------
+# psql plays the parent's listing of this generation: a row for d1/gone,
+# a directory that is not in SRC, put on the job's scan queue
+sql "INSERT INTO ferry.dirs (job, parent, path, gen)
+	SELECT j.id, d.id, convert_to('d1/gone', 'UTF8'), j.gen FROM ferry.jobs j
+	JOIN ferry.dirs d ON d.job = j.id AND d.path = convert_to('d1', 'UTF8')
+	WHERE j.id = $(jid)" >/dev/null
+run fy
+check "a directory gone when its turn to be listed came: exit 24, as a vanished file's (got $RC)" \
+	test "$RC" = 24 || show "$LOG/err"
+check "... no directory made for it in DST" test ! -e dst/d1/gone
+run fy
+check "... the next run does not see it: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
 counts_ok "... every job's counts are psql's counts of its rows (at the end)"
 finish
