@@ -259,6 +259,10 @@ static int make_mark(int dstfd)
         close(fd);
         if (!e && linkat(dstfd, tmp, dstfd, SHARED_MARK, 0))
                 e = errno; /* EEXIST: another host's came first */
+        /* a file system without hard links (exFAT, FAT: EPERM): a rename
+         * that replaces nothing, as atomic as that file system allows */
+        if (e == EPERM || e == ENOTSUP || e == EMLINK)
+                e = ferry_fsio_rename_noreplace(dstfd, tmp, SHARED_MARK);
         unlinkat(dstfd, tmp, 0);
         if (!e)
                 e = ferry_fsio_fsync(dstfd);
