@@ -65,7 +65,10 @@ static void delete_file(const struct ferry_tree_cfg *cfg,
                 out = DD_GONE;
         else if (!ferry_copy_matches(&t->it.dst, &st))
                 out = DD_CHANGED;
-        else if ((rc = ferry_fsio_unlinkat(dfd, t->name, 0)))
+        else if (ferry_fence_passed(cfg->fence)) { /* again, after the stat */
+                out = DD_ERROR;
+                rc = ECANCELED;
+        } else if ((rc = ferry_fsio_unlinkat(dfd, t->name, 0)))
                 out = DD_ERROR;
         else if (cfg->fsync_deletes)
                 t->sync_rc = ferry_fsio_fsync(dfd);

@@ -1,4 +1,5 @@
--- Version 7. --delete in a shared job (src/shared/delete.c): once a scan
+-- Version 7. --delete in a shared job (src/shared/delete.c), and the
+-- indexes its statements and the end of a run need. Once a scan
 -- of gen g is over and every directory of g was listed, a host run with
 -- --delete claims the removed file rows (state 5), deletes each one's DST
 -- copy when it is still what ferry put there (rule 9: the row's DST
@@ -23,3 +24,11 @@ CREATE INDEX files_deleting ON files (job)
 -- A directory's children: a removed directory is claimed once none is
 -- left, and deleting a row checks that none refers to it.
 CREATE INDEX dirs_parent ON dirs (parent);
+-- A job is not over while a directory row is under a live claim (rerun.c,
+-- JOB_OVER): the few rows leased now, not every one of the job's.
+CREATE INDEX dirs_leased_any ON dirs (job) WHERE lease_until IS NOT NULL;
+-- The removed directories of a job (an older gen than its own).
+CREATE INDEX dirs_gen ON dirs (job, gen);
+-- Directories listed with an error (gone from SRC at their listing, or
+-- failed): a run's exit code counts those of its gen.
+CREATE INDEX dirs_errors ON dirs (job, gen) WHERE error IS NOT NULL;

@@ -4,14 +4,16 @@
  * (claims.c makes the claims: PG_DEL_FILES, PG_DEL_DIRS), and how many
  * are still out.
  *
- * An outcome is one transaction, as claims.c's: the rows locked, each
- * one still in the job checked to hold the claim's token and to be still
- * removed (a file row in state 5, a directory of an older gen: a new scan
- * that found it again in SRC makes it live, and the claim stale); then
- * the rows whose DST entry is gone are deleted, those whose entry stayed
- * kept with the gen that tried, and the directories an entry left get
- * their metadata applied again. A row already gone counts as done (an
- * earlier try that committed, its reply lost).
+ * An outcome is one transaction. The claim's rows are locked, and those
+ * that still hold its token and are still removed (a file row in state
+ * 5, a directory of an older gen: a newer scan that found one in SRC
+ * again made it live) are its own; each row is fenced on its own, as
+ * another host records the rows it took over. Of its own rows, those
+ * whose DST entry is gone are deleted, those whose entry stayed kept
+ * with the gen that tried, those not tried (past the fence) given back;
+ * and the directories of every row tried get their metadata applied
+ * again. A row already gone counts as done (an earlier try that
+ * committed, its reply lost; or another host's).
  */
 #define _GNU_SOURCE
 #include "manifest_pg/internal.h"
@@ -71,49 +73,41 @@ struct deleted_args {
         int64_t token;
         const struct ferry_pg_del_outcome *o;
         size_t n;
-        bool refused;
+        int64_t *mine; /* the rows still the claim's, sorted; nmine */
+        size_t nmine;
+        uint64_t lost;
 };
 
-/* Runs sql with $1 the job, $2 the ids of a's rows that pick says, and
- * $3 (and $4) the values of x: nothing when no row is picked. */
-enum pick { ALL, FORGET, DIRS_LEFT };
-static int exec_ids(struct ferry_pg *pg, const struct deleted_args *a,
-                    const char *sql, enum pick pick, const int64_t *x, int nx,
-                    PGresult **res)
+/* Runs sql with $1 the job, $2 the n ids, and $3 (and $4) the values of
+ * x: nothing when n is 0. */
+static int exec_ids(struct ferry_pg *pg, const char *sql, const int64_t *ids,
+                    size_t n, const int64_t *x, int nx, PGresult **res)
 {
-        int64_t *ids = malloc(a->n * sizeof(*ids));
-        if (!ids)
-                return pg_fail(pg, "out of memory");
-        size_t m = 0;
-        for (size_t i = 0; i < a->n; i++) {
-                const struct ferry_pg_del_outcome *o = &a->o[i];
-                if (pick == ALL || (pick == FORGET && o->forget))
-                        ids[m++] = o->id;
-                else if (pick == DIRS_LEFT && o->deleted)
-                        ids[m++] = o->dir;
-        }
+        if (!n)
+                return 0;
         struct pg_params p;
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
-        pg_param_int_array(&p, ids, m);
+        pg_param_int_array(&p, ids, n);
         for (int k = 0; k < nx; k++)
                 pg_param_int(&p, x[k]);
-        int rc = m ? pg_exec(pg, sql, &p, res, "deletion outcome") : 0;
+        int rc = pg_exec(pg, sql, &p, res, "deletion outcome");
         pg_params_release(&p);
-        free(ids);
         return rc;
 }
 
-/* Each row of the claim still in the job ($2: ids, $3: token, $4: the
- * host's gen), locked: 1 when it is still the claim's and removed. */
+/* The claim's rows that are still its own and still removed ($2: ids, $3:
+ * token, $4: the host's gen), locked: a row another claim took after the
+ * lease ran out is its host's to record, and a row a newer gen found in
+ * SRC again is live. */
 /* clang-format off */
 static const char lock_files_sql[] =
-        "SELECT (claim_token = $3 AND state = " MF_SQL_INT(MF_ST_REMOVED)
-        ")::int::int8 FROM files WHERE job = $1 AND id = ANY($2::int8[])"
+        "SELECT id FROM files WHERE job = $1 AND id = ANY($2::int8[])"
+        " AND claim_token = $3 AND state = " MF_SQL_INT(MF_ST_REMOVED)
         " FOR UPDATE";
 static const char lock_dirs_sql[] =
-        "SELECT (claim_token = $3 AND gen < $4)::int::int8 FROM dirs"
-        " WHERE job = $1 AND id = ANY($2::int8[]) FOR UPDATE";
+        "SELECT id FROM dirs WHERE job = $1 AND id = ANY($2::int8[])"
+        " AND claim_token = $3 AND gen < $4 FOR UPDATE";
 /* A row that stays ($2: its id, $3: token, $4: gen, $5: why). */
 static const char keep_file_sql[] =
         "UPDATE files SET lease_until = NULL, del_tried = $4, error = $5"
@@ -128,15 +122,28 @@ static const char forget_files_sql[] =
 static const char forget_dirs_sql[] =
         "DELETE FROM dirs WHERE job = $1 AND id = ANY($2::int8[])"
         " AND claim_token = $3";
-/* A directory an entry left has new times: applied again, and a metadata
- * claim that holds it now is refused (its host may have applied it before
- * the entry left). Not one of an older gen (removed itself), nor one gone
- * from SRC at its listing (its error kept): neither has any to apply.
- * ($2: the directories, $3: gen) */
+/* The claim's rows with no outcome (past the fence: not tried) go back
+ * at once ($2: every row of the claim, $3: token, $4: gen). */
+static const char back_files_sql[] =
+        "UPDATE files SET lease_until = NULL WHERE job = $1"
+        " AND id = ANY($2::int8[]) AND claim_token = $3 AND state = "
+        MF_SQL_INT(MF_ST_REMOVED) " AND lease_until IS NOT NULL";
+static const char back_dirs_sql[] =
+        "UPDATE dirs SET lease_until = NULL WHERE job = $1"
+        " AND id = ANY($2::int8[]) AND claim_token = $3 AND gen < $4"
+        " AND lease_until IS NOT NULL";
+/* The directory of every row tried may have lost an entry (now, or by an
+ * earlier try whose outcome never came: a host killed after its unlink
+ * finds nothing there now), so it has new times: applied again, and a
+ * metadata claim that holds it now is refused (its host may have applied
+ * it before the entry left). Not one of an older gen (removed itself),
+ * nor one gone from SRC at its listing (its error kept): neither has any
+ * to apply. A newer gen's is, whoever's the rows are now. ($2: the
+ * directories, $3: gen) */
 static const char again_sql[] =
         "UPDATE dirs SET state = " MF_SQL_INT(PG_META_TO_APPLY) ","
         " meta_error = NULL, claim_token = NULL, lease_until = NULL"
-        " WHERE job = $1 AND id = ANY($2::int8[]) AND gen = $3"
+        " WHERE job = $1 AND id = ANY($2::int8[]) AND gen >= $3"
         " AND list_state = " MF_SQL_INT(PG_LISTED) " AND error IS NULL";
 /* clang-format on */
 
@@ -158,42 +165,88 @@ static int keep_row(struct ferry_pg *pg, const struct deleted_args *a,
         return rc;
 }
 
+static int by_id(const void *x, const void *y)
+{
+        int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+        return (a > b) - (a < b);
+}
+
+static bool is_mine(const struct deleted_args *a, int64_t id)
+{
+        return a->nmine &&
+               bsearch(&id, a->mine, a->nmine, sizeof(id), by_id) != NULL;
+}
+
+/* Locks the claim's rows (all its ids: a->mine) and keeps in a->mine
+ * those still its own. */
+static int lock_mine(struct ferry_pg *pg, struct deleted_args *a,
+                     const int64_t *x)
+{
+        PGresult *r = NULL;
+        bool files = a->kind == PG_DEL_FILES;
+        int rc = exec_ids(pg, files ? lock_files_sql : lock_dirs_sql, a->mine,
+                          a->n, x, files ? 1 : 2, &r);
+        a->nmine = 0;
+        if (rc)
+                return rc;
+        int rows = r ? PQntuples(r) : 0;
+        for (int i = 0; i < rows; i++)
+                a->mine[a->nmine++] = pg_get_i64(r, i, 0);
+        PQclear(r);
+        qsort(a->mine, a->nmine, sizeof(*a->mine), by_id);
+        return 0;
+}
+
 static int deleted_step(struct ferry_pg *pg, void *arg)
 {
         struct deleted_args *a = arg;
         bool files = a->kind == PG_DEL_FILES;
         int64_t x[2] = {a->token, pg->gen};
-        a->refused = false;
-        PGresult *r = NULL;
+        int64_t *ids = malloc(2 * a->n * sizeof(*ids) + 1);
+        if (!ids)
+                return pg_fail(pg, "out of memory");
+        int64_t *dirs = ids + a->n;
+        for (size_t i = 0; i < a->n; i++)
+                a->mine[i] = a->o[i].id;
         int rc = pg_begin(pg);
         if (!rc)
-                rc = exec_ids(pg, a, files ? lock_files_sql : lock_dirs_sql,
-                              ALL, x, files ? 1 : 2, &r);
-        if (rc)
-                return rc;
-        for (int i = 0; i < PQntuples(r); i++)
-                if (!pg_get_i64(r, i, 0))
-                        a->refused = true;
-        PQclear(r);
-        if (a->refused) /* pg_retry rolls back */
-                return 0;
-        /* the rows that stay: one statement each (an error is rare) */
-        for (size_t i = 0; i < a->n && !rc; i++)
-                if (!a->o[i].forget)
-                        rc = keep_row(pg, a, &a->o[i]);
+                rc = lock_mine(pg, a, x);
+        /* the rows of the claim's that stay: one statement each (an error
+         * is rare); those that go; the directories of all of them */
+        size_t nforget = 0, ndirs = 0;
+        a->lost = 0;
+        for (size_t i = 0; i < a->n && !rc; i++) {
+                const struct ferry_pg_del_outcome *o = &a->o[i];
+                if (o->tried)
+                        dirs[ndirs++] = o->dir;
+                if (!o->tried)
+                        continue;
+                if (!is_mine(a, o->id))
+                        a->lost++;
+                else if (o->forget)
+                        ids[nforget++] = o->id;
+                else
+                        rc = keep_row(pg, a, o);
+        }
         if (!rc)
-                rc = exec_ids(pg, a, files ? forget_files_sql : forget_dirs_sql,
-                              FORGET, x, 1, NULL);
+                rc = exec_ids(pg, files ? forget_files_sql : forget_dirs_sql,
+                              ids, nforget, x, 1, NULL);
         if (!rc)
-                rc = exec_ids(pg, a, again_sql, DIRS_LEFT, &x[1], 1, NULL);
+                rc = exec_ids(pg, again_sql, dirs, ndirs, &x[1], 1, NULL);
+        for (size_t i = 0; i < a->n; i++)
+                ids[i] = a->o[i].id;
+        if (!rc)
+                rc = exec_ids(pg, files ? back_files_sql : back_dirs_sql, ids,
+                              a->n, x, files ? 1 : 2, NULL);
+        free(ids);
         return rc ? rc : pg_commit(pg);
 }
 
 int ferry_pg_deleted(struct ferry_pg *pg, enum ferry_pg_kind kind,
                      int64_t token, const struct ferry_pg_del_outcome *o,
-                     size_t n, bool *refused)
+                     size_t n, uint64_t *lost)
 {
-        *refused = false;
+        *lost = 0;
         if (!pg->job)
                 return pg_fail(pg, "no job joined");
         if (kind != PG_DEL_FILES && kind != PG_DEL_DIRS)
@@ -203,9 +256,13 @@ int ferry_pg_deleted(struct ferry_pg *pg, enum ferry_pg_kind kind,
         if (n > FERRY_PG_BATCH_MAX)
                 return pg_fail(pg, "outcomes of %zu rows: more than %d", n,
                                FERRY_PG_BATCH_MAX);
-        struct deleted_args a = {kind, token, o, n, false};
+        struct deleted_args a = {kind, token, o, n, NULL, 0, 0};
+        a.mine = malloc(n * sizeof(*a.mine));
+        if (!a.mine)
+                return pg_fail(pg, "out of memory");
         int rc = pg_retry(pg, deleted_step, &a);
-        *refused = a.refused;
+        free(a.mine);
+        *lost = a.lost;
         return rc;
 }
 

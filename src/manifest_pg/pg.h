@@ -312,22 +312,23 @@ int ferry_pg_delete_check(struct ferry_pg *pg,
 /* What became of a row of a delete claim (PG_DEL_FILES, PG_DEL_DIRS). */
 struct ferry_pg_del_outcome {
         int64_t id;
+        /* false: not tried (past the fence): the row goes back */
+        bool tried;
         /* the row goes (its DST entry deleted, or nothing of ferry's
          * there), or stays (error: not claimed again in this gen) */
         bool forget;
-        /* an entry left DST: the metadata of the directory it was in
-         * (dir, a row of this gen) is applied again */
-        bool deleted;
+        /* the directory it was in (a file's, a directory's parent): its
+         * metadata is applied again once a row in it was tried */
         int64_t dir;
         const char *error; /* why it stays */
 };
-/* Records the outcomes of n (<= FERRY_PG_BATCH_MAX) rows of delete claim
- * token in one transaction, only if every one of them that is still in
- * the job holds token and is still removed: else nothing is written and
- * *refused is true. */
+/* Records the outcomes of the n (<= FERRY_PG_BATCH_MAX) rows of delete
+ * claim token in one transaction, each row only while it still holds
+ * token and is still removed; *lost: rows tried that were no longer the
+ * claim's (a lease ran out and another claim took them). */
 int ferry_pg_deleted(struct ferry_pg *pg, enum ferry_pg_kind kind,
                      int64_t token, const struct ferry_pg_del_outcome *o,
-                     size_t n, bool *refused);
+                     size_t n, uint64_t *lost);
 /* Removed rows of this gen's --delete claimed and not yet recorded (under
  * a live lease, or one that ran out: claimable again). */
 int ferry_pg_deleting(struct ferry_pg *pg, uint64_t *n);

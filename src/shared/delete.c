@@ -12,20 +12,25 @@
  *    so every host decides alike;
  *  - removed file rows a claim at a time (PG_DEL_FILES, under a lease and
  *    a token like any claim), each DST copy deleted only when it is still
- *    what ferry put there (rule 9: the row's DST record; treework.c), then
- *    the removed directories, deepest first (rmdir: an empty one only);
+ *    what ferry put there (rule 9: the row's DST record; treework.c) and
+ *    SRC holds no other spelling of its name on a DST that compares names
+ *    without case (that entry is the other spelling's copy now), then the
+ *    removed directories, deepest first (rmdir: an empty one only);
  *  - what was deleted is made durable before its outcome commits (as a
  *    copy's done mark, rule 1: a syncfs, or an fsync of the directory
- *    where that does not cover directories, shared/barrier.c); a
- *    directory an entry left gets its metadata applied again by the pass
- *    after (its times changed);
+ *    where that does not cover directories, shared/barrier.c); the
+ *    directory of every row tried gets its metadata applied again by the
+ *    pass after (an entry left it: now, or in a try whose host died);
  *  - past this host's fence (2/3 of the claim's lease) nothing more is
- *    deleted: the claim may be another host's by then.
+ *    deleted: the claim may be another host's by then; each row's outcome
+ *    is recorded only while the row is still the claim's.
  */
 #define _GNU_SOURCE
 #include "shared/internal.h"
 
 #include "failure.h"
+#include "names.h"
+#include "names_fold.h"
 #include "treework.h"
 
 #include <errno.h>
@@ -49,6 +54,11 @@ struct del_pass {
         char why[DEL_CLAIM][300];
         size_t n;
         bool deleted; /* something left DST: sync before the outcomes */
+        /* a case-insensitive DST (or one not known): SRC's other
+         * spellings of a removed row's name are kept (names_fold.h) */
+        struct ferry_names *names;
+        struct ferry_fold *fold;
+        bool told_lost;
 };
 
 /* A deletion that failed with err: true when DST itself failed (the run
@@ -71,8 +81,13 @@ static void told(struct del_pass *dp, const struct ferry_tree_job *t,
                      what, NULL);
 }
 
-/* A job of the tree work back: its row's outcome, or none (the fence
- * passed: the claim's lease runs out and another claim takes it). */
+static bool is_mark(const char *dir, const char *name)
+{
+        return !dir[0] && name && !strcmp(name, SHARED_MARK);
+}
+
+/* A job of the tree work back: its row's outcome (not tried: past the
+ * fence, the claim may be another's by now). */
 static bool del_done(void *ctx, const struct ferry_tree_job *t)
 {
         struct del_pass *dp = ctx;
@@ -80,26 +95,29 @@ static bool del_done(void *ctx, const struct ferry_tree_job *t)
         bool is_dir = t->op == TREE_DEL_DIR;
         /* a deletion not made durable is not recorded as one */
         int rc = t->rc ? t->rc : t->sync_rc;
-        if (rc == ECANCELED)
-                return true;
         struct ferry_pg_del_outcome *o = &dp->o[dp->n];
         *o = (struct ferry_pg_del_outcome){
                 .id = is_dir ? t->row.id : t->it.id,
+                .tried = rc != ECANCELED,
                 .forget = true,
                 .dir = is_dir ? t->row.parent : t->it.dir_id,
         };
         char *why = dp->why[dp->n];
-        enum ferry_dst_delete found = t->skip        ? DD_OWN
+        enum ferry_dst_delete found = t->skip        ? DD_GONE
                                       : t->sync_rc   ? DD_ERROR
                                       : !is_dir      ? t->found
                                       : !rc          ? DD_DELETED
                                       : rc == ENOENT ? DD_GONE
                                                      : DD_ERROR;
+        if (!o->tried)
+                found = DD_GONE; /* nothing done: recorded as not tried */
+        else if (t->skip && is_mark(t->dir, t->name))
+                found = DD_OWN; /* else another spelling in SRC: kept */
         switch (found) {
         case DD_DELETED:
                 s->sum->files_deleted++;
                 told(dp, t, FERRY_EV_DELETED, NULL);
-                o->deleted = dp->deleted = true;
+                dp->deleted = true;
                 break;
         case DD_GONE: break;
         case DD_OWN:
@@ -127,6 +145,50 @@ static bool del_done(void *ctx, const struct ferry_tree_job *t)
         return true;
 }
 
+/* Whether the removed row at dir/name is kept from deletion: the job's
+ * mark, or a name SRC holds under another spelling on a DST that does not
+ * tell them apart (its copy there is that file's now). */
+static bool keep(struct del_pass *dp, const char *dir, const char *name)
+{
+        return is_mark(dir, name) ||
+               (dp->names &&
+                ferry_fold_other_spelling(&dp->fold, dp->s->srcfd, dp->names,
+                                          dir, name ? name : ""));
+}
+
+/* The tree work's job for claimed row r; ENOMEM or 0. */
+static int add_row(struct del_pass *dp, struct ferry_treework *tw,
+                   struct ferry_batch *b, const struct ferry_pg_row *r)
+{
+        char *path = strndup(r->path ? r->path : "", r->path_len);
+        int rc = path ? 0 : ENOMEM;
+        if (!rc && dp->kind == PG_DEL_FILES) {
+                rc = shared_put_row(b, r);
+                const struct ferry_item *it = &b->items[b->n - 1];
+                if (!rc)
+                        rc = ferry_treework_add_file(
+                                tw, TREE_DEL_FILE,
+                                keep(dp, path, ferry_batch_at(b, it->name_off)),
+                                b, it);
+        } else if (!rc) {
+                /* a directory's path is its parent's and its name */
+                char *slash = strrchr(path, '/');
+                if (slash)
+                        *slash = '\0';
+                bool kept =
+                        keep(dp, slash ? path : "", slash ? slash + 1 : path);
+                if (slash)
+                        *slash = '/';
+                struct ferry_dir_row d = {.id = r->id,
+                                          .parent = r->dir,
+                                          .path = path,
+                                          .path_len = r->path_len};
+                rc = ferry_treework_add_dir(tw, TREE_DEL_DIR, kept, &d);
+        }
+        free(path);
+        return rc;
+}
+
 /* One claim of kind: its rows' DST entries deleted on the pool, made
  * durable, recorded; *none when none was claimable. */
 static int delete_some(struct shared *s, struct del_pass *dp,
@@ -143,34 +205,9 @@ static int delete_some(struct shared *s, struct del_pass *dp,
         int rc = 0;
         if (!b || ferry_treework_new(tc, s->pool, del_done, dp, &tw))
                 rc = shared_fail(s, FERRY_EINTERNAL, "out of memory");
-        for (size_t i = 0; i < c.n && !rc; i++) {
-                const struct ferry_pg_row *r = &c.rows[i];
-                if (dp->kind == PG_DEL_FILES) {
-                        if (shared_put_row(b, r)) {
-                                rc = shared_fail(s, FERRY_EINTERNAL,
-                                                 "out of memory");
-                                break;
-                        }
-                        /* the job's mark in DST's root is not a copy */
-                        bool mark = r->path_len == 0 &&
-                                    r->name_len == strlen(SHARED_MARK) &&
-                                    !memcmp(r->name, SHARED_MARK, r->name_len);
-                        if (ferry_treework_add_file(tw, TREE_DEL_FILE, mark, b,
-                                                    &b->items[b->n - 1]))
-                                rc = shared_fail(s, FERRY_EINTERNAL,
-                                                 "out of memory");
-                        continue;
-                }
-                char *path = strndup(r->path, r->path_len);
-                struct ferry_dir_row d = {.id = r->id,
-                                          .parent = r->dir,
-                                          .path = path,
-                                          .path_len = r->path_len};
-                if (!path ||
-                    ferry_treework_add_dir(tw, TREE_DEL_DIR, false, &d))
+        for (size_t i = 0; i < c.n && !rc; i++)
+                if (add_row(dp, tw, b, &c.rows[i]))
                         rc = shared_fail(s, FERRY_EINTERNAL, "out of memory");
-                free(path);
-        }
         ferry_treework_drain(tw);
         ferry_treework_free(tw);
         ferry_batch_free(b);
@@ -179,12 +216,20 @@ static int delete_some(struct shared *s, struct del_pass *dp,
          * power cut could bring back a copy whose row is gone) */
         if (!rc && dp->deleted && s->opt->durability == FERRY_DURABLE_BATCH)
                 rc = shared_sync_dst(s);
-        bool refused = false;
+        uint64_t lost = 0;
         if (!rc && dp->n) {
                 int prc = ferry_pg_deleted(s->pg, dp->kind, c.token, dp->o,
-                                           dp->n, &refused);
+                                           dp->n, &lost);
                 if (prc)
                         rc = shared_pg_fail(s, prc);
+        }
+        if (lost && !dp->told_lost) {
+                dp->told_lost = true;
+                shared_event(s, FERRY_EV_WARNING, "", 0, "", 0,
+                             "a lease ran out and another host took the "
+                             "claim of rows this host was deleting: that "
+                             "host records them",
+                             NULL);
         }
         ferry_pg_claim_release(&c);
         return rc;
@@ -262,6 +307,15 @@ int shared_delete(struct shared *s)
         if (!dp)
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
         dp->s = s;
+        /* DST compares names without case, or cannot tell (its root looked
+         * up by another spelling, nothing written): SRC's other
+         * spellings are asked before each deletion */
+        struct ferry_name_rules nr = {.case_insensitive = true};
+        if (ferry_names_probe_case(s->dstfd) != 0 &&
+            ferry_names_new(&nr, &dp->names)) {
+                free(dp);
+                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        }
         int rc = 0;
         while (!rc && !atomic_load(s->stop) && !s->moved) {
                 /* files first, then the directories they leave empty */
@@ -286,6 +340,8 @@ int shared_delete(struct shared *s)
                 struct timespec w = {0, DEL_WAIT_MS * 1000000L};
                 nanosleep(&w, NULL);
         }
+        ferry_fold_free(dp->fold);
+        ferry_names_free(dp->names);
         free(dp);
         return rc;
 }

@@ -16,6 +16,9 @@
 #  - a deletion in a directory whose metadata another host's claim holds
 #    (psql plays it) takes the directory from that claim and applies it
 #    again (that host may have applied its times before the entry left);
+#  - a removed file's copy already gone from DST (a host killed after its
+#    unlink, before its outcome): forgotten, its directory's times applied
+#    again (rsync -anci);
 #  - SRC looks emptied below its top level (300 of its 340 files gone):
 #    --delete deletes nothing and exits 25, saying --delete-anyway; the
 #    same command with --delete-anyway deletes them (exit 0, rsync -anci);
@@ -162,6 +165,24 @@ check "... psql: d3 taken from that claim, and applied (1)" \
 check "... rsync -anci src/ dst/: nothing to do" same || show "$LOG/rsync"
 # (had it stayed, every later run would wait an hour for that claim)
 sql "UPDATE ferry.dirs SET lease_until = NULL WHERE claim_token = 999999" >/dev/null
+
+# ---- a copy already gone from DST when its deletion comes ------------------
+# as a host killed after its unlink and before its outcome leaves it: the
+# row is forgotten, and the directory, whose times the unlink changed, is
+# applied again
+rm src/d4/f8
+sleep 1.2
+run fy
+check "d4/f8 gone, a run without --delete: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
+rm dst/d4/f8
+sleep 1.1 # d4's time in DST is the unlink's, not SRC's
+run fy --delete
+check "... its copy gone from DST before --delete: exit 0, nothing deleted (got $RC)" \
+	eval 'test "$RC" = 0 && grep -q " 0 deleted," "$LOG/err"' || show "$LOG/err"
+check "... rsync -anci src/ dst/: nothing to do (d4's times applied again)" same ||
+	show "$LOG/rsync"
+check "... psql: no removed file row left" \
+	test "$(sql "SELECT count(*) FROM ferry.files WHERE job = $(jid) AND state = 5")" = 0
 
 # ---- SRC looks emptied below its top level ---------------------------------
 rm -f src/d5/many/*
