@@ -89,7 +89,9 @@ static const char claim_del_files_sql[] =
         " f.uid, f.gid, f.dev, f.ino, f.rdev, " PG_DST_COLS("f");
 
 /* ... then removed directories (older gen, never SRC's root), each once
- * no row is left below it: deepest first, as the rows below go */
+ * no row is left below it (so the deepest go first, whatever the order:
+ * none is asked for, so that the plan can start from the few removed
+ * directories, dirs_gen, instead of walking all of the job's) */
 static const char claim_del_dirs_sql[] =
         "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
         " picked AS MATERIALIZED (SELECT id FROM dirs p WHERE job = $1"
@@ -97,7 +99,7 @@ static const char claim_del_dirs_sql[] =
         " < $5" CLAIMABLE " AND NOT EXISTS (SELECT 1 FROM dirs c"
         " WHERE c.parent = p.id) AND NOT EXISTS (SELECT 1 FROM files f"
         " WHERE f.dir = p.id)"
-        " ORDER BY id DESC LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
+        " LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
         " UPDATE dirs d SET claim_token = t.token, claimed_by = $2,"
         " lease_until = now() + make_interval(secs => $4::float8)"
         " FROM t, picked WHERE d.id = picked.id"

@@ -73,8 +73,11 @@ struct deleted_args {
         int64_t token;
         const struct ferry_pg_del_outcome *o;
         size_t n;
-        int64_t *mine; /* the rows still the claim's, sorted; nmine */
-        size_t nmine;
+        /* of the claim's rows still in the job, sorted: those still its
+         * own (nmine), those another claim took or a newer gen made live
+         * (nother); a row in neither is gone (recorded already) */
+        int64_t *mine, *other;
+        size_t nmine, nother;
         uint64_t lost;
 };
 
@@ -102,12 +105,12 @@ static int exec_ids(struct ferry_pg *pg, const char *sql, const int64_t *ids,
  * SRC again is live. */
 /* clang-format off */
 static const char lock_files_sql[] =
-        "SELECT id FROM files WHERE job = $1 AND id = ANY($2::int8[])"
-        " AND claim_token = $3 AND state = " MF_SQL_INT(MF_ST_REMOVED)
+        "SELECT id, (claim_token = $3 AND state = " MF_SQL_INT(MF_ST_REMOVED)
+        ")::int::int8 FROM files WHERE job = $1 AND id = ANY($2::int8[])"
         " FOR UPDATE";
 static const char lock_dirs_sql[] =
-        "SELECT id FROM dirs WHERE job = $1 AND id = ANY($2::int8[])"
-        " AND claim_token = $3 AND gen < $4 FOR UPDATE";
+        "SELECT id, (claim_token = $3 AND gen < $4)::int::int8 FROM dirs"
+        " WHERE job = $1 AND id = ANY($2::int8[]) FOR UPDATE";
 /* A row that stays ($2: its id, $3: token, $4: gen, $5: why). */
 static const char keep_file_sql[] =
         "UPDATE files SET lease_until = NULL, del_tried = $4, error = $5"
@@ -171,29 +174,32 @@ static int by_id(const void *x, const void *y)
         return (a > b) - (a < b);
 }
 
-static bool is_mine(const struct deleted_args *a, int64_t id)
+static bool in(const int64_t *set, size_t n, int64_t id)
 {
-        return a->nmine &&
-               bsearch(&id, a->mine, a->nmine, sizeof(id), by_id) != NULL;
+        return n && bsearch(&id, set, n, sizeof(id), by_id) != NULL;
 }
 
-/* Locks the claim's rows (all its ids: a->mine) and keeps in a->mine
- * those still its own. */
+/* Locks the claim's rows (its ids: ids) and sorts those still in the job
+ * into a->mine and a->other. */
 static int lock_mine(struct ferry_pg *pg, struct deleted_args *a,
-                     const int64_t *x)
+                     const int64_t *ids, const int64_t *x)
 {
         PGresult *r = NULL;
         bool files = a->kind == PG_DEL_FILES;
-        int rc = exec_ids(pg, files ? lock_files_sql : lock_dirs_sql, a->mine,
-                          a->n, x, files ? 1 : 2, &r);
-        a->nmine = 0;
+        int rc = exec_ids(pg, files ? lock_files_sql : lock_dirs_sql, ids, a->n,
+                          x, files ? 1 : 2, &r);
+        a->nmine = a->nother = 0;
         if (rc)
                 return rc;
         int rows = r ? PQntuples(r) : 0;
-        for (int i = 0; i < rows; i++)
-                a->mine[a->nmine++] = pg_get_i64(r, i, 0);
+        for (int i = 0; i < rows && (size_t)i < a->n; i++)
+                if (pg_get_i64(r, i, 1))
+                        a->mine[a->nmine++] = pg_get_i64(r, i, 0);
+                else
+                        a->other[a->nother++] = pg_get_i64(r, i, 0);
         PQclear(r);
         qsort(a->mine, a->nmine, sizeof(*a->mine), by_id);
+        qsort(a->other, a->nother, sizeof(*a->other), by_id);
         return 0;
 }
 
@@ -207,10 +213,10 @@ static int deleted_step(struct ferry_pg *pg, void *arg)
                 return pg_fail(pg, "out of memory");
         int64_t *dirs = ids + a->n;
         for (size_t i = 0; i < a->n; i++)
-                a->mine[i] = a->o[i].id;
+                ids[i] = a->o[i].id;
         int rc = pg_begin(pg);
         if (!rc)
-                rc = lock_mine(pg, a, x);
+                rc = lock_mine(pg, a, ids, x);
         /* the rows of the claim's that stay: one statement each (an error
          * is rare); those that go; the directories of all of them */
         size_t nforget = 0, ndirs = 0;
@@ -221,8 +227,8 @@ static int deleted_step(struct ferry_pg *pg, void *arg)
                         dirs[ndirs++] = o->dir;
                 if (!o->tried)
                         continue;
-                if (!is_mine(a, o->id))
-                        a->lost++;
+                if (!in(a->mine, a->nmine, o->id))
+                        a->lost += in(a->other, a->nother, o->id);
                 else if (o->forget)
                         ids[nforget++] = o->id;
                 else
@@ -256,10 +262,11 @@ int ferry_pg_deleted(struct ferry_pg *pg, enum ferry_pg_kind kind,
         if (n > FERRY_PG_BATCH_MAX)
                 return pg_fail(pg, "outcomes of %zu rows: more than %d", n,
                                FERRY_PG_BATCH_MAX);
-        struct deleted_args a = {kind, token, o, n, NULL, 0, 0};
-        a.mine = malloc(n * sizeof(*a.mine));
+        struct deleted_args a = {kind, token, o, n, NULL, NULL, 0, 0, 0};
+        a.mine = malloc(2 * n * sizeof(*a.mine));
         if (!a.mine)
                 return pg_fail(pg, "out of memory");
+        a.other = a.mine + n;
         int rc = pg_retry(pg, deleted_step, &a);
         free(a.mine);
         *lost = a.lost;

@@ -156,33 +156,38 @@ static bool keep(struct del_pass *dp, const char *dir, const char *name)
                                           dir, name ? name : ""));
 }
 
-/* The tree work's job for claimed row r; ENOMEM or 0. */
+/* The tree work's job for claimed row r; ENOMEM or 0. A path or name
+ * with a NUL byte in it, which no listing makes (a manifest written by
+ * something else), is no name in DST: the row is only forgotten. */
 static int add_row(struct del_pass *dp, struct ferry_treework *tw,
                    struct ferry_batch *b, const struct ferry_pg_row *r)
 {
+        bool odd = (r->path && memchr(r->path, '\0', r->path_len)) ||
+                   (r->name && memchr(r->name, '\0', r->name_len));
         char *path = strndup(r->path ? r->path : "", r->path_len);
         int rc = path ? 0 : ENOMEM;
         if (!rc && dp->kind == PG_DEL_FILES) {
                 rc = shared_put_row(b, r);
-                const struct ferry_item *it = &b->items[b->n - 1];
-                if (!rc)
-                        rc = ferry_treework_add_file(
-                                tw, TREE_DEL_FILE,
-                                keep(dp, path, ferry_batch_at(b, it->name_off)),
-                                b, it);
+                if (!rc) {
+                        const struct ferry_item *it = &b->items[b->n - 1];
+                        const char *name = ferry_batch_at(b, it->name_off);
+                        bool kept = odd || keep(dp, path, name);
+                        rc = ferry_treework_add_file(tw, TREE_DEL_FILE, kept, b,
+                                                     it);
+                }
         } else if (!rc) {
                 /* a directory's path is its parent's and its name */
                 char *slash = strrchr(path, '/');
                 if (slash)
                         *slash = '\0';
-                bool kept =
-                        keep(dp, slash ? path : "", slash ? slash + 1 : path);
+                bool kept = odd || keep(dp, slash ? path : "",
+                                        slash ? slash + 1 : path);
                 if (slash)
                         *slash = '/';
                 struct ferry_dir_row d = {.id = r->id,
                                           .parent = r->dir,
                                           .path = path,
-                                          .path_len = r->path_len};
+                                          .path_len = strlen(path)};
                 rc = ferry_treework_add_dir(tw, TREE_DEL_DIR, kept, &d);
         }
         free(path);
