@@ -37,15 +37,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Rows a delete claim takes. */
 #define DEL_CLAIM 500
 /* More files gone at once than this, and more than stay, look like a SRC
  * replaced or emptied (coord/guard.c's DELETE_HANDFUL). */
 #define DEL_HANDFUL 100
-/* How often a host looks again for deletions other claims hold. */
-#define DEL_WAIT_MS 300
 
 struct del_pass {
         struct shared *s;
@@ -321,17 +318,18 @@ int shared_delete(struct shared *s)
                 free(dp);
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
         }
-        int rc = 0;
+        int rc = 0, idle = 0; /* shared_idle's wait */
         while (!rc && !atomic_load(s->stop) && !s->moved) {
                 /* files first, then the directories they leave empty */
-                bool none = false;
-                dp->kind = PG_DEL_FILES;
-                while (!rc && !none && !atomic_load(s->stop))
-                        rc = delete_some(s, dp, &tc, &none);
-                none = false;
-                dp->kind = PG_DEL_DIRS;
-                while (!rc && !none && !atomic_load(s->stop))
-                        rc = delete_some(s, dp, &tc, &none);
+                bool none = false, some = false;
+                for (int k = 0; k < 2; k++) {
+                        dp->kind = k ? PG_DEL_DIRS : PG_DEL_FILES;
+                        none = false;
+                        while (!rc && !none && !atomic_load(s->stop)) {
+                                rc = delete_some(s, dp, &tc, &none);
+                                some = some || !none;
+                        }
+                }
                 /* none claimable: the end, or other claims hold some
                  * (another host's, or one whose host died: its lease
                  * runs out) */
@@ -342,8 +340,9 @@ int shared_delete(struct shared *s)
                 if (rc || !out)
                         break;
                 shared_renew(s); /* this host's last_seen */
-                struct timespec w = {0, DEL_WAIT_MS * 1000000L};
-                nanosleep(&w, NULL);
+                if (some)
+                        idle = 0;
+                shared_idle(&idle);
         }
         ferry_fold_free(dp->fold);
         ferry_names_free(dp->names);

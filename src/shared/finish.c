@@ -22,13 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Directories a claim of the metadata pass takes. */
 #define META_CLAIM 200
-/* How often a host whose metadata claims are all done looks again for
- * the ones other claims hold. */
-#define FINISH_WAIT_MS 300
 
 struct meta_pass {
         struct shared *s;
@@ -145,10 +141,13 @@ int shared_finish_dirs(struct shared *s)
         /* deletions first: they change their directories' times */
         if (!rc)
                 rc = shared_delete(s);
+        int idle = 0; /* shared_idle's wait */
         while (!rc && !atomic_load(s->stop)) {
-                bool none = false;
-                while (!rc && !none && !atomic_load(s->stop))
+                bool none = false, some = false;
+                while (!rc && !none && !atomic_load(s->stop)) {
                         rc = apply_some(s, &tc, mp, &none);
+                        some = some || !none;
+                }
                 if (rc || atomic_load(s->stop))
                         break;
                 /* none claimable: the end, or some are leased (another
@@ -162,8 +161,9 @@ int shared_finish_dirs(struct shared *s)
                 if (rc || !left || s->moved)
                         break;
                 shared_renew(s); /* this host's last_seen */
-                struct timespec w = {0, FINISH_WAIT_MS * 1000000L};
-                nanosleep(&w, NULL);
+                if (some)
+                        idle = 0;
+                shared_idle(&idle);
         }
         free(mp);
         return rc;

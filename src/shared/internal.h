@@ -97,6 +97,10 @@ int shared_connect(struct shared *s);
 int shared_open_roots(struct shared *s, bool make_dst);
 /* Seconds on a monotonic clock. */
 double shared_now(void);
+/* A host that waits for other hosts' work (nothing to claim) sleeps *ms
+ * (0 at first: a few ms), doubled after each wait up to 100 ms; the
+ * caller sets *ms back to 0 once it finds work. */
+void shared_idle(int *ms);
 /* Formats s->err and sets s->code, unless a code is set already; returns
  * s->code. */
 int shared_fail(struct shared *s, int code, const char *fmt, ...)

@@ -51,8 +51,23 @@
 #include <unistd.h>
 
 #define LEASE_S 60
-/* How often a host with nothing to claim looks again. */
-#define IDLE_WAIT_MS 300
+/* How often a paused host looks again. */
+#define PAUSED_WAIT_MS 300
+/* How often a host with nothing to claim looks again (shared_idle): soon
+ * at first, as another host's listing may add rows at any moment, then
+ * less often (bench/shared, 12,000 files, 2 hosts: 12.42 s waiting 300 ms
+ * each time, 11.60 s waiting 30 ms). */
+#define IDLE_WAIT_MIN_MS 10
+#define IDLE_WAIT_MAX_MS 100
+
+void shared_idle(int *ms)
+{
+        if (*ms < IDLE_WAIT_MIN_MS)
+                *ms = IDLE_WAIT_MIN_MS;
+        struct timespec w = {*ms / 1000, (long)(*ms % 1000) * 1000000L};
+        nanosleep(&w, NULL);
+        *ms = *ms * 2 > IDLE_WAIT_MAX_MS ? IDLE_WAIT_MAX_MS : *ms * 2;
+}
 
 double shared_now(void)
 {
@@ -219,6 +234,7 @@ static int job_over(struct shared *s, bool *over)
 static int copy_loop(struct shared *s)
 {
         bool files_none = false, dirs_none = false;
+        int idle = 0; /* shared_idle's wait */
         for (;;) {
                 bool stopping = s->code || atomic_load(s->stop);
                 /* every turn (it waits a third of a lease between two):
@@ -253,11 +269,12 @@ static int copy_loop(struct shared *s)
                         /* rows added (here, or by another host's scan) */
                         files_none = false;
                         dirs_none = dirs_none && !dirs;
+                        idle = 0;
                         continue;
                 }
                 progress(s, !dirs_none || s->nscans, false);
                 if (!stopping && !out && s->paused) {
-                        struct timespec w = {0, IDLE_WAIT_MS * 1000000L};
+                        struct timespec w = {0, PAUSED_WAIT_MS * 1000000L};
                         nanosleep(&w, NULL);
                         continue;
                 }
@@ -267,8 +284,7 @@ static int copy_loop(struct shared *s)
                 bool over = false;
                 if (job_over(s, &over) || over)
                         break;
-                struct timespec w = {0, IDLE_WAIT_MS * 1000000L};
-                nanosleep(&w, NULL);
+                shared_idle(&idle);
                 files_none = dirs_none = false;
         }
         return s->code;
