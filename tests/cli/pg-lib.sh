@@ -17,6 +17,8 @@
 # pg_ns_cleanup runs from the EXIT trap, even when a test fails: the
 # cluster stops and every namespace of the test goes (their veths with
 # them). Nothing outside the namespaces this test made is ever contacted.
+# sql QUERY: psql's rows of QUERY on the cluster's Unix socket (pg_url);
+#   PG_SOCK_URL: ferry's --manifest for that socket.
 # wurl I, host I ARGS...: the database's URL from worker I's namespace,
 #   and ferry run there with it; spawn OUT CMD... and reap PID: a host in
 #   the background and its exit status (RC).
@@ -109,6 +111,10 @@ pg_gone() {
 # pg_url [HOST]: a libpq connection string to the test database (the
 # socket directory, or an address)
 pg_url() { printf 'host=%s port=5432 user=ferry dbname=postgres connect_timeout=3' "${1:-$PG_DIR/sock}"; }
+# sql QUERY: psql's unaligned rows of QUERY on the cluster's Unix socket
+sql() { psql -X -A -t -q -v ON_ERROR_STOP=1 -c "$1" "$(pg_url)"; }
+# PG_SOCK_URL: ferry's --manifest for the cluster's Unix socket
+PG_SOCK_URL="postgresql://ferry@/postgres?host=$PG_DIR/sock&port=5432"
 
 # wurl I: the database's URL from worker I's namespace (netns_link I).
 wurl() { printf 'postgresql://ferry@10.231.%s.1:5432/postgres' "$1"; }

@@ -310,6 +310,26 @@ need_root() {
 # track_mount DIR: remember DIR for the EXIT trap.
 track_mount() { T2_MOUNTS+=("$1"); }
 
+# mount_exfat SIZE DIR: an exFAT image of SIZE (truncate's units) in $T,
+# on a loop device (EXFAT_LOOP), mounted at DIR through exfat-fuse, both
+# undone by the EXIT trap; or the test skips, saying why. Needs losetup,
+# mkfs.exfat (exfatprogs), mount.exfat-fuse and /dev/fuse.
+mount_exfat() {
+	local img=$T/exfat.img loop
+	truncate -s "$1" "$img" || die "cannot create the image"
+	mkfs.exfat "$img" >"$LOG/mkfs.out" 2>&1 ||
+		skip_all "mkfs.exfat failed: $(head -c 200 "$LOG/mkfs.out")"
+	loop=$(losetup --find --show "$img" 2>"$LOG/losetup.err") ||
+		skip_all "no loop device: $(head -c 200 "$LOG/losetup.err")"
+	T2_LOOPS+=("$loop")
+	EXFAT_LOOP=$loop
+	mkdir -p "$2"
+	mount.exfat-fuse "$loop" "$2" >"$LOG/mount.err" 2>&1 ||
+		skip_all "cannot mount exFAT through FUSE: $(head -c 200 "$LOG/mount.err")"
+	track_mount "$2"
+	mountpoint -q "$2" || skip_all "exfat-fuse did not mount $loop"
+}
+
 # work_in_tmpfs SIZE: when root, move the test's work (trees, DST, the
 # manifests) to a tmpfs of SIZE mounted on $T/fast, so that the many
 # syncfs/fsync calls of the loops do not wait for the machine's disk; the

@@ -56,16 +56,8 @@ need_root "mounts an exFAT loop device through FUSE"
 # done although a file whose name differs only by case replaced its copy on
 # DST, and --delete then removed that copy (run 4 and run 6 check it).
 
-truncate -s 128M exfat.img || die "cannot create the image"
-mkfs.exfat exfat.img >"$LOG/mkfs.out" 2>&1 || skip_all "mkfs.exfat failed: $(head -c 200 "$LOG/mkfs.out")"
-LOOP=$(losetup --find --show exfat.img 2>"$LOG/losetup.err") ||
-	skip_all "no loop device: $(head -c 200 "$LOG/losetup.err")"
-T2_LOOPS+=("$LOOP")
-mkdir mnt
-mount.exfat-fuse "$LOOP" mnt >"$LOG/mount.err" 2>&1 ||
-	skip_all "cannot mount exFAT through FUSE: $(head -c 200 "$LOG/mount.err")"
-track_mount "$T/mnt"
-mountpoint -q mnt || skip_all "exfat-fuse did not mount $LOOP"
+mount_exfat 128M "$T/mnt"
+LOOP=$EXFAT_LOOP
 
 gen_tree src --seed 2828 --files 200 --median 4K --max-size 256K --no-links
 BAD_NAMES=('colon:name' 'question?' 'quote"name' 'star*name' 'less<than' 'greater>than'

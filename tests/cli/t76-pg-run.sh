@@ -42,9 +42,8 @@ trap 'umount_mnt; pg_cleanup; cleanup' EXIT
 netns_three # $db and ferry-$$-w1..3, linked
 pg_init
 pg_start "$db" '*'
-SOCK_URL="postgresql://ferry@/postgres?host=$PG_DIR/sock&port=5432"
+SOCK_URL=$PG_SOCK_URL
 
-sql() { psql -X -A -t -q -v ON_ERROR_STOP=1 -c "$1" "$(pg_url)"; }
 jobid() { sql "SELECT id FROM ferry.jobs WHERE name = '$1'"; }
 
 # same_tree SRC DST [xattrs]: DST holds SRC (and the job's mark); with

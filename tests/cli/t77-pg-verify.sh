@@ -27,9 +27,8 @@
 pg_need
 pg_init
 pg_start # the Unix socket only
-URL="postgresql://ferry@/postgres?host=$PG_DIR/sock&port=5432"
+URL=$PG_SOCK_URL
 
-sql() { psql -X -A -t -q -v ON_ERROR_STOP=1 -c "$1" "$(pg_url)"; }
 fy() { "$FERRY" --manifest "$URL" "$@"; }
 jobid() { sql "SELECT id FROM ferry.jobs WHERE name = '$1'"; }
 # rows_not_done NAME: the job's file rows that are not done, as PATH STATE

@@ -22,8 +22,7 @@ trap 'umount_fuse "$MNT"; pg_cleanup; cleanup' EXIT
 
 pg_init
 pg_start
-URL="postgresql://ferry@/postgres?host=$PG_DIR/sock&port=5432"
-sql() { psql -X -A -t -q -v ON_ERROR_STOP=1 -c "$1" "$(pg_url)"; }
+URL=$PG_SOCK_URL
 set_job() { "$FERRY" set --manifest "$URL" --job-name j "$@"; }
 js() { python3 -c "import json,sys; j = json.load(open('$LOG/out')); print($1)"; }
 

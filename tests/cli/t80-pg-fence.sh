@@ -30,7 +30,6 @@ trap 'umount_fuse "$MNT"; pg_cleanup; cleanup' EXIT
 netns_three # $db and ferry-$$-w1..3, linked
 pg_init
 pg_start "$db" '*'
-sql() { psql -X -A -t -q -v ON_ERROR_STOP=1 -c "$1" "$(pg_url)"; }
 
 mkdir -p src
 head -c 16M /dev/urandom >src/big

@@ -48,8 +48,7 @@ trap 'umount_fuse "$MNT"; pg_cleanup; cleanup' EXIT
 
 pg_init
 pg_start
-URL="postgresql://ferry@/postgres?host=$PG_DIR/sock&port=5432"
-sql() { psql -X -A -t -q -v ON_ERROR_STOP=1 -c "$1" "$(pg_url)"; }
+URL=$PG_SOCK_URL
 jid() { sql "SELECT id FROM ferry.jobs WHERE name = 'r'"; }
 row() { # row DIR NAME: the file row's state
 	sql "SELECT f.state FROM ferry.files f JOIN ferry.dirs d ON d.id = f.dir

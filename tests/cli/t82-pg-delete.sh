@@ -37,8 +37,7 @@ trap 'umount_fuse "$MNT"; pg_cleanup; cleanup' EXIT
 
 pg_init
 pg_start
-URL="postgresql://ferry@/postgres?host=$PG_DIR/sock&port=5432"
-sql() { psql -X -A -t -q -v ON_ERROR_STOP=1 -c "$1" "$(pg_url)"; }
+URL=$PG_SOCK_URL
 jid() { sql "SELECT id FROM ferry.jobs WHERE name = 'del'"; }
 counts_ok() {
 	local wrong

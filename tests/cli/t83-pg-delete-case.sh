@@ -22,21 +22,11 @@ need_cmd losetup mkfs.exfat mount.exfat-fuse
 [[ -c /dev/fuse ]] || skip_all "no /dev/fuse"
 trap 'pg_cleanup; t2_cleanup_mounts; cleanup' EXIT
 
-truncate -s 64M exfat.img || die "cannot create the image"
-mkfs.exfat exfat.img >"$LOG/mkfs.out" 2>&1 || skip_all "mkfs.exfat failed: $(head -c 200 "$LOG/mkfs.out")"
-LOOP=$(losetup --find --show exfat.img 2>"$LOG/losetup.err") ||
-	skip_all "no loop device: $(head -c 200 "$LOG/losetup.err")"
-T2_LOOPS+=("$LOOP")
-mkdir mnt
-mount.exfat-fuse "$LOOP" mnt >"$LOG/mount.err" 2>&1 ||
-	skip_all "cannot mount exFAT through FUSE: $(head -c 200 "$LOG/mount.err")"
-track_mount "$T/mnt"
-mountpoint -q mnt || skip_all "exfat-fuse did not mount $LOOP"
+mount_exfat 64M "$T/mnt"
 
 pg_init
 pg_start
-URL="postgresql://ferry@/postgres?host=$PG_DIR/sock&port=5432"
-sql() { psql -X -A -t -q -v ON_ERROR_STOP=1 -c "$1" "$(pg_url)"; }
+URL=$PG_SOCK_URL
 fy() { "$FERRY" --manifest "$URL" --job-name case -j 4 --no-owner --no-perms "$@" src "$T/mnt/dst"; }
 # same: every file of SRC is in DST with its content, looked up by SRC's
 # names (DST finds them under any spelling)
