@@ -97,8 +97,9 @@ static int seed(const char *url, const char *job, size_t nfiles, size_t ndirs)
         }
         for (size_t i = 0; i < ndirs; i++) {
                 int len = snprintf(names[i], 16, "d%05zu", i);
-                d[i] = (struct ferry_pg_dir){
-                        .parent = root_id, .path = names[i], .path_len = (size_t)len};
+                d[i] = (struct ferry_pg_dir){.parent = root_id,
+                                             .path = names[i],
+                                             .path_len = (size_t)len};
         }
         for (size_t i = 0; i < nfiles; i++) {
                 char *nm = names[ndirs + i];
