@@ -33,79 +33,68 @@
         " AND (lease_until IS NULL OR lease_until < now())"                    \
         " AND EXISTS (SELECT 1 FROM jobs WHERE id = $1 AND gen = $5)"
 
-static const char claim_files_sql[] =
-        "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
-        " picked AS MATERIALIZED (SELECT id FROM files WHERE job = $1"
-        " AND state = " MF_SQL_INT(MF_ST_PENDING) CLAIMABLE
-        " ORDER BY id LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
-        " UPDATE files f SET claim_token = t.token, claimed_by = $2,"
+/* A claim: a new token, the claimable rows that `rows` selects (FROM
+ * ... ORDER BY ... LIMIT $3) locked, then leased to the token by one of
+ * the UPDATEs below, which return what pg_get_row reads. */
+/* clang-format off */
+#define CLAIM_OF(rows) \
+        "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token)," \
+        " picked AS MATERIALIZED (SELECT id FROM " rows \
+        " FOR UPDATE SKIP LOCKED)"
+#define LEASED \
+        " SET claim_token = t.token, claimed_by = $2," \
         " lease_until = now() + make_interval(secs => $4::float8)"
-        " FROM t, picked, dirs d WHERE f.id = picked.id AND d.id = f.dir"
-        " RETURNING f.claim_token, f.id, f.dir, d.path, f.name,"
-        " f.type::int8, f.size, f.mtime_ns, f.ctime_ns, f.mode::int8,"
-        " f.uid, f.gid, f.dev, f.ino, f.rdev, " PG_DST_COLS("f");
+#define FILES_LEASED \
+        " UPDATE files f" LEASED \
+        " FROM t, picked, dirs d WHERE f.id = picked.id AND d.id = f.dir" \
+        " RETURNING f.claim_token, f.id, f.dir, d.path, f.name," \
+        " f.type::int8, f.size, f.mtime_ns, f.ctime_ns, f.mode::int8," \
+        " f.uid, f.gid, f.dev, f.ino, f.rdev, " PG_DST_COLS("f")
+/* a directory's row: then the file columns, of its metadata (meta) or 0 */
+#define DIRS_LEASED(meta) \
+        " UPDATE dirs d" LEASED " FROM t, picked WHERE d.id = picked.id" \
+        " RETURNING d.claim_token, d.id, d.parent, d.path, NULL::bytea," \
+        " 0::int8, 0::int8, " meta ", 0::int8, 0::int8, 0::int8, 0::int8," \
+        " 0::int8, 0::int8"
+#define NO_DIR_META "0::int8, 0::int8, 0::int8, 0::int8, 0::int8"
+
+static const char claim_files_sql[] =
+        CLAIM_OF("files WHERE job = $1 AND state = "
+                 MF_SQL_INT(MF_ST_PENDING) CLAIMABLE
+                 " ORDER BY id LIMIT $3::int8") FILES_LEASED;
 
 static const char claim_dirs_sql[] =
-        "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
-        " picked AS MATERIALIZED (SELECT id FROM dirs WHERE job = $1"
-        " AND list_state = " MF_SQL_INT(PG_LIST_PENDING) CLAIMABLE
-        " ORDER BY id LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
-        " UPDATE dirs d SET claim_token = t.token, claimed_by = $2,"
-        " lease_until = now() + make_interval(secs => $4::float8)"
-        " FROM t, picked WHERE d.id = picked.id"
-        " RETURNING d.claim_token, d.id, d.parent, d.path, NULL::bytea,"
-        " 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8,"
-        " 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8";
+        CLAIM_OF("dirs WHERE job = $1 AND list_state = "
+                 MF_SQL_INT(PG_LIST_PENDING) CLAIMABLE
+                 " ORDER BY id LIMIT $3::int8") DIRS_LEASED(NO_DIR_META);
 
 /* listed, metadata to apply; deepest first (a child's row is made when
  * its parent is listed: a larger id), so that one host's claims apply a
  * directory after those below it */
 static const char claim_meta_sql[] =
-        "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
-        " picked AS MATERIALIZED (SELECT id FROM dirs WHERE job = $1"
-        " AND state = 0 AND list_state = " MF_SQL_INT(PG_LISTED) CLAIMABLE
-        " ORDER BY id DESC LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
-        " UPDATE dirs d SET claim_token = t.token, claimed_by = $2,"
-        " lease_until = now() + make_interval(secs => $4::float8)"
-        " FROM t, picked WHERE d.id = picked.id"
-        " RETURNING d.claim_token, d.id, d.parent, d.path, NULL::bytea,"
-        " 0::int8, 0::int8, coalesce(d.mtime_ns, 0), 0::int8,"
-        " coalesce(d.mode, 0)::int8, coalesce(d.uid, 0),"
-        " coalesce(d.gid, 0), 0::int8, 0::int8, 0::int8, 0::int8, 0::int8,"
-        " 0::int8";
+        CLAIM_OF("dirs WHERE job = $1 AND state = 0 AND list_state = "
+                 MF_SQL_INT(PG_LISTED) CLAIMABLE
+                 " ORDER BY id DESC LIMIT $3::int8")
+        DIRS_LEASED("coalesce(d.mtime_ns, 0), 0::int8,"
+                    " coalesce(d.mode, 0)::int8, coalesce(d.uid, 0),"
+                    " coalesce(d.gid, 0)");
 
 /* --delete (007_delete.sql): removed file rows not tried in this gen */
-/* clang-format off */
 static const char claim_del_files_sql[] =
-        "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
-        " picked AS MATERIALIZED (SELECT id FROM files WHERE job = $1"
-        " AND state = " MF_SQL_INT(MF_ST_REMOVED) " AND coalesce(del_tried, 0)"
-        " < $5" CLAIMABLE " ORDER BY id LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
-        " UPDATE files f SET claim_token = t.token, claimed_by = $2,"
-        " lease_until = now() + make_interval(secs => $4::float8)"
-        " FROM t, picked, dirs d WHERE f.id = picked.id AND d.id = f.dir"
-        " RETURNING f.claim_token, f.id, f.dir, d.path, f.name,"
-        " f.type::int8, f.size, f.mtime_ns, f.ctime_ns, f.mode::int8,"
-        " f.uid, f.gid, f.dev, f.ino, f.rdev, " PG_DST_COLS("f");
+        CLAIM_OF("files WHERE job = $1 AND state = "
+                 MF_SQL_INT(MF_ST_REMOVED) " AND coalesce(del_tried, 0) < $5"
+                 CLAIMABLE " ORDER BY id LIMIT $3::int8") FILES_LEASED;
 
 /* ... then removed directories (older gen, never SRC's root), each once
  * no row is left below it (so the deepest go first, whatever the order:
  * none is asked for, so that the plan can start from the few removed
  * directories, dirs_gen, instead of walking all of the job's) */
 static const char claim_del_dirs_sql[] =
-        "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
-        " picked AS MATERIALIZED (SELECT id FROM dirs p WHERE job = $1"
-        " AND gen < $5 AND parent IS NOT NULL AND coalesce(del_tried, 0)"
-        " < $5" CLAIMABLE " AND NOT EXISTS (SELECT 1 FROM dirs c"
-        " WHERE c.parent = p.id) AND NOT EXISTS (SELECT 1 FROM files f"
-        " WHERE f.dir = p.id)"
-        " LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
-        " UPDATE dirs d SET claim_token = t.token, claimed_by = $2,"
-        " lease_until = now() + make_interval(secs => $4::float8)"
-        " FROM t, picked WHERE d.id = picked.id"
-        " RETURNING d.claim_token, d.id, d.parent, d.path, NULL::bytea,"
-        " 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8,"
-        " 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8";
+        CLAIM_OF("dirs p WHERE job = $1 AND gen < $5 AND parent IS NOT NULL"
+                 " AND coalesce(del_tried, 0) < $5" CLAIMABLE
+                 " AND NOT EXISTS (SELECT 1 FROM dirs c WHERE c.parent = p.id)"
+                 " AND NOT EXISTS (SELECT 1 FROM files f WHERE f.dir = p.id)"
+                 " LIMIT $3::int8") DIRS_LEASED(NO_DIR_META);
 /* clang-format on */
 
 struct claim_args {

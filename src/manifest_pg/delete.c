@@ -223,10 +223,9 @@ static int deleted_step(struct ferry_pg *pg, void *arg)
         a->lost = 0;
         for (size_t i = 0; i < a->n && !rc; i++) {
                 const struct ferry_pg_del_outcome *o = &a->o[i];
-                if (o->tried)
-                        dirs[ndirs++] = o->dir;
                 if (!o->tried)
                         continue;
+                dirs[ndirs++] = o->dir;
                 if (!in(a->mine, a->nmine, o->id))
                         a->lost += in(a->other, a->nother, o->id);
                 else if (o->forget)

@@ -168,16 +168,22 @@ static void check_order(const struct fixture *fx, const struct seen *s)
         CHECK(all_ok);
 }
 
+/* The tree work's configuration of the apply tests: modes and times. */
+static struct ferry_tree_cfg apply_cfg(const struct fixture *fx)
+{
+        return (struct ferry_tree_cfg){.srcfd = fx->src,
+                                       .dstfd = fx->dst,
+                                       .meta = {.perms = true,
+                                                .times = true,
+                                                .root = geteuid() == 0,
+                                                .umask = 022}};
+}
+
 static void apply_with(unsigned jobs)
 {
         struct fixture fx;
         setup(&fx, false);
-        struct ferry_tree_cfg cfg = {.srcfd = fx.src,
-                                     .dstfd = fx.dst,
-                                     .meta = {.perms = true,
-                                              .times = true,
-                                              .root = geteuid() == 0,
-                                              .umask = 022}};
+        struct ferry_tree_cfg cfg = apply_cfg(&fx);
         struct seen s = {0};
         struct ferry_treework *tw = NULL;
         struct pool pool;
@@ -264,12 +270,7 @@ static void test_pool_serves_again(void)
 {
         struct fixture fx;
         setup(&fx, false);
-        struct ferry_tree_cfg cfg = {.srcfd = fx.src,
-                                     .dstfd = fx.dst,
-                                     .meta = {.perms = true,
-                                              .times = true,
-                                              .root = geteuid() == 0,
-                                              .umask = 022}};
+        struct ferry_tree_cfg cfg = apply_cfg(&fx);
         struct pool pool;
         pool_start(&pool, &fx, 4);
         for (int round = 0; round < 3; round++) {
