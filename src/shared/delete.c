@@ -50,7 +50,9 @@ struct del_pass {
         struct ferry_pg_del_outcome o[DEL_CLAIM];
         char why[DEL_CLAIM][300];
         size_t n;
-        bool deleted; /* something left DST: sync before the outcomes */
+        /* something left DST, here or (found gone) by a try of another
+         * host whose outcome never came: sync before the outcomes */
+        bool deleted;
         /* a case-insensitive DST (or one not known): SRC's other
          * spellings of a removed row's name are kept (names_fold.h) */
         struct ferry_names *names;
@@ -116,7 +118,9 @@ static bool del_done(void *ctx, const struct ferry_tree_job *t)
                 told(dp, t, FERRY_EV_DELETED, NULL);
                 dp->deleted = true;
                 break;
-        case DD_GONE: break;
+        case DD_GONE:
+                dp->deleted = dp->deleted || (o->tried && !t->skip);
+                break;
         case DD_OWN:
                 told(dp, t, FERRY_EV_WARNING,
                      "is ferry's job mark: not deleted");
