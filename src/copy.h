@@ -64,6 +64,10 @@ struct ferry_copy_cfg {
          * claim may be another host's by now, whose copy it would replace
          * (src/shared/run.c, shared_renew) */
         const _Atomic int64_t *fence;
+        /* a shared job's rows: another host's listing numbered their
+         * inodes, so a hardlink follower is linked only when SRC's name
+         * of its leader is its own inode on this host (copy_link.c) */
+        bool foreign_rows;
         /* borrowed, shared by the workers; NULL: DST holds any name */
         struct ferry_names *names;
         /* borrowed, shared by the workers: --bwlimit's bucket and the

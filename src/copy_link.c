@@ -84,12 +84,41 @@ static int link_leader(struct ferry_copier *c, const char *leader,
 }
 
 /* Rule 5 for a follower: SRC's name is still the file the scan saw
- * (type, dev, inode, size, mtime), so the leader's copy is its copy. */
-static bool same_file(const struct ferry_stat *was, const struct ferry_stat *st)
+ * (type, dev, inode, size, mtime), so the leader's copy is its copy. The
+ * rows of a shared job carry the dev and inode of the host that listed
+ * them: its identity is then checked against the leader's SRC name
+ * instead (leader_in_src). */
+static bool same_file(const struct ferry_copier *c,
+                      const struct ferry_stat *was, const struct ferry_stat *st)
 {
         return (was->mode & S_IFMT) == (st->mode & S_IFMT) &&
-               was->dev == st->dev && was->ino == st->ino &&
+               (c->cfg.foreign_rows ||
+                (was->dev == st->dev && was->ino == st->ino)) &&
                was->size == st->size && ferry_time_eq(was->mtime, st->mtime);
+}
+
+/* A shared job's follower: whether SRC's name of the leader ("dir/name"
+ * under SRC, as under DST) is st's inode on this host's mount, so that
+ * another host's numbering never links two files alone. EXDEV when it is
+ * not (the data is copied instead). */
+static int leader_in_src(struct ferry_copier *c, const char *leader,
+                         const struct ferry_stat *st)
+{
+        const char *slash = strrchr(leader, '/');
+        int fd = -1, rc = 0;
+        if (slash) {
+                char *dir = strndup(leader, (size_t)(slash - leader));
+                rc = dir ? ferry_fsio_open_dir(c->cfg.srcfd, dir, &fd) : ENOMEM;
+                free(dir);
+        }
+        struct ferry_stat l;
+        if (!rc)
+                rc = ferry_fsio_statat(slash ? fd : c->cfg.srcfd,
+                                       slash ? slash + 1 : leader, &l);
+        ferry_fsio_close(&fd);
+        if (rc == ENOENT || (!rc && (l.dev != st->dev || l.ino != st->ino)))
+                return EXDEV;
+        return rc;
 }
 
 /* A follower whose row never was done (no DST entry recorded as ferry's)
@@ -139,11 +168,17 @@ int ferry_copier_link_once(struct ferry_copier *c, const struct ferry_batch *b,
         int rc = ferry_fsio_statat(c->src_dir, name, &st);
         if (rc)
                 return rc;
-        if (!same_file(&it->st, &st)) {
+        if (!same_file(c, &it->st, &st)) {
                 *changed = true;
                 return 0;
         }
         const char *leader = ferry_batch_at(b, it->link_off);
+        if (c->cfg.foreign_rows && (rc = leader_in_src(c, leader, &st)))
+                return rc;
+        /* a shared job's claim may be another host's by now: no name made
+         * (a rename checks the same, ferry_copier_install) */
+        if (ferry_copier_fenced(&c->cfg))
+                return ECANCELED;
         rc = EEXIST;
         if (link_direct(c, it)) {
                 *step = &S_LINK;

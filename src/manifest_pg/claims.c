@@ -58,10 +58,41 @@
         " 0::int8, 0::int8"
 #define NO_DIR_META "0::int8, 0::int8, 0::int8, 0::int8, 0::int8"
 
+/* A name of a link group (008_links.sql) is claimed once the scan of
+ * its gen is over: then with a row of the group done in gen, as a link
+ * to the lowest one's copy (LEAD); with none, the lowest pending row for
+ * its data, the others only once it is done or no longer pending. */
+#define SAME_GROUP(f) \
+        "l.job = " f ".job AND l.lgroup = " f ".lgroup AND l.size = " f \
+        ".size AND l.mtime_ns = " f ".mtime_ns AND l.id <> " f ".id"
+#define LEAD(f) \
+        "(SELECT l.id FROM files l WHERE " SAME_GROUP(f) " AND l.state = " \
+        MF_SQL_INT(MF_ST_DONE) " AND l.gen = " f ".gen ORDER BY l.id" \
+        " LIMIT 1)"
+#define LINKS_READY \
+        " AND (lgroup IS NULL OR (NOT EXISTS (SELECT 1 FROM dirs WHERE" \
+        " job = $1 AND list_state = " MF_SQL_INT(PG_LIST_PENDING) ") AND" \
+        " (" LEAD("files") " IS NOT NULL OR NOT EXISTS (SELECT 1 FROM" \
+        " files l WHERE " SAME_GROUP("files") " AND l.state = " \
+        MF_SQL_INT(MF_ST_PENDING) " AND l.id < files.id))))"
+/* FILES_LEASED, and the link count and the lead's copy (or NULLs) */
+#define FILES_LEASED_LINKED \
+        " UPDATE files f" LEASED \
+        " FROM t, picked LEFT JOIN files ll ON ll.id = picked.lead" \
+        " LEFT JOIN dirs ld ON ld.id = ll.dir, dirs d" \
+        " WHERE f.id = picked.id AND d.id = f.dir" \
+        " RETURNING f.claim_token, f.id, f.dir, d.path, f.name," \
+        " f.type::int8, f.size, f.mtime_ns, f.ctime_ns, f.mode::int8," \
+        " f.uid, f.gid, f.dev, f.ino, f.rdev, " PG_DST_COLS("f") "," \
+        " coalesce(f.nlink, 1), ld.path, ll.name, ll.hash"
+
 static const char claim_files_sql[] =
-        CLAIM_OF("files WHERE job = $1 AND state = "
-                 MF_SQL_INT(MF_ST_PENDING) CLAIMABLE
-                 " ORDER BY id LIMIT $3::int8") FILES_LEASED;
+        "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
+        " picked AS MATERIALIZED (SELECT id, CASE WHEN lgroup IS NOT NULL"
+        " THEN " LEAD("files") " END AS lead FROM files WHERE job = $1"
+        " AND state = " MF_SQL_INT(MF_ST_PENDING) CLAIMABLE LINKS_READY
+        " ORDER BY id LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
+        FILES_LEASED_LINKED;
 
 static const char claim_dirs_sql[] =
         CLAIM_OF("dirs WHERE job = $1 AND list_state = "
@@ -125,6 +156,16 @@ void pg_get_row(const PGresult *r, int k, struct ferry_pg_row *w)
         w->dst_mtime_ns = pg_get_i64(r, k, 17);
 }
 
+/* A PG_FILES claim's columns past pg_get_row's (FILES_LEASED_LINKED). */
+static void get_links(const PGresult *r, int k, struct ferry_pg_row *w)
+{
+        w->nlink = (uint64_t)pg_get_i64(r, k, 18);
+        w->lead_path = pg_get_bytes(r, k, 19, &w->lead_path_len);
+        w->lead_name = pg_get_bytes(r, k, 20, &w->lead_name_len);
+        if (w->lead_name)
+                w->hash = pg_get_bytes(r, k, 21, &w->hash_len);
+}
+
 /* Whether the job has moved on from this host's scan generation. */
 static int gen_moved(struct ferry_pg *pg, bool *moved)
 {
@@ -175,8 +216,11 @@ static int claim_step(struct ferry_pg *pg, void *arg)
                 PQclear(r);
                 return pg_fail(pg, "out of memory");
         }
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
                 pg_get_row(r, (int)i, &rows[i]);
+                if (a->kind == PG_FILES)
+                        get_links(r, (int)i, &rows[i]);
+        }
         a->c->token = pg_get_i64(r, 0, 0);
         a->c->n = n;
         a->c->rows = rows;

@@ -275,39 +275,65 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
 }
 
 /* A file row listed again differs from the listing (EXCLUDED): another
- * type, size, time, mode, owner or device number (dev and ino are not
+ * type, size, mtime, mode, owner or device number (dev and ino are not
  * compared: a host's mount may number files its own way), or it was gone
- * from SRC and is back. */
+ * from SRC and is back, or its ctime moved, unless its link count moved
+ * too on a name of a link group (a name added or removed: cp -al, rm;
+ * 008_links.sql). */
 /* clang-format off */
 #define CHANGED \
         "(files.state IN (" MF_SQL_INT(MF_ST_VANISHED) ", " \
         MF_SQL_INT(MF_ST_REMOVED) ") OR (files.type, files.size," \
-        " files.mtime_ns, files.ctime_ns, files.mode, files.uid, files.gid," \
-        " files.rdev) IS DISTINCT FROM (EXCLUDED.type, EXCLUDED.size," \
-        " EXCLUDED.mtime_ns, EXCLUDED.ctime_ns, EXCLUDED.mode, EXCLUDED.uid," \
-        " EXCLUDED.gid, EXCLUDED.rdev))"
-/* col: the listing's when the row changed (x.c), else its own */
+        " files.mtime_ns, files.mode, files.uid, files.gid, files.rdev)" \
+        " IS DISTINCT FROM (EXCLUDED.type, EXCLUDED.size," \
+        " EXCLUDED.mtime_ns, EXCLUDED.mode, EXCLUDED.uid, EXCLUDED.gid," \
+        " EXCLUDED.rdev) OR (files.ctime_ns <> EXCLUDED.ctime_ns AND NOT" \
+        " (EXCLUDED.lgroup IS NOT NULL AND" \
+        " files.nlink IS DISTINCT FROM EXCLUDED.nlink)))"
+/* col: the listing's when the row changed (x.c), else its own; the ctime,
+ * link count and link group are the listing's either way */
 #define IF_CHANGED(col, then) \
         " CASE WHEN x.c THEN " then " ELSE files." col " END,"
 #define CHANGED_SET \
         " (state, hash, attempts, error, type, size, mtime_ns, ctime_ns," \
-        " mode, uid, gid, dev, ino, rdev, gen) = (SELECT" \
+        " mode, uid, gid, dev, ino, rdev, nlink, lgroup, gen) = (SELECT" \
         IF_CHANGED("state", MF_SQL_INT(MF_ST_PENDING)) \
         IF_CHANGED("hash", "NULL") IF_CHANGED("attempts", "0") \
         IF_CHANGED("error", "NULL") IF_CHANGED("type", "EXCLUDED.type") \
         IF_CHANGED("size", "EXCLUDED.size") \
         IF_CHANGED("mtime_ns", "EXCLUDED.mtime_ns") \
-        IF_CHANGED("ctime_ns", "EXCLUDED.ctime_ns") \
+        " EXCLUDED.ctime_ns," \
         IF_CHANGED("mode", "EXCLUDED.mode") IF_CHANGED("uid", "EXCLUDED.uid") \
         IF_CHANGED("gid", "EXCLUDED.gid") IF_CHANGED("dev", "EXCLUDED.dev") \
         IF_CHANGED("ino", "EXCLUDED.ino") IF_CHANGED("rdev", "EXCLUDED.rdev") \
+        " EXCLUDED.nlink, EXCLUDED.lgroup," \
         " greatest(files.gen, EXCLUDED.gen) FROM (SELECT " CHANGED " AS c) x)"
+
+static const char add_files_head[] =
+        "WITH ins AS (INSERT INTO files (job, gen, dir, name, type,"
+        " size, mtime_ns, ctime_ns, mode, uid, gid, dev, ino, rdev,"
+        " nlink, lgroup) SELECT $1::int8, $2::int8, v.* FROM (VALUES ";
+/* a row listed again: gen's now; pending again when the file changed
+ * (its stat), or was gone (vanished, removed) and is back; a done row
+ * keeps its hash until then, and its DST record (dst_*) until its next
+ * copy replaces it. A directory that gets a file to copy gets its
+ * metadata again (a run again: it was applied). */
+static const char add_files_tail[] =
+        ") v ON CONFLICT (dir, name) DO UPDATE SET" CHANGED_SET
+        " WHERE files.gen < EXCLUDED.gen OR " CHANGED
+        " RETURNING state, dir),"
+        " up AS (UPDATE dirs SET state = " MF_SQL_INT(PG_META_TO_APPLY) ","
+        " meta_error = NULL WHERE job = $1 AND state = "
+        MF_SQL_INT(PG_META_APPLIED) " AND id IN (SELECT dir FROM ins"
+        " WHERE state = " MF_SQL_INT(MF_ST_PENDING) ") RETURNING 1)"
+        " SELECT count(*) FILTER (WHERE state = " MF_SQL_INT(MF_ST_DONE)
+        ")::int8 FROM ins";
 /* clang-format on */
 
-static const char *const file_casts[] = {"int8", "bytea", "int2", "int8",
-                                         "int8", "int8",  "int8", "int8",
-                                         "int8", "int8",  "int8", "int8"};
-#define FILE_COLS 12
+static const char *const file_casts[] = {
+        "int8", "bytea", "int2", "int8", "int8", "int8", "int8",
+        "int8", "int8",  "int8", "int8", "int8", "int8", "int8"};
+#define FILE_COLS 14
 
 static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
                            size_t from, size_t n)
@@ -315,38 +341,9 @@ static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
         const struct ferry_pg_file *f = (const struct ferry_pg_file *)a->rows;
         struct ferry_buf sql = FERRY_BUF_INIT;
         struct pg_params p;
-        ferry_buf_adds(
-                &sql,
-                "WITH ins AS (INSERT INTO files (job, gen, dir, name, type,"
-                " size, mtime_ns, ctime_ns, mode, uid, gid, dev,"
-                " ino, rdev) SELECT $1::int8, $2::int8, v.* FROM (VALUES ");
+        ferry_buf_adds(&sql, add_files_head);
         pg_values_sql(&sql, n, 3, file_casts, FILE_COLS, false);
-        /* a row listed again: gen's now; pending again when the file
-         * changed (its stat), or was gone (vanished, removed) and is
-         * back; a done row keeps its hash until then, and its DST
-         * record (dst_*) until its next copy replaces it */
-        ferry_buf_adds(
-                &sql,
-                ") v ON CONFLICT (dir, name) DO UPDATE SET" CHANGED_SET
-                " WHERE files.gen < EXCLUDED.gen OR " CHANGED
-                " RETURNING state, dir),"
-                /* a directory that gets a file to copy gets its
-                 * metadata again (a run again: it was applied) */
-                " up AS (UPDATE dirs SET state = " MF_SQL_INT(
-                        PG_META_TO_APPLY) ", meta_error = NULL"
-                                          " WHERE job = $1 AND state "
-                                          "= " MF_SQL_INT(
-                                                  PG_META_APPLIED) " AND id IN "
-                                                                   "(SELECT "
-                                                                   "dir FROM"
-                                                                   " ins WHERE "
-                                                                   "state "
-                                                                   "="
-                                                                   " " MF_SQL_INT(
-                                                                           MF_ST_PENDING) ")"
-                                                                                          " RETURNING 1)"
-                                                                                          " SELECT count(*) FILTER (WHERE state = " MF_SQL_INT(
-                                                                                                  MF_ST_DONE) ")::int8 FROM ins");
+        ferry_buf_adds(&sql, add_files_tail);
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
         pg_param_int(&p, a->gen);
@@ -363,6 +360,11 @@ static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
                 pg_param_int(&p, (int64_t)f[i].dev);
                 pg_param_int(&p, (int64_t)f[i].ino);
                 pg_param_int(&p, (int64_t)f[i].rdev);
+                pg_param_int(&p, (int64_t)f[i].nlink);
+                if (f[i].lgroup)
+                        pg_param_int(&p, (int64_t)f[i].ino);
+                else
+                        pg_param_text(&p, NULL);
         }
         PGresult *r = NULL;
         int rc = sql.oom ? pg_fail(pg, "out of memory")

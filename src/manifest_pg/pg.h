@@ -177,6 +177,11 @@ struct ferry_pg_file {
         uint32_t mode, uid, gid;
         uint64_t dev, ino;
         uint64_t rdev; /* a device's number, else 0 */
+        uint64_t nlink;
+        /* a regular file with more than one name on SRC's own file
+         * system, with hard links kept: its row joins ino's link group
+         * (008_links.sql) */
+        bool lgroup;
 };
 /* Adds n file rows of scan gen, one statement per FERRY_PG_BATCH_MAX, all
  * in one transaction. A name its directory has already takes gen, and
@@ -211,6 +216,13 @@ struct ferry_pg_row {
          * for none) */
         const void *hash;
         size_t hash_len;
+        /* PG_FILES: the link count the listing saw, and for a name of a
+         * link group whose data another row's copy holds, that row's
+         * directory and name (its copy's path in DST as in SRC; hash is
+         * then its recorded XXH3-128); lead_name NULL: copy the data */
+        uint64_t nlink;
+        const char *lead_path, *lead_name;
+        size_t lead_path_len, lead_name_len;
 };
 struct ferry_pg_claim {
         int64_t token; /* 0 when n is 0 */

@@ -23,12 +23,40 @@
  * host's 2 x -j batches in flight stay a small part of a job. */
 #define FILE_CLAIM 48
 
+/* A name of a link group whose data another row's copy holds: linked to
+ * that copy ("dir/name" under DST, as its SRC name under SRC, which the
+ * copier checks to be this row's inode on this host: copy_link.c), with
+ * its recorded hash. */
+static int put_lead(struct ferry_batch *b, struct ferry_item *it,
+                    const struct ferry_pg_row *r)
+{
+        if (!r->lead_name || r->hash_len != sizeof(it->hash))
+                return 0;
+        size_t len = r->lead_path_len + !!r->lead_path_len + r->lead_name_len;
+        char *p = malloc(len + 1);
+        if (!p)
+                return ENOMEM;
+        char *e = p;
+        if (r->lead_path_len) {
+                e = mempcpy(e, r->lead_path, r->lead_path_len);
+                *e++ = '/';
+        }
+        memcpy(e, r->lead_name, r->lead_name_len);
+        p[len] = 0;
+        int rc = ferry_batch_str(b, p, len, &it->link_off);
+        free(p);
+        if (!rc)
+                memcpy(it->hash, r->hash, sizeof(it->hash));
+        return rc;
+}
+
 int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r)
 {
         struct ferry_item *it = &b->items[b->n];
         memset(it, 0, sizeof(*it));
         if (ferry_batch_str(b, r->path, r->path_len, &it->dir_off) ||
-            ferry_batch_str(b, r->name, r->name_len, &it->name_off))
+            ferry_batch_str(b, r->name, r->name_len, &it->name_off) ||
+            put_lead(b, it, r))
                 return ENOMEM;
         it->id = r->id;
         it->dir_id = r->dir;
@@ -42,7 +70,7 @@ int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r)
                 .ino = r->ino,
                 .rdev = r->rdev,
                 .mode = r->mode,
-                .nlink = 1,
+                .nlink = r->nlink ? r->nlink : 1,
                 .uid = r->uid,
                 .gid = r->gid,
         };
@@ -125,10 +153,16 @@ static bool outcome_of(struct shared *s, struct ferry_batch *b,
                 o->dst_type = (int)it->dst.type;
                 o->dst_size = it->dst.size;
                 o->dst_mtime_ns = shared_ns(it->dst.mtime);
-                s->sum->files_copied++;
-                s->sum->bytes_copied += it->bytes;
-                shared_event(s, FERRY_EV_COPIED, dir, strlen(dir), name,
-                             strlen(name), NULL, NULL);
+                if (it->link_off && !it->bytes) { /* a name linked */
+                        s->sum->files_linked++;
+                        shared_event(s, FERRY_EV_LINKED, dir, strlen(dir), name,
+                                     strlen(name), NULL, NULL);
+                } else {
+                        s->sum->files_copied++;
+                        s->sum->bytes_copied += it->bytes;
+                        shared_event(s, FERRY_EV_COPIED, dir, strlen(dir), name,
+                                     strlen(name), NULL, NULL);
+                }
                 if (it->meta_fail.step != FERRY_STEP_NONE) {
                         s->sum->meta_failed++;
                         ferry_failure_str(&it->meta_fail, why, size);

@@ -77,7 +77,6 @@ struct shared {
         double last_renew, last_progress;
         double t0;
         int code; /* what ends the run early (0: nothing) */
-        bool warned_links;
         /* scan.c: the scan threads and the directories in flight (the
          * token of each, for renewals) */
         struct ferry_queue scanq;

@@ -19,8 +19,10 @@
  * Live control (`ferry set`: pause, resume, -j) is read about once a
  * second (control.c). What a shared job does not do yet (refused or said,
  * never silent): selection options, --max-delete, --adopt, --dry-run,
- * --bwlimit, --window; hard links are copied as separate files (one
- * warning says so), big files as one stream. --verify is verify.c.
+ * --bwlimit, --window; big files go as one stream. Hard links: a name of
+ * a link group is handed out once the scan is over, linked to the copy
+ * of its group's first name (claims.c, 008_links.sql). --verify is
+ * verify.c.
  *
  * A job that is over is run again by the next host that joins it
  * (ferry_pg_rerun: a new scan generation; SRC changed at its top level is
@@ -432,6 +434,7 @@ static int start_pool(struct shared *s)
                 .stop = s->stop,
                 .no_sync = o->durability == FERRY_DURABLE_NONE,
                 .fence = &s->fence,
+                .foreign_rows = true,
         };
         s->max_jobs = s->jobs > SHARED_JOBS_MAX ? s->jobs : SHARED_JOBS_MAX;
         s->limit = s->jobs;

@@ -30,7 +30,6 @@ struct listing {
         size_t nd, nf, capd, capf;
         char **names; /* what the rows point to, nn of them */
         size_t nn, capn;
-        bool links; /* a regular file with more than one name */
 };
 
 /* A directory to list, and then its listing (MSG_LISTING in the inbox). */
@@ -115,8 +114,6 @@ static int add_entry(struct shared *s, struct listing *l, int64_t dir,
         }
         if (!wanted(s, st->mode))
                 return 0;
-        if (S_ISREG(st->mode) && st->nlink > 1)
-                l->links = true;
         char *n = strdup(name);
         if (keep(l, n) ||
             grow((void **)&l->files, &l->capf, l->nf, sizeof(*l->files)))
@@ -137,6 +134,11 @@ static int add_entry(struct shared *s, struct listing *l, int64_t dir,
                 .dev = st->dev,
                 .ino = st->ino,
                 .rdev = S_ISCHR(st->mode) || S_ISBLK(st->mode) ? st->rdev : 0,
+                .nlink = st->nlink,
+                /* a mount below SRC numbers its inodes apart: its names
+                 * are copied apart */
+                .lgroup = s->opt->hard_links && S_ISREG(st->mode) &&
+                          st->nlink > 1 && st->dev == s->src_dev,
         };
         return 0;
 }
@@ -319,14 +321,6 @@ int shared_scan_done(struct shared *s, void *msg, bool *added_dirs)
                 s->sum->files_unchanged += kept;
                 s->sum->files_seen += j->l.nf;
                 *added_dirs = j->l.nd > 0;
-                if (j->l.links && s->opt->hard_links && !s->warned_links) {
-                        s->warned_links = true;
-                        shared_event(s, FERRY_EV_WARNING, j->path, j->path_len,
-                                     "", 0,
-                                     "hard links are copied as separate "
-                                     "files with a shared manifest",
-                                     NULL);
-                }
         }
         bool refused = false;
         if (!rc)
