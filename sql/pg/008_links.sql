@@ -4,7 +4,8 @@
 -- files.nlink: the link count the listing saw (NULL: a row of an older
 --   version).
 -- files.lgroup: the inode number, as the listing host's mount numbers it,
---   of a regular file with more than one name on SRC's own file system
+--   of a file or special file (as cp -a and rsync -H link them) with more
+--   than one name on SRC's own file system
 --   (a mount below SRC keeps its names apart); NULL for every other row
 --   and with --no-hard-links. A link group of gen g is the rows of g with
 --   one lgroup, size and mtime_ns. Once the scan of g is over (no

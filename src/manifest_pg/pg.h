@@ -178,7 +178,7 @@ struct ferry_pg_file {
         uint64_t dev, ino;
         uint64_t rdev; /* a device's number, else 0 */
         uint64_t nlink;
-        /* a regular file with more than one name on SRC's own file
+        /* a file or special file with more than one name on SRC's own
          * system, with hard links kept: its row joins ino's link group
          * (008_links.sql) */
         bool lgroup;

@@ -135,9 +135,10 @@ static int add_entry(struct shared *s, struct listing *l, int64_t dir,
                 .ino = st->ino,
                 .rdev = S_ISCHR(st->mode) || S_ISBLK(st->mode) ? st->rdev : 0,
                 .nlink = st->nlink,
-                /* a mount below SRC numbers its inodes apart: its names
-                 * are copied apart */
-                .lgroup = s->opt->hard_links && S_ISREG(st->mode) &&
+                /* files and special files, as cp -a and rsync -H link
+                 * them; a mount below SRC numbers its inodes apart: its
+                 * names are copied apart */
+                .lgroup = s->opt->hard_links && !S_ISLNK(st->mode) &&
                           st->nlink > 1 && st->dev == s->src_dev,
         };
         return 0;
