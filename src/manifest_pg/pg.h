@@ -348,6 +348,22 @@ int ferry_pg_deleting(struct ferry_pg *pg, uint64_t *n);
  * directories made it apply again): its other rows go back at once. */
 int ferry_pg_meta_drop(struct ferry_pg *pg, int64_t token);
 
+/* ---- selection (src/shared/select.c, 009_selection.sql) ------------- */
+
+/* The selection of the joined gen: mine (a canonical text, "" for none)
+ * when this host is its first, else the first host's. *theirs: NULL when
+ * it is mine, else it (malloc'd). */
+int ferry_pg_selection(struct ferry_pg *pg, const char *mine, char **theirs);
+/* Up to max (<= FERRY_PG_BATCH_MAX) rows of an older gen than the joined
+ * one that are not removed, in id order after id after: each with id,
+ * path (its directory's), name, type and size. c is released with
+ * ferry_pg_claim_release. */
+int ferry_pg_unseen(struct ferry_pg *pg, int64_t after, size_t max,
+                    struct ferry_pg_claim *c);
+/* Rows ids[0..n-1] (of ferry_pg_unseen) take the joined gen: the
+ * selection leaves them out, they are not gone from SRC. */
+int ferry_pg_keep_unseen(struct ferry_pg *pg, const int64_t *ids, size_t n);
+
 /* The joined job as a whole, read from its counts (sql/pg/005_counts.sql:
  * a row per connection that changed its rows, not its rows). */
 struct ferry_pg_counts {

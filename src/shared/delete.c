@@ -112,6 +112,14 @@ static bool del_done(void *ctx, const struct ferry_tree_job *t)
                 found = DD_GONE; /* nothing done: recorded as not tried */
         else if (t->skip && is_mark(t->dir, t->name))
                 found = DD_OWN; /* else another spelling in SRC: kept */
+        /* left out by the selection: the row stays, not claimed again in
+         * this gen, nothing said (as a single host keeps it) */
+        if (o->tried && t->skip && found == DD_GONE &&
+            shared_select_protects(s, t->dir, t->name, is_dir)) {
+                o->forget = false;
+                dp->n++;
+                return true;
+        }
         switch (found) {
         case DD_DELETED:
                 s->sum->files_deleted++;
@@ -147,11 +155,14 @@ static bool del_done(void *ctx, const struct ferry_tree_job *t)
 }
 
 /* Whether the removed row at dir/name is kept from deletion: the job's
- * mark, or a name SRC holds under another spelling on a DST that does not
- * tell them apart (its copy there is that file's now). */
-static bool keep(struct del_pass *dp, const char *dir, const char *name)
+ * mark, a path the selection leaves out (never a source deletion), or a
+ * name SRC holds under another spelling on a DST that does not tell them
+ * apart (its copy there is that file's now). */
+static bool keep(struct del_pass *dp, const char *dir, const char *name,
+                 bool is_dir)
 {
         return is_mark(dir, name) ||
+               shared_select_protects(dp->s, dir, name, is_dir) ||
                (dp->names &&
                 ferry_fold_other_spelling(&dp->fold, dp->s->srcfd, dp->names,
                                           dir, name ? name : ""));
@@ -172,7 +183,7 @@ static int add_row(struct del_pass *dp, struct ferry_treework *tw,
                 if (!rc) {
                         const struct ferry_item *it = &b->items[b->n - 1];
                         const char *name = ferry_batch_at(b, it->name_off);
-                        bool kept = odd || keep(dp, path, name);
+                        bool kept = odd || keep(dp, path, name, false);
                         rc = ferry_treework_add_file(tw, TREE_DEL_FILE, kept, b,
                                                      it);
                 }
@@ -182,7 +193,7 @@ static int add_row(struct del_pass *dp, struct ferry_treework *tw,
                 if (slash)
                         *slash = '\0';
                 bool kept = odd || keep(dp, slash ? path : "",
-                                        slash ? slash + 1 : path);
+                                        slash ? slash + 1 : path, true);
                 if (slash)
                         *slash = '/';
                 struct ferry_dir_row d = {.id = r->id,

@@ -135,8 +135,9 @@ int shared_finish_dirs(struct shared *s)
         mp->s = s;
         /* a job run again: what its scan did not see is gone from SRC */
         uint64_t removed = 0;
-        int rc = ferry_pg_mark_removed(s->pg, &removed);
-        if (rc)
+        /* except what the selection leaves out (not seen, not gone) */
+        int rc = shared_select_keep(s);
+        if (!rc && (rc = ferry_pg_mark_removed(s->pg, &removed)))
                 rc = shared_pg_fail(s, rc);
         /* deletions first: they change their directories' times */
         if (!rc)

@@ -52,6 +52,9 @@ struct shared {
         struct ferry_pg *pg;
         int srcfd, dstfd;
         uint64_t src_dev; /* -x */
+        /* --include, --exclude, --min-size, --max-size (select.c); NULL:
+         * every entry */
+        struct ferry_select *select;
         atomic_bool *stop;
         int lease;         /* seconds */
         unsigned jobs;     /* -j: copies in flight at the start */
@@ -192,5 +195,22 @@ int shared_finish_dirs(struct shared *s);
 /* delete.c: --delete's deletions in DST of the job's removed rows, when
  * the scan was complete and SRC does not look emptied or replaced. */
 int shared_delete(struct shared *s);
+
+/* select.c: the selection options. open: s->select from the options
+ * (FERRY_EUSAGE for a bad pattern, the message in s->err); join: this
+ * host's selection is the joined gen's (the first host's), else
+ * FERRY_EUSAGE saying both; out: the scan leaves out entry name of
+ * directory dir (dlen bytes, "" SRC's root); protects: dir/name (name
+ * NULL: the directory dir) is left out, so not deleted; keep: the rows
+ * the gen's scan did not see that it leaves out take the gen (not marked
+ * removed). */
+int shared_select_open(struct shared *s);
+void shared_select_free(struct shared *s);
+int shared_select_join(struct shared *s);
+bool shared_select_out(const struct shared *s, const char *dir, size_t dlen,
+                       const char *name, const struct ferry_stat *st);
+bool shared_select_protects(const struct shared *s, const char *dir,
+                            const char *name, bool is_dir);
+int shared_select_keep(struct shared *s);
 
 #endif

@@ -18,7 +18,7 @@
  *
  * Live control (`ferry set`: pause, resume, -j) is read about once a
  * second (control.c). What a shared job does not do yet (refused or said,
- * never silent): selection options, --max-delete, --adopt, --dry-run,
+ * never silent): --files-from, --max-delete, --adopt, --dry-run,
  * --bwlimit, --window; big files go as one stream. Hard links: a name of
  * a link group is handed out once the scan is over, linked to the copy
  * of its group's first name (claims.c, 008_links.sql). --verify is
@@ -296,15 +296,13 @@ static int copy_loop(struct shared *s)
 
 int shared_check_options(const struct ferry_options *o, struct ferry_error *e)
 {
-        const char *no =
-                o->dry_run                             ? "--dry-run"
-                : o->max_delete >= 0                   ? "--max-delete"
-                : o->adopt                             ? "--adopt"
-                : o->n_excludes || o->n_filters        ? "--include/--exclude"
-                : o->files_from                        ? "--files-from"
-                : o->min_size >= 0 || o->max_size >= 0 ? "--min-size/--max-size"
-                : o->bwlimit || o->window_start >= 0   ? "--bwlimit/--window"
-                                                       : NULL;
+        const char *no = o->dry_run           ? "--dry-run"
+                         : o->max_delete >= 0 ? "--max-delete"
+                         : o->adopt           ? "--adopt"
+                         : o->files_from      ? "--files-from"
+                         : o->bwlimit || o->window_start >= 0
+                                 ? "--bwlimit/--window"
+                                 : NULL;
         if (no)
                 return ferry_job_errf(e, FERRY_EUSAGE,
                                       "%s is not supported with a PostgreSQL "
@@ -396,7 +394,9 @@ static int join(struct shared *s)
         rc = ferry_pg_rerun(s->pg);
         if (!rc)
                 rc = ferry_pg_retry_failed(s->pg, &again);
-        return rc ? shared_pg_fail(s, rc) : shared_add_root(s);
+        if (rc)
+                return shared_pg_fail(s, rc);
+        return shared_select_join(s) ? s->code : shared_add_root(s);
 }
 
 static int start_pool(struct shared *s)
@@ -505,8 +505,8 @@ int ferry_shared_copy(const struct ferry_options *opt,
         };
         /* first of all the manifest: one that cannot be reached (or no
          * libpq) leaves SRC and DST untouched */
-        if (!shared_connect(&s) && !shared_open_roots(&s, true) && !join(&s) &&
-            !start_pool(&s)) {
+        if (!shared_select_open(&s) && !shared_connect(&s) &&
+            !shared_open_roots(&s, true) && !join(&s) && !start_pool(&s)) {
                 copy_loop(&s);
                 if (!s.code && atomic_load(s.stop))
                         shared_fail(&s, FERRY_EINTR, "%s", "");
@@ -551,6 +551,7 @@ int ferry_shared_copy(const struct ferry_options *opt,
         sum->jobs_peak = s.jobs;
         sum->seconds = shared_now() - s.t0;
         free(s.fl);
+        shared_select_free(&s);
         ferry_pg_close(s.pg);
         if (s.srcfd >= 0)
                 close(s.srcfd);

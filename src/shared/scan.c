@@ -174,6 +174,8 @@ static int read_dir(struct shared *s, struct scan_job *j)
                         e = se;
                         break;
                 }
+                if (shared_select_out(s, j->path, j->path_len, nm, &st))
+                        continue; /* a directory: never opened */
                 e = add_entry(s, l, j->id, j->path, j->path_len, nm, &st);
                 if (!e && atomic_load(s->stop))
                         e = ECANCELED; /* not to be recorded */

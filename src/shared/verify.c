@@ -303,6 +303,12 @@ int ferry_shared_verify(const struct ferry_options *opt,
         int rc = shared_check_options(opt, err);
         if (rc)
                 return rc;
+        if (opt->n_filters || opt->n_excludes || opt->min_size >= 0 ||
+            opt->max_size >= 0)
+                return ferry_job_errf(err, FERRY_EUSAGE,
+                                      "--verify of a shared job verifies the "
+                                      "whole job: selection options are not "
+                                      "taken with it");
         struct vrun v = {
                 .s = {.opt = opt,
                       .sum = sum,

@@ -1,0 +1,148 @@
+/*
+ * shared/select.c - the selection options in a shared job (--include,
+ * --exclude, --min-size, --max-size; select.h): every host of a scan
+ * generation lists SRC with one selection, the gen's first host's (009_
+ * selection.sql: a host with another is refused until the gen is over);
+ * the scan leaves out what it leaves out (an excluded directory is never
+ * opened); and, as on a single host, a path it leaves out is never a
+ * source deletion: a row a finished scan did not see that it leaves out
+ * takes the gen instead of being marked removed, and --delete deletes
+ * nothing it leaves out. --files-from is not taken: which of its paths no
+ * host found is a question of the whole job's scan.
+ */
+#define _GNU_SOURCE
+#include "shared/internal.h"
+
+#include "buf.h"
+#include "select.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Unseen rows asked about a statement. */
+#define UNSEEN_BATCH 1000
+
+int shared_select_open(struct shared *s)
+{
+        int rc = ferry_select_new(s->opt, &s->select, s->err);
+        if (rc)
+                s->code = rc;
+        return rc;
+}
+
+void shared_select_free(struct shared *s)
+{
+        ferry_select_free(s->select);
+        s->select = NULL;
+}
+
+/* The selection as its options would give it, in the order they are
+ * tried ("" for none): what two hosts compare. */
+static char *selection_text(const struct ferry_options *o)
+{
+        struct ferry_buf b = FERRY_BUF_INIT;
+        for (size_t i = 0; i < o->n_filters; i++) {
+                const char *p = o->filters[i].pattern;
+                ferry_buf_adds(&b, b.len ? " " : "");
+                ferry_buf_adds(&b, o->filters[i].include ? "--include "
+                                                         : "--exclude ");
+                ferry_buf_add_quoted(&b, p, strlen(p), FERRY_ESC_QUOTE);
+        }
+        for (size_t i = 0; i < o->n_excludes; i++) {
+                ferry_buf_adds(&b, b.len ? " --exclude " : "--exclude ");
+                ferry_buf_add_quoted(&b, o->excludes[i], strlen(o->excludes[i]),
+                                     FERRY_ESC_QUOTE);
+        }
+        if (o->min_size >= 0)
+                ferry_buf_addf(&b, "%s--min-size %lld", b.len ? " " : "",
+                               (long long)o->min_size);
+        if (o->max_size >= 0)
+                ferry_buf_addf(&b, "%s--max-size %lld", b.len ? " " : "",
+                               (long long)o->max_size);
+        return ferry_buf_detach(&b, NULL); /* NULL when out of memory */
+}
+
+int shared_select_join(struct shared *s)
+{
+        char *mine = selection_text(s->opt), *theirs = NULL;
+        if (!mine)
+                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        int rc = ferry_pg_selection(s->pg, mine, &theirs);
+        if (rc)
+                rc = shared_pg_fail(s, rc);
+        else if (theirs)
+                rc = shared_fail(s, FERRY_EUSAGE,
+                                 "job '%s' is scanning SRC with %s%s; this "
+                                 "host has %s%s: give every host of a run "
+                                 "the same selection (another may start "
+                                 "once this one is over)",
+                                 s->opt->job_name,
+                                 theirs[0] ? "" : "no selection options",
+                                 theirs, mine[0] ? "" : "none", mine);
+        free(theirs);
+        free(mine);
+        return rc;
+}
+
+bool shared_select_out(const struct shared *s, const char *dir, size_t dlen,
+                       const char *name, const struct ferry_stat *st)
+{
+        if (!s->select)
+                return false;
+        char *rel = NULL;
+        if (ferry_select_need_path(s->select) &&
+            asprintf(&rel, "%.*s%s%s", (int)dlen, dir, dlen ? "/" : "", name) <
+                    0)
+                return false; /* no memory: listed, as without rules */
+        bool out = !ferry_select_entry(s->select, rel, name, S_ISDIR(st->mode),
+                                       S_ISREG(st->mode), st->size);
+        free(rel);
+        return out;
+}
+
+bool shared_select_protects(const struct shared *s, const char *dir,
+                            const char *name, bool is_dir)
+{
+        if (!s->select)
+                return false;
+        char *path = name ? ferry_buf_join(dir, name) : strdup(dir);
+        /* no memory: the safe side, not deleted */
+        bool keep = !path || ferry_select_protects(s->select, path, is_dir);
+        free(path);
+        return keep;
+}
+
+int shared_select_keep(struct shared *s)
+{
+        if (!s->select || ferry_pg_gen(s->pg) <= 1)
+                return 0;
+        int64_t *ids = calloc(UNSEEN_BATCH, sizeof(*ids));
+        if (!ids)
+                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        int64_t after = 0;
+        int rc = 0;
+        for (;;) {
+                struct ferry_pg_claim c;
+                rc = ferry_pg_unseen(s->pg, after, UNSEEN_BATCH, &c);
+                if (rc || !c.n) {
+                        ferry_pg_claim_release(&c);
+                        break;
+                }
+                size_t k = 0;
+                for (size_t i = 0; i < c.n; i++) {
+                        const struct ferry_pg_row *r = &c.rows[i];
+                        if (ferry_select_keeps(s->select, s->srcfd, r->path,
+                                               r->path_len, r->name,
+                                               r->name_len, r->type, r->size,
+                                               true))
+                                ids[k++] = r->id;
+                }
+                after = c.rows[c.n - 1].id;
+                ferry_pg_claim_release(&c);
+                if ((rc = ferry_pg_keep_unseen(s->pg, ids, k)))
+                        break;
+        }
+        free(ids);
+        return rc ? shared_pg_fail(s, rc) : 0;
+}
