@@ -91,11 +91,22 @@ struct ferry_dst_rec {
         struct ferry_time mtime;
 };
 
+/* What a shared job's row records of the leader a follower is linked to
+ * (ferry_item's link_off): its ctime when copied, as SRC's stat gave it,
+ * and what its copy left in DST. */
+struct ferry_lead_rec {
+        struct ferry_time ctime;
+        struct ferry_dst_rec dst;
+};
+
 struct ferry_item {
         int64_t id;
         int64_t dir_id;
         uint32_t dir_off, name_off; /* arena offsets, NUL-terminated */
-        uint32_t link_off;          /* hardlink leader's dst path or 0 */
+        /* hardlink leader's dst path or 0; in a shared job's batch
+         * (copy.h, foreign_rows) followed, past its NUL, by a struct
+         * ferry_lead_rec */
+        uint32_t link_off;
         /* a file copied in chunks: its struct ferry_chunk_plan (chunks.h,
          * ferry_item_plan), or 0 */
         uint32_t plan_off;

@@ -66,7 +66,9 @@ struct ferry_copy_cfg {
         const _Atomic int64_t *fence;
         /* a shared job's rows: another host's listing numbered their
          * inodes, so a hardlink follower is linked only when SRC's name
-         * of its leader is its own inode on this host (copy_link.c) */
+         * of its leader is its own inode on this host, with the ctime
+         * the leader's copy recorded, and DST's entry of the leader is
+         * still that copy (copy_link.c, batch.h's ferry_lead_rec) */
         bool foreign_rows;
         /* borrowed, shared by the workers; NULL: DST holds any name */
         struct ferry_names *names;

@@ -87,7 +87,7 @@ static int link_leader(struct ferry_copier *c, const char *leader,
  * (type, dev, inode, size, mtime), so the leader's copy is its copy. The
  * rows of a shared job carry the dev and inode of the host that listed
  * them: its identity is then checked against the leader's SRC name
- * instead (leader_in_src). */
+ * instead (leader_checked). */
 static bool same_file(const struct ferry_copier *c,
                       const struct ferry_stat *was, const struct ferry_stat *st)
 {
@@ -98,12 +98,17 @@ static bool same_file(const struct ferry_copier *c,
 }
 
 /* A shared job's follower: whether SRC's name of the leader ("dir/name"
- * under SRC, as under DST) is st's inode on this host's mount, so that
- * another host's numbering never links two files alone. EXDEV when it is
- * not (the data is copied instead). */
-static int leader_in_src(struct ferry_copier *c, const char *leader,
-                         const struct ferry_stat *st)
+ * under SRC, as under DST) is st's inode on this host's mount with the
+ * ctime the leader's copy recorded (so that another host's numbering
+ * never links two files alone, nor a name to the copy of an older state
+ * of its inode), and whether DST's entry of the leader is still the copy
+ * ferry made (rule 9: its record). EXDEV when not, or when either cannot
+ * be looked up: the data is copied instead. */
+static int leader_checked(struct ferry_copier *c, const char *leader,
+                          const struct ferry_stat *st)
 {
+        struct ferry_lead_rec lr;
+        memcpy(&lr, leader + strlen(leader) + 1, sizeof(lr));
         const char *slash = strrchr(leader, '/');
         int fd = -1, rc = 0;
         if (slash) {
@@ -111,14 +116,27 @@ static int leader_in_src(struct ferry_copier *c, const char *leader,
                 rc = dir ? ferry_fsio_open_dir(c->cfg.srcfd, dir, &fd) : ENOMEM;
                 free(dir);
         }
-        struct ferry_stat l;
+        struct ferry_stat l, d;
         if (!rc)
                 rc = ferry_fsio_statat(slash ? fd : c->cfg.srcfd,
                                        slash ? slash + 1 : leader, &l);
         ferry_fsio_close(&fd);
-        if (rc == ENOENT || (!rc && (l.dev != st->dev || l.ino != st->ino)))
-                return EXDEV;
-        return rc;
+        if (!rc && (l.dev != st->dev || l.ino != st->ino ||
+                    !ferry_time_eq(l.ctime, lr.ctime)))
+                rc = EXDEV;
+        const char *base;
+        bool fresh;
+        if (!rc)
+                rc = leader_dir(c, leader, &base, &fresh);
+        if (!rc)
+                rc = ferry_fsio_statat(c->lead_dir, base, &d);
+        if (!rc && !ferry_copy_matches(&lr.dst, &d))
+                rc = EXDEV;
+        if (ferry_fsio_out_of_fds(rc)) {
+                ferry_copier_leave_leader(c);
+                return rc; /* the item waits for a descriptor */
+        }
+        return rc == ENOMEM ? rc : rc ? EXDEV : 0;
 }
 
 /* A follower whose row never was done (no DST entry recorded as ferry's)
@@ -173,7 +191,7 @@ int ferry_copier_link_once(struct ferry_copier *c, const struct ferry_batch *b,
                 return 0;
         }
         const char *leader = ferry_batch_at(b, it->link_off);
-        if (c->cfg.foreign_rows && (rc = leader_in_src(c, leader, &st)))
+        if (c->cfg.foreign_rows && (rc = leader_checked(c, leader, &st)))
                 return rc;
         /* a shared job's claim may be another host's by now: no name made
          * (a rename checks the same, ferry_copier_install) */

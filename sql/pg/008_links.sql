@@ -16,10 +16,15 @@
 --   links a name only when SRC's name of the row it links to is the same
 --   inode on its own mount (copy_link.c), so another host's numbering
 --   never decides it alone.
--- A row listed again whose ctime moved while its link count moved too (a
---   name added or removed: cp -al, rm) is not changed by that alone, as
---   on a single host: a snapshot farm's next snapshot adds links, not
---   copies.
+-- A row listed again whose ctime moved while its link count moved too
+--   and its inode number stayed (a name added or removed: cp -al, rm) is
+--   not changed by that alone, as on a single host: a snapshot farm's next
+--   snapshot adds links, not copies. A row of no known link count (NULL)
+--   is changed by its ctime alone.
+-- Before a name is linked, the host checks SRC's name of the row it links
+--   to: the same inode as the name's, with the ctime that row recorded;
+--   and DST's entry of it: still what ferry put there (rule 9). Else the
+--   name's data is copied.
 ALTER TABLE files ADD COLUMN nlink bigint;
 ALTER TABLE files ADD COLUMN lgroup bigint;
 

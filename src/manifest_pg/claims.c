@@ -75,7 +75,8 @@
         " (" LEAD("files") " IS NOT NULL OR NOT EXISTS (SELECT 1 FROM" \
         " files l WHERE " SAME_GROUP("files") " AND l.state = " \
         MF_SQL_INT(MF_ST_PENDING) " AND l.id < files.id))))"
-/* FILES_LEASED, and the link count and the lead's copy (or NULLs) */
+/* FILES_LEASED, and the link count and the lead's copy (or NULLs): its
+ * path, hash, recorded ctime and DST record */
 #define FILES_LEASED_LINKED \
         " UPDATE files f" LEASED \
         " FROM t, picked LEFT JOIN files ll ON ll.id = picked.lead" \
@@ -84,7 +85,8 @@
         " RETURNING f.claim_token, f.id, f.dir, d.path, f.name," \
         " f.type::int8, f.size, f.mtime_ns, f.ctime_ns, f.mode::int8," \
         " f.uid, f.gid, f.dev, f.ino, f.rdev, " PG_DST_COLS("f") "," \
-        " coalesce(f.nlink, 1), ld.path, ll.name, ll.hash"
+        " coalesce(f.nlink, 1), ld.path, ll.name, ll.hash, ll.ctime_ns," \
+        " " PG_DST_COLS("ll")
 
 static const char claim_files_sql[] =
         "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
@@ -162,8 +164,13 @@ static void get_links(const PGresult *r, int k, struct ferry_pg_row *w)
         w->nlink = (uint64_t)pg_get_i64(r, k, 18);
         w->lead_path = pg_get_bytes(r, k, 19, &w->lead_path_len);
         w->lead_name = pg_get_bytes(r, k, 20, &w->lead_name_len);
-        if (w->lead_name)
-                w->hash = pg_get_bytes(r, k, 21, &w->hash_len);
+        if (!w->lead_name)
+                return;
+        w->hash = pg_get_bytes(r, k, 21, &w->hash_len);
+        w->lead_ctime_ns = pg_get_i64(r, k, 22);
+        w->lead_dst_type = (int)pg_get_i64(r, k, 23);
+        w->lead_dst_size = (uint64_t)pg_get_i64(r, k, 24);
+        w->lead_dst_mtime_ns = pg_get_i64(r, k, 25);
 }
 
 /* Whether the job has moved on from this host's scan generation. */

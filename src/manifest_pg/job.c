@@ -278,8 +278,9 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
  * type, size, mtime, mode, owner or device number (dev and ino are not
  * compared: a host's mount may number files its own way), or it was gone
  * from SRC and is back, or its ctime moved, unless its link count moved
- * too on a name of a link group (a name added or removed: cp -al, rm;
- * 008_links.sql). */
+ * too while its inode number stayed (a name added or removed: cp -al, rm;
+ * 008_links.sql). A row of no known link count, or listed by a host that
+ * numbers inodes another way, is changed by its ctime alone. */
 /* clang-format off */
 #define CHANGED \
         "(files.state IN (" MF_SQL_INT(MF_ST_VANISHED) ", " \
@@ -288,8 +289,8 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
         " IS DISTINCT FROM (EXCLUDED.type, EXCLUDED.size," \
         " EXCLUDED.mtime_ns, EXCLUDED.mode, EXCLUDED.uid, EXCLUDED.gid," \
         " EXCLUDED.rdev) OR (files.ctime_ns <> EXCLUDED.ctime_ns AND NOT" \
-        " (EXCLUDED.lgroup IS NOT NULL AND" \
-        " files.nlink IS DISTINCT FROM EXCLUDED.nlink)))"
+        " coalesce(files.ino = EXCLUDED.ino AND" \
+        " files.nlink <> EXCLUDED.nlink, false)))"
 /* col: the listing's when the row changed (x.c), else its own; the ctime,
  * link count and link group are the listing's either way */
 #define IF_CHANGED(col, then) \

@@ -223,6 +223,11 @@ struct ferry_pg_row {
         uint64_t nlink;
         const char *lead_path, *lead_name;
         size_t lead_path_len, lead_name_len;
+        /* and that row's recorded ctime and DST record (rule 9) */
+        int64_t lead_ctime_ns;
+        int lead_dst_type;
+        uint64_t lead_dst_size;
+        int64_t lead_dst_mtime_ns;
 };
 struct ferry_pg_claim {
         int64_t token; /* 0 when n is 0 */

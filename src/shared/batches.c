@@ -24,16 +24,25 @@
 #define FILE_CLAIM 48
 
 /* A name of a link group whose data another row's copy holds: linked to
- * that copy ("dir/name" under DST, as its SRC name under SRC, which the
- * copier checks to be this row's inode on this host: copy_link.c), with
- * its recorded hash. */
+ * that copy ("dir/name" under DST, as its SRC name under SRC), with its
+ * recorded hash; the copier links it only when SRC's name is this row's
+ * inode on this host, with the ctime the copy recorded, and DST's is
+ * still that copy (copy_link.c, the struct ferry_lead_rec after the
+ * path). */
 static int put_lead(struct ferry_batch *b, struct ferry_item *it,
                     const struct ferry_pg_row *r)
 {
-        if (!r->lead_name || r->hash_len != sizeof(it->hash))
+        if (!r->lead_name || r->hash_len != sizeof(it->hash) ||
+            !r->lead_dst_type)
                 return 0;
         size_t len = r->lead_path_len + !!r->lead_path_len + r->lead_name_len;
-        char *p = malloc(len + 1);
+        struct ferry_lead_rec lr = {
+                .ctime = shared_time(r->lead_ctime_ns),
+                .dst = {.type = (enum ferry_ftype)r->lead_dst_type,
+                        .size = r->lead_dst_size,
+                        .mtime = shared_time(r->lead_dst_mtime_ns)},
+        };
+        char *p = malloc(len + 1 + sizeof(lr));
         if (!p)
                 return ENOMEM;
         char *e = p;
@@ -41,9 +50,10 @@ static int put_lead(struct ferry_batch *b, struct ferry_item *it,
                 e = mempcpy(e, r->lead_path, r->lead_path_len);
                 *e++ = '/';
         }
-        memcpy(e, r->lead_name, r->lead_name_len);
-        p[len] = 0;
-        int rc = ferry_batch_str(b, p, len, &it->link_off);
+        e = mempcpy(e, r->lead_name, r->lead_name_len);
+        *e++ = '\0';
+        memcpy(e, &lr, sizeof(lr));
+        int rc = ferry_batch_str(b, p, len + 1 + sizeof(lr), &it->link_off);
         free(p);
         if (!rc)
                 memcpy(it->hash, r->hash, sizeof(it->hash));

@@ -21,6 +21,15 @@
 #    link group (another host's inode numbering could): the second is
 #    copied, not linked (SRC's names are not one inode here), DST holds
 #    each one's own content;
+#  - a snapshot removed (link counts drop), --delete: nothing copied, its
+#    names deleted, the other names keep their DST inodes;
+#  - a name given another inode of the same size and mtime (and two more
+#    names): copied anew, its new name linked to it, the old inode's other
+#    name keeps the old content;
+#  - rows of no known link count (an older ferry's, psql) whose file is
+#    rewritten behind a restored mtime: copied anew;
+#  - a user changed DST's copy of a first name, then a new snapshot: its
+#    new name gets SRC's data, not a link to the user's file, which stays;
 #  - --no-hard-links: another job copies every name apart.
 # Skips, saying why, without root, PostgreSQL, rsync or bench/slowfs.
 . "$(dirname "$0")/lib.sh" || exit 1
@@ -137,7 +146,63 @@ for n in snap1 snap2 snap3; do
 done
 same_links src dst "a repaired copy"
 
-# ---- two files one group only by their rows ------------------------------------
+# ---- a snapshot removed: nothing copied -------------------------------------------
+inode_map dst/snap1 >"$T/before"
+rm -rf src/snap3
+sleep 1.2
+run fy --delete
+check "a snapshot removed (link counts 3 to 2), --delete: exit 0, nothing copied (got $RC, $(total files_copied "$LOG/out"))" \
+	test "$RC $(total files_copied "$LOG/out")" = "0 0" || show "$LOG/err"
+check "... its 21 names and 3 directories deleted from DST (got $(total files_deleted "$LOG/out"))" \
+	eval 'test "$(total files_deleted "$LOG/out")" = 24 && test ! -e dst/snap3'
+inode_map dst/snap1 >"$T/after"
+check "... the other names keep their DST inodes" cmp -s "$T/before" "$T/after"
+same_links src dst "a snapshot removed"
+
+# ---- a name given another inode of the same size and mtime ------------------------
+# its ctime moves, its link count moves too, but it is another inode: not
+# the copy ferry made of the old one, nor one to link its new names to
+printf 'B 2\n' >src/new-g2 # as long as "b 2"
+touch -r src/snap1/b/g2 src/new-g2
+mv -f src/new-g2 src/snap1/b/g2
+ln src/snap1/b/g2 src/snap1/b/g2-more
+ln src/snap1/b/g2 src/snap1/b/g2-more2 # 3 names: another link count than the row's 2
+sleep 1.2
+run fy
+check "snap1/b/g2 another inode of its size and mtime, with a new name: exit 0 (got $RC)" \
+	test "$RC" = 0 || show "$LOG/err"
+check "... dst/snap1/b/g2 holds the new content" cmp -s src/snap1/b/g2 dst/snap1/b/g2
+check "... dst/snap1/b/g2-more too" cmp -s src/snap1/b/g2 dst/snap1/b/g2-more
+check "... dst/snap2/b/g2 keeps the old one" cmp -s src/snap2/b/g2 dst/snap2/b/g2
+same_links src dst "another inode"
+
+# ---- rows of no known link count (an older ferry's) -----------------------------
+sql "UPDATE ferry.files SET nlink = NULL WHERE job = $(jid links)
+	AND name = convert_to('f4', 'UTF8')" >/dev/null
+touch -r src/snap1/a/f4 "$T/stamp"
+printf 'A 4\n' >src/snap1/a/f4
+touch -r "$T/stamp" src/snap1/a/f4
+sleep 1.2
+run fy
+check "rows of no known link count, f4 rewritten behind its mtime: exit 0 (got $RC)" \
+	test "$RC" = 0 || show "$LOG/err"
+for n in snap1 snap2; do
+	check "... dst/$n/a/f4 holds the new content" cmp -s src/snap1/a/f4 "dst/$n/a/f4"
+done
+
+# ---- DST's copy of a first name changed by a user, then a new snapshot ------------
+echo "a user's words" >dst/snap1/a/f3
+cp -al src/snap1 src/snap4
+sleep 1.2
+run fy
+check "a user changed dst/snap1/a/f3, then a new snapshot: exit 0 (got $RC)" \
+	test "$RC" = 0 || show "$LOG/err"
+check "... dst/snap4/a/f3 is SRC's content, not linked to the user's file" \
+	eval 'cmp -s src/snap4/a/f3 dst/snap4/a/f3 &&
+	test "$(stat -c %i dst/snap4/a/f3)" != "$(stat -c %i dst/snap1/a/f3)"'
+check "... the user's file is left as it is" grep -q "a user's words" dst/snap1/a/f3
+
+# ---- two files one group only by their rows (their names stay apart after) ------------------------------------
 # psql plays a host whose mount numbered two different files alike: the
 # rows say one group, SRC's names say two inodes
 mkdir -p src/z
@@ -161,7 +226,10 @@ check "... q copied, not linked (got $(total files_copied "$LOG/out") copied, $(
 check "... dst/z/q holds q's content" cmp -s src/z/q dst/z/q
 check "... dst/z/p holds p's content" cmp -s src/z/p dst/z/p
 run "$FERRY" --verify --manifest "$URL" --job-name links "$MNT" "$T/dst"
-check "... --verify: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
+# (the user wrote through dst/snap1/a/f3, which snap2/a/f3 names too)
+check "... --verify: exit 5, naming only the file the user changed, by its 2 names (got $RC)" \
+	eval 'test "$RC" = 5 && test "$(grep -h -E "^(mismatch|missing): " "$LOG/out" "$LOG/err" | sort)" = "$(printf "mismatch: snap1/a/f3\nmismatch: snap2/a/f3")"' ||
+	show "$LOG/out"
 
 # ---- --no-hard-links ------------------------------------------------------------
 run "$FERRY" --manifest "$URL" --job-name apart -j 4 --no-hard-links "$MNT" "$T/apart"
