@@ -8,11 +8,16 @@
 --   than one name on SRC's own file system
 --   (a mount below SRC keeps its names apart); NULL for every other row
 --   and with --no-hard-links. A link group of gen g is the rows of g with
---   one lgroup, size and mtime_ns. Once the scan of g is over (no
---   directory left to list), a group with a row done in g hands out its
---   other rows as links to the lowest such row's copy; a group with none
---   hands out its lowest pending row for its data, and the others wait
---   until it is done (or failed: then each is copied on its own). A host
+--   one lgroup, size and mtime_ns.
+-- files.lwait: a pending row of a link group that no claim may take yet
+--   (a row that becomes pending with an lgroup waits). Rows are let go by
+--   manifest_pg/links.c once the scan of g is over (no directory left to
+--   list), when a host finds nothing to claim, and for the groups of a
+--   claim's outcome: a group with a row done in g lets all go (claimed as
+--   links to the lowest done row's copy); a group with none lets its
+--   lowest waiting row go, unless a row of it is pending and let go
+--   already (its data is being copied), so one row is copied and the
+--   others follow it (or, when it failed, the next is copied). A host
 --   links a name only when SRC's name of the row it links to is the same
 --   inode on its own mount (copy_link.c), so another host's numbering
 --   never decides it alone.
@@ -27,7 +32,15 @@
 --   name's data is copied.
 ALTER TABLE files ADD COLUMN nlink bigint;
 ALTER TABLE files ADD COLUMN lgroup bigint;
+ALTER TABLE files ADD COLUMN lwait boolean NOT NULL DEFAULT false;
 
--- A group's rows: its lowest done row and whether a lower row is pending.
+-- A group's rows: its lowest done row, whether one is pending.
 CREATE INDEX files_lgroup ON files (job, lgroup, size, mtime_ns, id)
     WHERE lgroup IS NOT NULL;
+-- The rows waiting, by group.
+CREATE INDEX files_lwait ON files (job, lgroup, size, mtime_ns, id)
+    WHERE lwait;
+-- What a file claim walks: the pending rows that may be claimed (the
+-- waiting ones of a large link group are never walked over).
+CREATE INDEX files_claimable ON files (job, id)
+    WHERE state = 0 AND NOT lwait;

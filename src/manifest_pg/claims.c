@@ -58,23 +58,14 @@
         " 0::int8, 0::int8"
 #define NO_DIR_META "0::int8, 0::int8, 0::int8, 0::int8, 0::int8"
 
-/* A name of a link group (008_links.sql) is claimed once the scan of
- * its gen is over: then with a row of the group done in gen, as a link
- * to the lowest one's copy (LEAD); with none, the lowest pending row for
- * its data, the others only once it is done or no longer pending. */
-#define SAME_GROUP(f) \
-        "l.job = " f ".job AND l.lgroup = " f ".lgroup AND l.size = " f \
-        ".size AND l.mtime_ns = " f ".mtime_ns AND l.id <> " f ".id"
+/* A name of a link group (008_links.sql) is claimed once links.c let it
+ * go: with a row of its group done in its gen, as a link to the lowest
+ * such row's copy (LEAD); with none, for its data. */
 #define LEAD(f) \
-        "(SELECT l.id FROM files l WHERE " SAME_GROUP(f) " AND l.state = " \
-        MF_SQL_INT(MF_ST_DONE) " AND l.gen = " f ".gen ORDER BY l.id" \
-        " LIMIT 1)"
-#define LINKS_READY \
-        " AND (lgroup IS NULL OR (NOT EXISTS (SELECT 1 FROM dirs WHERE" \
-        " job = $1 AND list_state = " MF_SQL_INT(PG_LIST_PENDING) ") AND" \
-        " (" LEAD("files") " IS NOT NULL OR NOT EXISTS (SELECT 1 FROM" \
-        " files l WHERE " SAME_GROUP("files") " AND l.state = " \
-        MF_SQL_INT(MF_ST_PENDING) " AND l.id < files.id))))"
+        "(SELECT l.id FROM files l WHERE l.job = " f ".job AND l.lgroup = " \
+        f ".lgroup AND l.size = " f ".size AND l.mtime_ns = " f ".mtime_ns" \
+        " AND l.id <> " f ".id AND l.state = " MF_SQL_INT(MF_ST_DONE) \
+        " AND l.gen = " f ".gen ORDER BY l.id LIMIT 1)"
 /* FILES_LEASED, and the link count and the lead's copy (or NULLs): its
  * path, hash, recorded ctime and DST record */
 #define FILES_LEASED_LINKED \
@@ -92,7 +83,7 @@ static const char claim_files_sql[] =
         "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
         " picked AS MATERIALIZED (SELECT id, CASE WHEN lgroup IS NOT NULL"
         " THEN " LEAD("files") " END AS lead FROM files WHERE job = $1"
-        " AND state = " MF_SQL_INT(MF_ST_PENDING) CLAIMABLE LINKS_READY
+        " AND state = " MF_SQL_INT(MF_ST_PENDING) " AND NOT lwait" CLAIMABLE
         " ORDER BY id LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
         FILES_LEASED_LINKED;
 
@@ -520,6 +511,8 @@ static int complete_step(struct ferry_pg *pg, void *arg)
                 return 0;
         }
         rc = write_outcomes(pg, a);
+        if (!rc && a->kind == PG_FILES)
+                rc = pg_links_release(pg, a->o, a->n);
         return rc ? rc : pg_commit(pg);
 }
 

@@ -106,6 +106,12 @@ struct ferry_buf;
 void pg_values_sql(struct ferry_buf *b, size_t rows, int first,
                    const char *const *casts, int ncols, bool with_ord);
 
+/* links.c: in the transaction of outcomes o[0..n-1], lets go the waiting
+ * rows of the link groups of those with link set that may be claimed. */
+struct ferry_pg_outcome;
+int pg_links_release(struct ferry_pg *pg, const struct ferry_pg_outcome *o,
+                     size_t n);
+
 /* Row k of a result whose columns 1 to 14 are a PG_FILES claim's
  * (claims.c), into w (pointing into r). */
 void pg_get_row(const PGresult *r, int k, struct ferry_pg_row *w);

@@ -292,12 +292,14 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
         " coalesce(files.ino = EXCLUDED.ino AND" \
         " files.nlink <> EXCLUDED.nlink, false)))"
 /* col: the listing's when the row changed (x.c), else its own; the ctime,
- * link count and link group are the listing's either way */
+ * link count and link group are the listing's either way; a row of a
+ * link group made pending waits (lwait, 008_links.sql) */
 #define IF_CHANGED(col, then) \
         " CASE WHEN x.c THEN " then " ELSE files." col " END,"
 #define CHANGED_SET \
         " (state, hash, attempts, error, type, size, mtime_ns, ctime_ns," \
-        " mode, uid, gid, dev, ino, rdev, nlink, lgroup, gen) = (SELECT" \
+        " mode, uid, gid, dev, ino, rdev, nlink, lgroup, lwait, gen) =" \
+        " (SELECT" \
         IF_CHANGED("state", MF_SQL_INT(MF_ST_PENDING)) \
         IF_CHANGED("hash", "NULL") IF_CHANGED("attempts", "0") \
         IF_CHANGED("error", "NULL") IF_CHANGED("type", "EXCLUDED.type") \
@@ -308,12 +310,14 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
         IF_CHANGED("gid", "EXCLUDED.gid") IF_CHANGED("dev", "EXCLUDED.dev") \
         IF_CHANGED("ino", "EXCLUDED.ino") IF_CHANGED("rdev", "EXCLUDED.rdev") \
         " EXCLUDED.nlink, EXCLUDED.lgroup," \
+        IF_CHANGED("lwait", "EXCLUDED.lwait") \
         " greatest(files.gen, EXCLUDED.gen) FROM (SELECT " CHANGED " AS c) x)"
 
 static const char add_files_head[] =
         "WITH ins AS (INSERT INTO files (job, gen, dir, name, type,"
         " size, mtime_ns, ctime_ns, mode, uid, gid, dev, ino, rdev,"
-        " nlink, lgroup) SELECT $1::int8, $2::int8, v.* FROM (VALUES ";
+        " nlink, lgroup, lwait) SELECT $1::int8, $2::int8, v.*,"
+        " v.column14 IS NOT NULL FROM (VALUES ";
 /* a row listed again: gen's now; pending again when the file changed
  * (its stat), or was gone (vanished, removed) and is back; a done row
  * keeps its hash until then, and its DST record (dst_*) until its next
@@ -492,7 +496,8 @@ int ferry_pg_remaining(struct ferry_pg *pg, enum ferry_pg_kind kind,
 static const char retry_failed_sql[] =
         "WITH f AS (UPDATE files SET state = "
         MF_SQL_INT(MF_ST_PENDING) ", claim_token = NULL,"
-        " lease_until = NULL, claimed_by = NULL WHERE job = $1"
+        " lease_until = NULL, claimed_by = NULL,"
+        " lwait = lgroup IS NOT NULL WHERE job = $1"
         " AND state = " MF_SQL_INT(MF_ST_FAILED) " RETURNING 1),"
         /* and the directories the retries will write into (a copy, a
          * subdirectory made) get their times again: one statement for

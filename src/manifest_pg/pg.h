@@ -286,6 +286,9 @@ struct ferry_pg_outcome {
         int dst_type;
         uint64_t dst_size;
         int64_t dst_mtime_ns;
+        /* PG_FILES: the row may be a name of a link group (more than one
+         * name): the group's waiting rows are looked at (links.c) */
+        bool link;
 };
 /* Records the outcomes of n (<= FERRY_PG_BATCH_MAX) distinct rows of
  * claim token, in one transaction, only if every one of them still holds
@@ -352,6 +355,14 @@ int ferry_pg_deleting(struct ferry_pg *pg, uint64_t *n);
 /* A metadata claim whose outcome was refused (a deletion in one of its
  * directories made it apply again): its other rows go back at once. */
 int ferry_pg_meta_drop(struct ferry_pg *pg, int64_t token);
+
+/* ---- link groups (links.c, 008_links.sql) ------------------------------ */
+
+/* Lets go the waiting rows of the job's link groups that may be claimed
+ * now (none while a directory is left to list); *let_go: how many;
+ * *scan_over: no directory is left to list. */
+int ferry_pg_links_release(struct ferry_pg *pg, uint64_t *let_go,
+                           bool *scan_over);
 
 /* ---- selection (src/shared/select.c, 009_selection.sql) ------------- */
 

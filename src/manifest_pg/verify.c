@@ -142,6 +142,7 @@ void ferry_pg_page_release(struct ferry_pg_page *page)
 static const char files_again_sql[] =
         "WITH RECURSIVE f AS (UPDATE files SET state = "
         MF_SQL_INT(MF_ST_PENDING) ", hash = NULL, error = NULL,"
+        " lwait = lgroup IS NOT NULL,"
         " claim_token = NULL, lease_until = NULL, claimed_by = NULL"
         " WHERE job = $1 AND id = ANY($2::int8[]) AND state = "
         MF_SQL_INT(MF_ST_DONE) " RETURNING dir),"

@@ -22,6 +22,9 @@
  * beyond the noise; bench/RESULTS.md "Issue 14, session 20"), while a
  * host's 2 x -j batches in flight stay a small part of a job. */
 #define FILE_CLAIM 48
+/* Seconds between two looks for link groups' rows to let go once the
+ * scan is over (let_links_go). */
+#define LINKS_AGAIN_S 30
 
 /* A name of a link group whose data another row's copy holds: linked to
  * that copy ("dir/name" under DST, as its SRC name under SRC), with its
@@ -96,12 +99,36 @@ int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r)
         return 0;
 }
 
+/* With nothing to claim, the waiting rows of link groups that may be
+ * claimed now are let go (manifest_pg/links.c; *none false when some
+ * were): each time until this host sees the scan over, then once every
+ * LINKS_AGAIN_S (the outcomes of their groups let most go; this is for a
+ * row made to wait by a late listing of a host cut off). */
+static int let_links_go(struct shared *s, bool *none)
+{
+        double now = shared_now();
+        if (s->links_over && now - s->links_at < LINKS_AGAIN_S)
+                return 0;
+        uint64_t n = 0;
+        bool over = false;
+        int rc = ferry_pg_links_release(s->pg, &n, &over);
+        if (rc)
+                return shared_pg_fail(s, rc);
+        s->links_over = s->links_over || over;
+        s->links_at = now;
+        if (n)
+                *none = false;
+        return 0;
+}
+
 int shared_hand_out(struct shared *s, bool *none)
 {
         shared_fence_reset(s);
         struct ferry_pg_claim c;
-        if (shared_claim(s, PG_FILES, FILE_CLAIM, &c, none) || *none)
+        if (shared_claim(s, PG_FILES, FILE_CLAIM, &c, none))
                 return s->code;
+        if (*none)
+                return let_links_go(s, none);
         struct ferry_batch *b = ferry_batch_new(WORK_COPY, c.n);
         for (size_t i = 0; b && i < c.n; i++)
                 if (shared_put_row(b, &c.rows[i])) {
@@ -136,7 +163,8 @@ static bool outcome_of(struct shared *s, struct ferry_batch *b,
 {
         const char *dir = ferry_batch_at(b, it->dir_off);
         const char *name = ferry_batch_at(b, it->name_off);
-        *o = (struct ferry_pg_outcome){.id = it->id};
+        /* its link group's other names may be let go now (links.c) */
+        *o = (struct ferry_pg_outcome){.id = it->id, .link = it->st.nlink > 1};
         switch (it->result) {
         case R_NONE: return false;
         case R_NOSPACE:
