@@ -5,8 +5,15 @@
  * in the gen lets every waiting row go (the claim hands them out as links
  * to that row's copy: claims.c, LEAD); a group with none lets its lowest
  * waiting row go for its data, unless one is let go and pending already.
- * Every host runs it for the groups of its outcomes, in their
+ * Every host runs it for the groups of its outcomes of names copied (or
+ * failed: not those linked, which nothing waits for), in their
  * transaction, and for the whole job when it finds nothing to claim.
+ *
+ * Cost (bench, one host, 5,000 files in 21 cp -al snapshots, 105,000
+ * names): every waiting name is updated once more, when let go; the
+ * claims no longer walk them: claims 17.0 s and run 39.1 s before (each
+ * claim filtered every pending name), claims 6.1 s, letting go 5.0 s and
+ * run 32.3 s with it (the server's times, pg_stat_statements).
  */
 #define _GNU_SOURCE
 #include "manifest_pg/internal.h"
@@ -27,9 +34,14 @@ static const char release_sql[] =
         " AND list_state = " MF_SQL_INT(PG_LIST_PENDING) ") AS yes),"
         " g AS (SELECT DISTINCT w.lgroup, w.size, w.mtime_ns FROM files w"
         " WHERE w.job = $1 AND w.lwait AND (SELECT yes FROM over) AND"
-        " ($2::int8[] IS NULL OR (w.lgroup, w.size, w.mtime_ns) IN"
-        " (SELECT o.lgroup, o.size, o.mtime_ns FROM files o WHERE"
-        " o.job = $1 AND o.id = ANY($2::int8[]) AND o.lgroup IS NOT NULL))),"
+        " $2::int8[] IS NULL"
+        /* the groups of the outcome's rows, from those rows (not from
+         * every waiting row), that have a row waiting */
+        " UNION SELECT o.lgroup, o.size, o.mtime_ns FROM"
+        " (SELECT unnest($2::int8[]) AS id) ids JOIN files o ON o.id = ids.id"
+        " WHERE o.job = $1 AND o.lgroup IS NOT NULL"
+        " AND (SELECT yes FROM over) AND EXISTS (SELECT 1 FROM files w"
+        " WHERE w.lwait AND " IN_GROUP("w", "o") ")),"
         " r AS (SELECT g.lgroup, g.size, g.mtime_ns,"
         " EXISTS (SELECT 1 FROM files l WHERE " IN_GROUP("l", "g")
         " AND l.state = " MF_SQL_INT(MF_ST_DONE) " AND l.gen ="

@@ -163,8 +163,11 @@ static bool outcome_of(struct shared *s, struct ferry_batch *b,
 {
         const char *dir = ferry_batch_at(b, it->dir_off);
         const char *name = ferry_batch_at(b, it->name_off);
-        /* its link group's other names may be let go now (links.c) */
-        *o = (struct ferry_pg_outcome){.id = it->id, .link = it->st.nlink > 1};
+        /* a name copied (or not) of a link group whose other names may
+         * wait for it (links.c); not one linked: none waits for that */
+        bool linked = it->result == R_DONE && it->link_off && !it->bytes;
+        *o = (struct ferry_pg_outcome){.id = it->id,
+                                       .link = it->st.nlink > 1 && !linked};
         switch (it->result) {
         case R_NONE: return false;
         case R_NOSPACE:
