@@ -277,14 +277,17 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
 /* A file row listed again differs from the listing (EXCLUDED): another
  * type, size, mtime, mode, owner or device number (dev and ino are not
  * compared: a host's mount may number files its own way), or it was gone
- * from SRC and is back, or its ctime moved, unless its link count moved
+ * from SRC and is back, or it failed in an older gen (a run again retries
+ * what its scan finds again), or its ctime moved, unless its link count moved
  * too while its inode number stayed (a name added or removed: cp -al, rm;
  * 008_links.sql). A row of no known link count, or listed by a host that
  * numbers inodes another way, is changed by its ctime alone. */
 /* clang-format off */
 #define CHANGED \
         "(files.state IN (" MF_SQL_INT(MF_ST_VANISHED) ", " \
-        MF_SQL_INT(MF_ST_REMOVED) ") OR (files.type, files.size," \
+        MF_SQL_INT(MF_ST_REMOVED) ") OR (files.state = " \
+        MF_SQL_INT(MF_ST_FAILED) " AND files.gen < EXCLUDED.gen)" \
+        " OR (files.type, files.size," \
         " files.mtime_ns, files.mode, files.uid, files.gid, files.rdev)" \
         " IS DISTINCT FROM (EXCLUDED.type, EXCLUDED.size," \
         " EXCLUDED.mtime_ns, EXCLUDED.mode, EXCLUDED.uid, EXCLUDED.gid," \
@@ -293,7 +296,9 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
         " files.nlink <> EXCLUDED.nlink, false)))"
 /* col: the listing's when the row changed (x.c), else its own; the ctime,
  * link count and link group are the listing's either way; a row of a
- * link group made pending waits (lwait, 008_links.sql) */
+ * link group made pending waits (lwait, 008_links.sql), and so does a
+ * pending one (a retry) that the listing finds in a group it was not in,
+ * while one no longer in a group waits no more (nothing would let it go) */
 #define IF_CHANGED(col, then) \
         " CASE WHEN x.c THEN " then " ELSE files." col " END,"
 #define CHANGED_SET \
@@ -310,7 +315,10 @@ static int add_dirs_batch(struct ferry_pg *pg, const struct add_args *a,
         IF_CHANGED("gid", "EXCLUDED.gid") IF_CHANGED("dev", "EXCLUDED.dev") \
         IF_CHANGED("ino", "EXCLUDED.ino") IF_CHANGED("rdev", "EXCLUDED.rdev") \
         " EXCLUDED.nlink, EXCLUDED.lgroup," \
-        IF_CHANGED("lwait", "EXCLUDED.lwait") \
+        " CASE WHEN x.c THEN EXCLUDED.lwait WHEN files.state <> " \
+        MF_SQL_INT(MF_ST_PENDING) " THEN files.lwait" \
+        " WHEN EXCLUDED.lgroup IS NULL THEN false" \
+        " ELSE files.lwait OR files.lgroup IS NULL END," \
         " greatest(files.gen, EXCLUDED.gen) FROM (SELECT " CHANGED " AS c) x)"
 
 static const char add_files_head[] =
@@ -498,7 +506,8 @@ static const char retry_failed_sql[] =
         MF_SQL_INT(MF_ST_PENDING) ", claim_token = NULL,"
         " lease_until = NULL, claimed_by = NULL,"
         " lwait = lgroup IS NOT NULL WHERE job = $1"
-        " AND state = " MF_SQL_INT(MF_ST_FAILED) " RETURNING 1),"
+        " AND state = " MF_SQL_INT(MF_ST_FAILED) " AND gen = (SELECT gen"
+        " FROM jobs WHERE id = $1) RETURNING 1),"
         /* and the directories the retries will write into (a copy, a
          * subdirectory made) get their times again: one statement for
          * them all, no row updated twice */
@@ -506,9 +515,12 @@ static const char retry_failed_sql[] =
         " meta_error = NULL, lease_until = NULL WHERE job = $1"
         " AND (state = " MF_SQL_INT(PG_META_FAILED) " OR id IN"
         " (SELECT dir FROM files WHERE job = $1 AND state = "
-        MF_SQL_INT(MF_ST_FAILED) ") OR id IN (SELECT parent FROM dirs"
-        " WHERE job = $1 AND list_state = " MF_SQL_INT(PG_LIST_FAILED) "))"
+        MF_SQL_INT(MF_ST_FAILED) " AND gen = (SELECT gen FROM jobs WHERE"
+        " id = $1)) OR id IN (SELECT parent FROM dirs WHERE job = $1"
+        " AND list_state = " MF_SQL_INT(PG_LIST_FAILED) "))"
         " RETURNING 1),"
+        /* (of any gen: one gone since is then listed as gone; one the
+         * selection now leaves out, as empty: src/shared/scan.c) */
         " l AS (UPDATE dirs SET list_state = " MF_SQL_INT(PG_LIST_PENDING) ","
         " error = NULL, lease_until = NULL WHERE job = $1"
         " AND list_state = " MF_SQL_INT(PG_LIST_FAILED) " RETURNING 1)"

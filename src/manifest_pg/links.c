@@ -54,8 +54,12 @@ static const char release_sql[] =
         " WHERE NOT r.has_done AND NOT r.has_lead),"
         " u AS (UPDATE files f SET lwait = false FROM r WHERE f.lwait AND "
         IN_GROUP("f", "r") " AND (r.has_done OR f.id IN (SELECT id FROM"
-        " first)) RETURNING 1)"
-        " SELECT (SELECT count(*) FROM u)::int8,"
+        " first)) RETURNING 1),"
+        /* (none should: a row no listing finds in a group waits no more,
+         * job.c; but none that does may wait for ever) */
+        " n AS (UPDATE files SET lwait = false WHERE job = $1 AND lwait"
+        " AND lgroup IS NULL AND $2::int8[] IS NULL RETURNING 1)"
+        " SELECT (SELECT count(*) FROM u)::int8 + (SELECT count(*) FROM n),"
         " (SELECT yes FROM over)::int::int8";
 /* clang-format on */
 

@@ -310,10 +310,12 @@ int ferry_pg_remaining(struct ferry_pg *pg, enum ferry_pg_kind kind,
  * leases to run out); *n rows. */
 int ferry_pg_release(struct ferry_pg *pg, uint64_t *n);
 
-/* Failed file rows, directories that could not be listed and those
- * whose metadata failed become pending again (a host's start: the same
- * command retries them), and the directories those write into get their
- * metadata applied again; *n rows changed. */
+/* Failed file rows of the job's gen, directories that could not be
+ * listed and those whose metadata failed become pending again (a host's
+ * start: the same command retries them), and the directories those write
+ * into get their metadata applied again; *n rows changed. Failed files of
+ * an older gen are retried by the scan of a run again, which finds them
+ * again unless the selection now leaves them out. */
 int ferry_pg_retry_failed(struct ferry_pg *pg, uint64_t *n);
 
 /* ---- --delete (src/shared/delete.c, 007_delete.sql) --------------- */

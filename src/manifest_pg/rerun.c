@@ -197,12 +197,35 @@ int ferry_pg_rerun(struct ferry_pg *pg)
 static const char removed_sql[] =
         "WITH f AS (UPDATE files f SET state = " MF_SQL_INT(MF_ST_REMOVED) ","
         " claim_token = NULL, lease_until = NULL FROM jobs j"
-        " WHERE j.id = $1 AND f.job = $1 AND f.gen < j.gen"
+        " WHERE j.id = $1 AND j.gen = $2 AND f.job = $1 AND f.gen < j.gen"
         " AND f.state <> " MF_SQL_INT(MF_ST_REMOVED)
         " AND NOT EXISTS (SELECT 1 FROM dirs d WHERE d.job = $1 AND"
         " d.gen = j.gen AND d.list_state <> " MF_SQL_INT(PG_LISTED) ")"
         " RETURNING 1) SELECT count(*)::int8 FROM f";
 /* clang-format on */
+
+struct removed_args {
+        uint64_t n;
+};
+
+/* (only while the job is at this host's gen: a host late at the end of
+ * gen g, whose selection may not be g + 1's, marks nothing of g + 1's) */
+static int removed_step(struct ferry_pg *pg, void *arg)
+{
+        struct removed_args *a = arg;
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_int(&p, pg->gen);
+        int rc = pg_exec(pg, removed_sql, &p, &r, "removed rows");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        a->n = (uint64_t)pg_get_i64(r, 0, 0);
+        PQclear(r);
+        return 0;
+}
 
 int ferry_pg_mark_removed(struct ferry_pg *pg, uint64_t *n)
 {
@@ -211,7 +234,10 @@ int ferry_pg_mark_removed(struct ferry_pg *pg, uint64_t *n)
                 return pg_fail(pg, "no job joined");
         if (pg->gen <= 1)
                 return 0;
-        return pg_job_count(pg, removed_sql, false, n, "removed rows");
+        struct removed_args a = {0};
+        int rc = pg_retry(pg, removed_step, &a);
+        *n = a.n;
+        return rc;
 }
 
 /* (a listing of a row of an older gen, a failed one retried, that finds

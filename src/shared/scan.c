@@ -148,6 +148,11 @@ static int add_entry(struct shared *s, struct listing *l, int64_t dir,
 static int read_dir(struct shared *s, struct scan_job *j)
 {
         struct listing *l = &j->l;
+        /* a directory the selection leaves out (one whose listing failed
+         * in an older run, tried again): listed as empty, never opened;
+         * its rows are kept (select.c) */
+        if (j->path_len && shared_select_protects(s, j->path, NULL, true))
+                return 0;
         int fd = -1;
         int e = j->path_len ? ferry_fsio_open_dir(s->srcfd, j->path, &fd)
                             : ferry_fsio_openat(s->srcfd, ".",

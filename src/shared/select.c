@@ -20,6 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A pattern in the selection's text: quoted, bytes that are not UTF-8 as
+ * \xHH (the column is text). */
+#define ESC (FERRY_ESC_QUOTE | FERRY_ESC_TERMINAL)
 /* Unseen rows asked about a statement. */
 #define UNSEEN_BATCH 1000
 
@@ -47,7 +50,7 @@ static char *selection_text(const struct ferry_options *o)
                 ferry_buf_adds(&b, b.len ? " " : "");
                 ferry_buf_adds(&b, o->filters[i].include ? "--include "
                                                          : "--exclude ");
-                ferry_buf_add_quoted(&b, p, strlen(p), FERRY_ESC_QUOTE);
+                ferry_buf_add_quoted(&b, p, strlen(p), ESC);
         }
         for (size_t i = 0; i < o->n_excludes; i++) {
                 ferry_buf_adds(&b, b.len ? " --exclude " : "--exclude ");

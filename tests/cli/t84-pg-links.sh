@@ -28,6 +28,8 @@
 #    name keeps the old content;
 #  - rows of no known link count (an older ferry's, psql) whose file is
 #    rewritten behind a restored mtime: copied anew;
+#  - a name that failed (psql), its other name then removed from SRC: the
+#    next run ends (the retry does not wait for a group) and copies it;
 #  - a user changed DST's copy of a first name, then a new snapshot: its
 #    new name gets SRC's data, not a link to the user's file, which stays;
 #  - --no-hard-links: another job copies every name apart.
@@ -189,6 +191,19 @@ check "rows of no known link count, f4 rewritten behind its mtime: exit 0 (got $
 for n in snap1 snap2; do
 	check "... dst/$n/a/f4 holds the new content" cmp -s src/snap1/a/f4 "dst/$n/a/f4"
 done
+
+# ---- a name that failed, and its other name removed ---------------------------
+# (a run again retries it as the scan finds it: no longer in a group, it
+# must not wait for a group's first name; psql plays the failure)
+sql "UPDATE ferry.files SET state = 2, error = 'planted', hash = NULL
+	WHERE job = $(jid links) AND name = convert_to('f5', 'UTF8') AND dir = (SELECT id
+	FROM ferry.dirs WHERE job = $(jid links) AND path = convert_to('snap1/a', 'UTF8'))" >/dev/null
+rm dst/snap1/a/f5 src/snap2/a/f5
+sleep 1.2
+run timeout 60 "$FERRY" --manifest "$URL" --job-name links -j 4 --json "$MNT" "$T/dst"
+check "a failed name whose other name is gone: the run ends, exit 0 (got $RC)" \
+	test "$RC" = 0 || show "$LOG/err"
+check "... dst/snap1/a/f5 copied" cmp -s src/snap1/a/f5 dst/snap1/a/f5
 
 # ---- DST's copy of a first name changed by a user, then a new snapshot ------------
 echo "a user's words" >dst/snap1/a/f3

@@ -16,6 +16,8 @@
 #    not removed (psql);
 #  - a file SRC lost in a run without --delete, then excluded, with
 #    --delete: kept (rsync --delete keeps it too);
+#  - a failed file (psql), then its directory excluded: not copied; a run
+#    that takes it again retries it;
 #  - a file grown past --max-size: neither copied nor deleted;
 #  - bad sizes (--min-size above --max-size), --files-from: exit 1, DST
 #    not made; --verify with selection options: exit 1 (it verifies the
@@ -136,6 +138,22 @@ check "... then keep/c/ excluded, --delete: exit 0, nothing deleted (got $RC, $(
 	eval 'test "$RC" = 0 && test "$(deleted)" = 0' || show "$LOG/err"
 check "... keep/c/h1 kept" test -f dst/keep/c/h1
 same "keep/c excluded"
+
+# ---- a failed file, then excluded ----------------------------------------------
+# (psql plays the failure; its DST copy is gone): the run that excludes
+# its directory neither copies it nor fails for it... it stays failed,
+# retried by a later run whose scan finds it again
+sql "UPDATE ferry.files SET state = 2, error = 'planted', hash = NULL
+	WHERE job = $(jid) AND name = convert_to('t3.txt', 'UTF8')" >/dev/null
+rm dst/logs/t3.txt
+RULES4=(--exclude 'logs/' "${RULES3[@]}")
+sleep 1.2
+run fy "${RULES4[@]}"
+check "logs/t3.txt failed, then logs/ excluded: not copied again (got exit $RC)" \
+	test ! -e dst/logs/t3.txt || show "$LOG/err"
+run fy "${RULES3[@]}"
+check "... a run that takes logs/ again retries it: exit 0 (got $RC), copied" \
+	eval 'test "$RC" = 0 && cmp -s src/logs/t3.txt dst/logs/t3.txt' || show "$LOG/err"
 
 # ---- a file grown past --max-size ----------------------------------------------
 head -c 3000 /dev/zero >src/big/small
