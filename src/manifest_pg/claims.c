@@ -555,7 +555,7 @@ static const char release_sql[] =
 
 int ferry_pg_release(struct ferry_pg *pg, uint64_t *n)
 {
-        return pg_job_count(pg, release_sql, true, n, "release");
+        return pg_job_count(pg, release_sql, PG_AND_HOST, n, "release");
 }
 
 static int leave_step(struct ferry_pg *pg, void *arg)

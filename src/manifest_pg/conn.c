@@ -507,7 +507,7 @@ void ferry_pg_close(struct ferry_pg *pg)
 
 struct count_args {
         const char *sql, *what;
-        bool with_host;
+        enum pg_count_arg arg;
         uint64_t n;
 };
 
@@ -518,8 +518,10 @@ static int count_step(struct ferry_pg *pg, void *arg)
         PGresult *r = NULL;
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
-        if (a->with_host)
+        if (a->arg == PG_AND_HOST)
                 pg_param_text(&p, pg->host);
+        else if (a->arg == PG_AND_GEN)
+                pg_param_int(&p, pg->gen);
         int rc = pg_exec(pg, a->sql, &p, &r, a->what);
         pg_params_release(&p);
         if (rc)
@@ -529,13 +531,13 @@ static int count_step(struct ferry_pg *pg, void *arg)
         return 0;
 }
 
-int pg_job_count(struct ferry_pg *pg, const char *sql, bool with_host,
+int pg_job_count(struct ferry_pg *pg, const char *sql, enum pg_count_arg arg,
                  uint64_t *out, const char *what)
 {
         *out = 0;
         if (!pg->job)
                 return pg_fail(pg, "no job joined");
-        struct count_args a = {sql, what, with_host, 0};
+        struct count_args a = {sql, what, arg, 0};
         int rc = pg_retry(pg, count_step, &a);
         *out = a.n;
         return rc;

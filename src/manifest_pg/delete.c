@@ -287,7 +287,7 @@ static const char deleting_sql[] =
 
 int ferry_pg_deleting(struct ferry_pg *pg, uint64_t *n)
 {
-        return pg_job_count(pg, deleting_sql, false, n, "deletions");
+        return pg_job_count(pg, deleting_sql, PG_JOB_ONLY, n, "deletions");
 }
 
 /* clang-format off */

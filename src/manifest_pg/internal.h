@@ -79,9 +79,10 @@ void pg_param_hex_array(struct pg_params *p, const char *const *v, size_t n);
  * "manifest <what> failed: <server's message>". */
 int pg_exec(struct ferry_pg *pg, const char *sql, const struct pg_params *p,
             PGresult **res, const char *what);
-/* Runs sql, whose $1 is the joined job and (with_host) $2 this host, in
- * pg_retry; *out: the first column of its one row (an int8). */
-int pg_job_count(struct ferry_pg *pg, const char *sql, bool with_host,
+/* Runs sql, whose $1 is the joined job and $2 (arg) this host or its
+ * gen, in pg_retry; *out: the first column of its one row (an int8). */
+enum pg_count_arg { PG_JOB_ONLY, PG_AND_HOST, PG_AND_GEN };
+int pg_job_count(struct ferry_pg *pg, const char *sql, enum pg_count_arg arg,
                  uint64_t *out, const char *what);
 /* Whether row 0 of r (columns 1 and 2: a job's src_fp and dst_fp) is
  * job name's with these fingerprints: 0, or FERRY_EPATH with the message

@@ -530,7 +530,7 @@ static const char retry_failed_sql[] =
 
 int ferry_pg_retry_failed(struct ferry_pg *pg, uint64_t *n)
 {
-        return pg_job_count(pg, retry_failed_sql, false, n,
+        return pg_job_count(pg, retry_failed_sql, PG_JOB_ONLY, n,
                             "retry of failed rows");
 }
 

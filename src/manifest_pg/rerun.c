@@ -204,29 +204,6 @@ static const char removed_sql[] =
         " RETURNING 1) SELECT count(*)::int8 FROM f";
 /* clang-format on */
 
-struct removed_args {
-        uint64_t n;
-};
-
-/* (only while the job is at this host's gen: a host late at the end of
- * gen g, whose selection may not be g + 1's, marks nothing of g + 1's) */
-static int removed_step(struct ferry_pg *pg, void *arg)
-{
-        struct removed_args *a = arg;
-        struct pg_params p;
-        PGresult *r = NULL;
-        pg_params_init(&p);
-        pg_param_int(&p, pg->job);
-        pg_param_int(&p, pg->gen);
-        int rc = pg_exec(pg, removed_sql, &p, &r, "removed rows");
-        pg_params_release(&p);
-        if (rc)
-                return rc;
-        a->n = (uint64_t)pg_get_i64(r, 0, 0);
-        PQclear(r);
-        return 0;
-}
-
 int ferry_pg_mark_removed(struct ferry_pg *pg, uint64_t *n)
 {
         *n = 0;
@@ -234,10 +211,10 @@ int ferry_pg_mark_removed(struct ferry_pg *pg, uint64_t *n)
                 return pg_fail(pg, "no job joined");
         if (pg->gen <= 1)
                 return 0;
-        struct removed_args a = {0};
-        int rc = pg_retry(pg, removed_step, &a);
-        *n = a.n;
-        return rc;
+        /* (only while the job is at this host's gen: a host late at the
+         * end of gen g, whose selection may not be g + 1's, marks nothing
+         * of g + 1's) */
+        return pg_job_count(pg, removed_sql, PG_AND_GEN, n, "removed rows");
 }
 
 /* (a listing of a row of an older gen, a failed one retried, that finds
@@ -251,6 +228,6 @@ static const char dirs_vanished_sql[] =
 
 int ferry_pg_dirs_vanished(struct ferry_pg *pg, uint64_t *n)
 {
-        return pg_job_count(pg, dirs_vanished_sql, false, n,
+        return pg_job_count(pg, dirs_vanished_sql, PG_JOB_ONLY, n,
                             "vanished directories");
 }

@@ -49,6 +49,36 @@ pg_need() {
 	ip netns del "$probe"
 }
 
+# pg_slowfs_start CMD...: what a test of a shared job with SRC behind
+# slowfs needs (root, PostgreSQL, slowfs and each command named), then a
+# throw-away cluster started; MNT is slowfs's mount point, URL the
+# cluster's; both are unmounted and stopped at the exit
+pg_slowfs_start() {
+	pg_need
+	(($#)) && need_cmd "$@"
+	need_slowfs
+	MNT=$T/mnt
+	trap 'umount_fuse "$MNT"; pg_cleanup; cleanup' EXIT
+	pg_init
+	pg_start
+	URL=$PG_SOCK_URL
+}
+
+# two_hosts ARGS...: the test's fy ARGS (its one host's command) run
+# twice at once, its output in $T/h1.out and $T/h2.out (.err); R1 and R2
+# their exit codes
+two_hosts() {
+	local p1 p2
+	spawn "$T/h1.out" fy "$@"
+	p1=$SPAWNED
+	spawn "$T/h2.out" fy "$@"
+	p2=$SPAWNED
+	reap "$p1"
+	R1=$RC
+	reap "$p2"
+	R2=$RC
+}
+
 # as_pg CMD...: CMD as nobody, in $PG_DIR
 as_pg() {
 	(cd "$PG_DIR" && setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@")

@@ -14,15 +14,7 @@
 # Skips, saying why, without root, PostgreSQL or bench/slowfs.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
-pg_need
-need_cmd python3
-need_slowfs
-MNT=$T/mnt
-trap 'umount_fuse "$MNT"; pg_cleanup; cleanup' EXIT
-
-pg_init
-pg_start
-URL=$PG_SOCK_URL
+pg_slowfs_start python3
 set_job() { "$FERRY" set --manifest "$URL" --job-name j "$@"; }
 js() { python3 -c "import json,sys; j = json.load(open('$LOG/out')); print($1)"; }
 

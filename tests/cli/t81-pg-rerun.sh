@@ -40,15 +40,7 @@
 # Skips, saying why, without root, PostgreSQL, rsync or bench/slowfs.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
-pg_need
-need_cmd rsync
-need_slowfs
-MNT=$T/mnt
-trap 'umount_fuse "$MNT"; pg_cleanup; cleanup' EXIT
-
-pg_init
-pg_start
-URL=$PG_SOCK_URL
+pg_slowfs_start rsync
 jid() { sql "SELECT id FROM ferry.jobs WHERE name = 'r'"; }
 row() { # row DIR NAME: the file row's state
 	sql "SELECT f.state FROM ferry.files f JOIN ferry.dirs d ON d.id = f.dir
@@ -75,18 +67,6 @@ mkdir -p "$MNT"
 "$SLOWFS" --latency-us 2000 "$T/src" "$MNT" 2>"$LOG/slowfs.err" ||
 	skip_all "slowfs does not mount here: $(head -c 200 "$LOG/slowfs.err")"
 fy() { "$FERRY" --manifest "$URL" --job-name r -j 4 "$@" "$MNT" "$T/dst"; }
-# two_hosts: fy twice at once; R1 and R2 their exit codes
-two_hosts() {
-	local p1 p2
-	spawn "$T/h1.out" fy
-	p1=$SPAWNED
-	spawn "$T/h2.out" fy
-	p2=$SPAWNED
-	reap "$p1"
-	R1=$RC
-	reap "$p2"
-	R2=$RC
-}
 
 # ---- the first run -------------------------------------------------------
 run fy

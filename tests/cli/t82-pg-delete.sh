@@ -29,15 +29,7 @@
 # Skips, saying why, without root, PostgreSQL, rsync or bench/slowfs.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
-pg_need
-need_cmd rsync
-need_slowfs
-MNT=$T/mnt
-trap 'umount_fuse "$MNT"; pg_cleanup; cleanup' EXIT
-
-pg_init
-pg_start
-URL=$PG_SOCK_URL
+pg_slowfs_start rsync
 jid() { sql "SELECT id FROM ferry.jobs WHERE name = 'del'"; }
 counts_ok() {
 	local wrong
@@ -71,18 +63,6 @@ mkdir -p "$MNT"
 "$SLOWFS" --latency-us 2000 "$T/src" "$MNT" 2>"$LOG/slowfs.err" ||
 	skip_all "slowfs does not mount here: $(head -c 200 "$LOG/slowfs.err")"
 fy() { "$FERRY" --manifest "$URL" --job-name del -j 4 "$@" "$MNT" "$T/dst"; }
-# two_hosts ARGS...: fy ARGS twice at once; R1 and R2 their exit codes
-two_hosts() {
-	local p1 p2
-	spawn "$T/h1.out" fy "$@"
-	p1=$SPAWNED
-	spawn "$T/h2.out" fy "$@"
-	p2=$SPAWNED
-	reap "$p1"
-	R1=$RC
-	reap "$p2"
-	R2=$RC
-}
 
 # ---- the first run; --max-delete is refused -------------------------------
 run fy

@@ -36,15 +36,7 @@
 # Skips, saying why, without root, PostgreSQL, rsync or bench/slowfs.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
-pg_need
-need_cmd rsync
-need_slowfs
-MNT=$T/mnt
-trap 'umount_fuse "$MNT"; pg_cleanup; cleanup' EXIT
-
-pg_init
-pg_start
-URL=$PG_SOCK_URL
+pg_slowfs_start rsync
 jid() { sql "SELECT id FROM ferry.jobs WHERE name = '$1'"; }
 # same_links SRC DST WHAT: rsync -aHn -i lists nothing, the same link
 # groups (lib.sh) and as many inodes
@@ -80,14 +72,7 @@ mkdir -p "$MNT"
 fy() { "$FERRY" --manifest "$URL" --job-name links -j 4 --json "$@" "$MNT" "$T/dst"; }
 
 # ---- two hosts at once --------------------------------------------------------
-spawn "$T/h1.out" fy
-p1=$SPAWNED
-spawn "$T/h2.out" fy
-p2=$SPAWNED
-reap "$p1"
-R1=$RC
-reap "$p2"
-R2=$RC
+two_hosts
 check "two hosts at once: both exit 0 (got $R1 $R2)" test "$R1 $R2" = "0 0" ||
 	show "$T/h1.out.err"
 check "... psql: both joined the job" \

@@ -25,15 +25,7 @@
 # Skips, saying why, without root, PostgreSQL, rsync or bench/slowfs.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
-pg_need
-need_cmd rsync
-need_slowfs
-MNT=$T/mnt
-trap 'umount_fuse "$MNT"; pg_cleanup; cleanup' EXIT
-
-pg_init
-pg_start
-URL=$PG_SOCK_URL
+pg_slowfs_start rsync
 jid() { sql "SELECT id FROM ferry.jobs WHERE name = 'sel'"; }
 RULES=(--exclude 'cache/' --exclude '*.log' --include 'keep/**' --max-size 2000)
 fy() { "$FERRY" --manifest "$URL" --job-name sel -j 4 "$@" "$MNT" "$T/dst"; }
@@ -77,14 +69,7 @@ check "... DST not made" test ! -e dst
 
 # ---- two hosts at once ------------------------------------------------------------
 expect "${RULES[@]}"
-spawn "$T/h1.out" fy "${RULES[@]}"
-p1=$SPAWNED
-spawn "$T/h2.out" fy "${RULES[@]}"
-p2=$SPAWNED
-reap "$p1"
-R1=$RC
-reap "$p2"
-R2=$RC
+two_hosts "${RULES[@]}"
 check "two hosts with the rules: both exit 0 (got $R1 $R2)" test "$R1 $R2" = "0 0" ||
 	show "$T/h1.out.err"
 check "... psql: both joined the job" \
