@@ -50,6 +50,26 @@ static inline uint32_t ferry_chunk_count(uint64_t size, uint64_t chunk_size)
         return (uint32_t)((size + chunk_size - 1) / chunk_size);
 }
 
+/* The most chunks a plan has: 65536 chunks of 17 bytes are 1.1 MiB of
+ * a batch's arena (memory stays bounded); a file that would have more
+ * gets bigger chunks (ferry_chunk_size_for), and beyond 64 TiB no plan. */
+#define FERRY_MAX_CHUNKS 65536u
+
+static inline bool ferry_chunk_plan_fits(uint64_t size, uint64_t cs)
+{
+        return cs && (size + cs - 1) / cs <= FERRY_MAX_CHUNKS;
+}
+
+/* A new plan's chunk size: FERRY_CHUNK_SIZE, doubled while the file would
+ * have too many chunks; 0 when even 1 GiB chunks are too many. */
+static inline uint64_t ferry_chunk_size_for(uint64_t size)
+{
+        uint64_t cs = FERRY_CHUNK_SIZE;
+        while (!ferry_chunk_plan_fits(size, cs) && cs < (1ull << 30))
+                cs <<= 1;
+        return ferry_chunk_plan_fits(size, cs) ? cs : 0;
+}
+
 enum ferry_chunk_state {
         CH_TODO = 0, /* to copy */
         CH_DONE = 1, /* durable in the temp file (copy) or in DST (a done

@@ -233,6 +233,14 @@ static int copy_once(struct ferry_copier *c, const char *name,
                 *changed = true;
                 goto out;
         }
+        /* a shared job's row: the inode number is the listing host's;
+         * when the rest is the row's, this host's is the file's */
+        if (c->cfg.foreign_rows && before.size == it->st.size &&
+            ferry_time_eq(before.mtime, it->st.mtime) &&
+            ferry_time_eq(before.ctime, it->st.ctime)) {
+                it->st.dev = before.dev;
+                it->st.ino = before.ino;
+        }
         ferry_copy_temp_name(name, it->id, tmp);
         if (plan) /* ferry_copier_data borrows its own */
                 ferry_copier_borrow(c, it->st.size);
@@ -277,7 +285,11 @@ static int copy_once(struct ferry_copier *c, const char *name,
                         rc = ferry_copier_times_again(c, it, &before, name,
                                                       step);
         }
-        /* a chunked file's temp stays for a resume, unless SRC changed */
+        /* a chunked file's temp stays for a resume, unless SRC changed
+         * or the job records no chunks (a shared one: no run resumes it,
+         * and none would remove it) */
+        if (c->cfg.foreign_rows)
+                keep = false;
         if ((rc || *changed) && !(keep && !*changed))
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
 out:

@@ -83,26 +83,6 @@ static bool sane_chunk_size(int64_t cs)
         return cs >= (1 << 20) && cs <= (1 << 30) && !(cs & (cs - 1));
 }
 
-/* The most chunks a plan has: 65536 chunks of 17 bytes are 1.1 MiB of
- * a batch's arena (memory stays bounded); a file that would have more
- * gets bigger chunks (fresh_chunk_size), and beyond 64 TiB no plan. */
-#define MF_MAX_CHUNKS 65536u
-
-static bool plan_fits(uint64_t size, uint64_t cs)
-{
-        return cs && (size + cs - 1) / cs <= MF_MAX_CHUNKS;
-}
-
-/* FERRY_CHUNK_SIZE, doubled while the file would have too many chunks;
- * 0 when even 1 GiB chunks are too many. */
-static uint64_t fresh_chunk_size(uint64_t size)
-{
-        uint64_t cs = FERRY_CHUNK_SIZE;
-        while (!plan_fits(size, cs) && cs < (1ull << 30))
-                cs <<= 1;
-        return plan_fits(size, cs) ? cs : 0;
-}
-
 /* A partial row: the temp file and SRC as its chunks were read. */
 struct partial {
         uint64_t chunk_size, tmp_dev, tmp_ino;
@@ -306,7 +286,7 @@ static int verify_plan(struct ferry_manifest *m, struct ferry_batch *b,
         struct chunk_rows r;
         int rc = chunks_read(m, it->id, it->st.size, NULL, &r);
         if (rc || !r.chunk_size || !sane_chunk_size((int64_t)r.chunk_size) ||
-            !plan_fits(it->st.size, r.chunk_size) ||
+            !ferry_chunk_plan_fits(it->st.size, r.chunk_size) ||
             r.rows != ferry_chunk_count(it->st.size, r.chunk_size))
                 return rc;
         struct ferry_chunk_plan *plan = plan_new(m, b, k, r.chunk_size);
@@ -333,19 +313,19 @@ static int copy_plan(struct ferry_manifest *m, struct ferry_batch *b, size_t k,
         if (rc)
                 return rc;
         bool resume = found && sane_chunk_size((int64_t)p.chunk_size) &&
-                      plan_fits(size, p.chunk_size) &&
+                      ferry_chunk_plan_fits(size, p.chunk_size) &&
                       same_src(&p.src, &b->items[k].st) &&
                       (!r.any || r.chunk_size == p.chunk_size) && !r.bad;
         bool repair = !found && r.bad && r.chunk_size &&
                       sane_chunk_size((int64_t)r.chunk_size) &&
-                      plan_fits(size, r.chunk_size) &&
+                      ferry_chunk_plan_fits(size, r.chunk_size) &&
                       r.rows == ferry_chunk_count(size, r.chunk_size);
         if (!resume && !repair && (found || r.any) && !dry &&
             (rc = mf_chunks_drop(m, id)))
                 return rc;
         uint64_t cs = resume   ? p.chunk_size
                       : repair ? r.chunk_size
-                               : fresh_chunk_size(size);
+                               : ferry_chunk_size_for(size);
         if (!cs)
                 return 0; /* over 64 TiB: copied whole, as a small file */
         struct ferry_chunk_plan *plan = plan_new(m, b, k, cs);

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "shared/internal.h"
 
+#include "chunks.h"
 #include "failure.h"
 #include "manifest_types.h"
 #include "workers.h"
@@ -121,6 +122,36 @@ static int let_links_go(struct shared *s, bool *none)
         return 0;
 }
 
+/* A file of at least FERRY_CHUNK_MIN_FILE bytes to copy (not to link):
+ * a fresh plan, so that its chunks are copied by several streams at once
+ * (copy_chunks.c), as on a single host. None of them is recorded: a
+ * shared job keeps no chunks, and a file whose copy stops is copied
+ * again from its start. */
+static int put_plan(struct ferry_batch *b, size_t k)
+{
+        struct ferry_item *it = &b->items[k];
+        if (it->type != FT_REG || it->st.size < FERRY_CHUNK_MIN_FILE ||
+            it->link_off)
+                return 0;
+        uint64_t cs = ferry_chunk_size_for(it->st.size);
+        if (!cs)
+                return 0; /* beyond 64 TiB: one stream */
+        uint32_t n = ferry_chunk_count(it->st.size, cs), off = 0;
+        if (ferry_batch_reserve(b,
+                                sizeof(struct ferry_chunk_plan) +
+                                        (size_t)n *
+                                                sizeof(struct ferry_chunk_rec),
+                                &off))
+                return ENOMEM;
+        b->items[k].plan_off = off;
+        /* (a multiple of 8: ferry_batch_reserve) */
+        struct ferry_chunk_plan *plan =
+                (struct ferry_chunk_plan *)(void *)(b->arena + off);
+        plan->chunk_size = cs;
+        plan->n = n;
+        return 0;
+}
+
 int shared_hand_out(struct shared *s, bool *none)
 {
         shared_fence_reset(s);
@@ -131,7 +162,7 @@ int shared_hand_out(struct shared *s, bool *none)
                 return let_links_go(s, none);
         struct ferry_batch *b = ferry_batch_new(WORK_COPY, c.n);
         for (size_t i = 0; b && i < c.n; i++)
-                if (shared_put_row(b, &c.rows[i])) {
+                if (shared_put_row(b, &c.rows[i]) || put_plan(b, i)) {
                         ferry_batch_free(b);
                         b = NULL;
                 }

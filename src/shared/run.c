@@ -19,7 +19,8 @@
  * Live control (`ferry set`: pause, resume, -j) is read about once a
  * second (control.c). What a shared job does not do yet (refused or said,
  * never silent): --files-from, --max-delete, --adopt, --dry-run,
- * --bwlimit, --window; big files go as one stream. Hard links: a name of
+ * --bwlimit, --window. A big file is copied in chunks by one host, none
+ * recorded (batches.c, put_plan). Hard links: a name of
  * a link group is handed out once the scan is over, linked to the copy
  * of its group's first name (claims.c, 008_links.sql). --verify is
  * verify.c.
