@@ -23,9 +23,11 @@
  * beyond the noise; bench/RESULTS.md "Issue 14, session 20"), while a
  * host's 2 x -j batches in flight stay a small part of a job. */
 #define FILE_CLAIM 48
-/* Seconds between two looks for link groups' rows to let go once the
- * scan is over (let_links_go). */
-#define LINKS_AGAIN_S 30
+/* Once the scan is over, the first wait before another look at the whole
+ * job for link groups' rows to let go, doubled after each up to
+ * LINKS_AGAIN_MAX_S (let_links_go; each look reads every waiting row). */
+#define LINKS_AGAIN_S     30
+#define LINKS_AGAIN_MAX_S 600
 
 /* A name of a link group whose data another row's copy holds: linked to
  * that copy ("dir/name" under DST, as its SRC name under SRC), with its
@@ -102,20 +104,37 @@ int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r)
 
 /* With nothing to claim, the waiting rows of link groups that may be
  * claimed now are let go (manifest_pg/links.c; *none false when some
- * were): each time until this host sees the scan over, then once every
- * LINKS_AGAIN_S (the outcomes of their groups let most go; this is for a
- * row made to wait by a late listing of a host cut off). */
+ * were): each time until this host sees the scan over (cheap until then).
+ * After that the outcomes of their groups let most go, and a look at the
+ * whole job is for the rest (a row made to wait by a late listing of a
+ * host cut off, a first name copied with another size): at once when no
+ * file of the job is under a lease (nothing else would let them go), else
+ * after a wait that doubles, so that a long job does not read every
+ * waiting row again and again. */
 static int let_links_go(struct shared *s, bool *none)
 {
         double now = shared_now();
-        if (s->links_over && now - s->links_at < LINKS_AGAIN_S)
-                return 0;
+        if (s->links_over) {
+                uint64_t left = 0, leased = 0;
+                int rc = ferry_pg_remaining(s->pg, PG_FILES, &left, &leased);
+                if (rc)
+                        return shared_pg_fail(s, rc);
+                if (!left)
+                        return 0;
+                if (leased && now - s->links_at < s->links_wait)
+                        return 0;
+                if (leased && s->links_wait < LINKS_AGAIN_MAX_S)
+                        s->links_wait *= 2;
+        }
         uint64_t n = 0;
         bool over = false;
         int rc = ferry_pg_links_release(s->pg, &n, &over);
         if (rc)
                 return shared_pg_fail(s, rc);
-        s->links_over = s->links_over || over;
+        if (over && !s->links_over) {
+                s->links_over = true;
+                s->links_wait = LINKS_AGAIN_S;
+        }
         s->links_at = now;
         if (n)
                 *none = false;

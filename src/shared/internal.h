@@ -70,10 +70,11 @@ struct shared {
          * 0 while a claim was found lost, until those in flight are back */
         _Atomic int64_t fence;
         bool claims_lost;
-        /* batches.c: this host saw the scan over (links.c), and when it
-         * last let link groups' rows go */
+        /* batches.c: this host saw the scan over (links.c), when it
+         * last let link groups' rows go, and the wait before the next
+         * look (seconds) */
         bool links_over;
-        double links_at;
+        double links_at, links_wait;
         /* --delete refused: SRC looks emptied or replaced (delete.c) */
         bool delete_refused;
         struct ferry_copy_cfg ccfg;
