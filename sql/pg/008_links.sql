@@ -40,7 +40,11 @@ CREATE INDEX files_lgroup ON files (job, lgroup, size, mtime_ns, id)
 -- The rows waiting, by group.
 CREATE INDEX files_lwait ON files (job, lgroup, size, mtime_ns, id)
     WHERE lwait;
--- What a file claim walks: the pending rows that may be claimed (the
--- waiting ones of a large link group are never walked over).
-CREATE INDEX files_claimable ON files (job, id)
-    WHERE state = 0 AND NOT lwait;
+-- The pending rows, by job, whether they wait, and id: a file claim
+-- (job, NOT lwait, ORDER BY id) walks only those it may claim, never the
+-- waiting ones of a large link group, and no other index of pending rows
+-- is there for the planner to pick instead (a second partial index of
+-- the claimable rows beside the old one was passed over in some runs:
+-- every claim filtered every waiting row again).
+DROP INDEX files_pending;
+CREATE INDEX files_pending ON files (job, lwait, id) WHERE state = 0;

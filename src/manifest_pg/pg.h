@@ -365,6 +365,9 @@ int ferry_pg_meta_drop(struct ferry_pg *pg, int64_t token);
  * *scan_over: no directory is left to list. */
 int ferry_pg_links_release(struct ferry_pg *pg, uint64_t *let_go,
                            bool *scan_over);
+/* Whether a row of the job waits, and whether a file row is under a live
+ * lease; cheap (partial indexes), unlike ferry_pg_remaining's counts. */
+int ferry_pg_links_waiting(struct ferry_pg *pg, bool *waiting, bool *leased);
 
 /* ---- selection (src/shared/select.c, 009_selection.sql) ------------- */
 

@@ -115,11 +115,16 @@ static int let_links_go(struct shared *s, bool *none)
 {
         double now = shared_now();
         if (s->links_over) {
-                uint64_t left = 0, leased = 0;
-                int rc = ferry_pg_remaining(s->pg, PG_FILES, &left, &leased);
+                /* (a host with nothing to claim asks every 10-100 ms:
+                 * this once a second is enough) */
+                if (now - s->links_asked < 1)
+                        return 0;
+                s->links_asked = now;
+                bool waiting = false, leased = false;
+                int rc = ferry_pg_links_waiting(s->pg, &waiting, &leased);
                 if (rc)
                         return shared_pg_fail(s, rc);
-                if (!left)
+                if (!waiting)
                         return 0;
                 if (leased && now - s->links_at < s->links_wait)
                         return 0;

@@ -74,7 +74,7 @@ struct shared {
          * last let link groups' rows go, and the wait before the next
          * look (seconds) */
         bool links_over;
-        double links_at, links_wait;
+        double links_at, links_wait, links_asked;
         /* --delete refused: SRC looks emptied or replaced (delete.c) */
         bool delete_refused;
         struct ferry_copy_cfg ccfg;
