@@ -252,6 +252,11 @@ bool ferry_copier_too_big(struct ferry_copier *c, const struct ferry_item *it);
  * not begun is not begun (R_NONE), a copy stops at its next buffer
  * (ECANCELED), and nothing is put in place. */
 bool ferry_copier_fenced(const struct ferry_copy_cfg *cfg);
+/* copy_dst.c: what a copy left in DST (it->dst), the manifest's record of
+ * it (rule 9): the source's size and mtime, or DST's mtime where the
+ * times may not have been set. */
+void ferry_copier_record_dst(struct ferry_copier *c, struct ferry_item *it,
+                             const char *name);
 /* copy_dst.c: renames tmp over name under rule 9 and the case rules. */
 int ferry_copier_install(struct ferry_copier *c, const struct ferry_item *it,
                          const struct ferry_stat *src, const char *tmp,

@@ -426,25 +426,6 @@ static void fail_why(struct ferry_copier *c, struct ferry_batch *b,
                 it->why_off = 0; /* no room: the step's words say it */
 }
 
-/* What the copy left in DST, for the manifest (rule 9): the source's size
- * (a special's kind and device number) and mtime, or with --no-times (or
- * a metadata shortfall, which may have left the times unset) the mtime DST
- * gave it. */
-static void record_dst(struct ferry_copier *c, struct ferry_item *it,
-                       const char *name)
-{
-        struct ferry_stat d;
-        it->dst.type = it->type;
-        it->dst.size = ferry_copy_dst_size(it->type, &it->st);
-        it->dst.mtime = it->st.mtime;
-        if (!c->cfg.meta.times || it->meta_fail.step) {
-                if (ferry_fsio_statat(c->dst_dir, name, &d))
-                        it->dst.type = 0; /* unknown: not claimed */
-                else
-                        it->dst.mtime = d.mtime;
-        }
-}
-
 /* Checks the name and enters the item's directories; false when that
  * already gave the item its result (nothing to copy). */
 static bool ready_to_copy(struct ferry_copier *c, struct ferry_batch *b,
@@ -514,7 +495,7 @@ static void copy_item(struct ferry_copier *c, struct ferry_batch *b,
         /* --adopt: DST's equal entry kept, no data written */
         if (ferry_copier_adopt(c, b, it)) {
                 if (it->result == R_DONE)
-                        record_dst(c, it, name);
+                        ferry_copier_record_dst(c, it, name);
                 return;
         }
         for (unsigned attempt = 0;; attempt++) {
@@ -523,7 +504,7 @@ static void copy_item(struct ferry_copier *c, struct ferry_batch *b,
                 int rc = copy_attempt(c, b, name, it, &changed, &step);
                 if (!rc && !changed) {
                         it->result = R_DONE;
-                        record_dst(c, it, name);
+                        ferry_copier_record_dst(c, it, name);
                         return;
                 }
                 if (rc == EISDIR) { /* a directory where SRC has a file */

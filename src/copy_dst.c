@@ -344,3 +344,22 @@ int ferry_copier_times_again(struct ferry_copier *c, struct ferry_item *it,
         *step = ferry_copier_dst_step(fs);
         return rc;
 }
+
+/* What the copy left in DST, for the manifest (rule 9): the source's size
+ * (a special's kind and device number) and mtime, or with --no-times (or
+ * a metadata shortfall, which may have left the times unset) the mtime DST
+ * gave it. */
+void ferry_copier_record_dst(struct ferry_copier *c, struct ferry_item *it,
+                             const char *name)
+{
+        struct ferry_stat d;
+        it->dst.type = it->type;
+        it->dst.size = ferry_copy_dst_size(it->type, &it->st);
+        it->dst.mtime = it->st.mtime;
+        if (!c->cfg.meta.times || it->meta_fail.step) {
+                if (ferry_fsio_statat(c->dst_dir, name, &d))
+                        it->dst.type = 0; /* unknown: not claimed */
+                else
+                        it->dst.mtime = d.mtime;
+        }
+}
