@@ -73,6 +73,7 @@ struct deleted_args {
         int64_t token;
         const struct ferry_pg_del_outcome *o;
         size_t n;
+        const struct ferry_pg_del_share *share;
         /* of the claim's rows still in the job, sorted: those still its
          * own (nmine), those another claim took or a newer gen made live
          * (nother); a row in neither is gone (recorded already) */
@@ -243,25 +244,28 @@ static int deleted_step(struct ferry_pg *pg, void *arg)
         if (!rc)
                 rc = exec_ids(pg, files ? back_files_sql : back_dirs_sql, ids,
                               a->n, x, files ? 1 : 2, NULL);
+        if (!rc)
+                rc = pg_del_give_back(pg, a->share);
         free(ids);
         return rc ? rc : pg_commit(pg);
 }
 
 int ferry_pg_deleted(struct ferry_pg *pg, enum ferry_pg_kind kind,
                      int64_t token, const struct ferry_pg_del_outcome *o,
-                     size_t n, uint64_t *lost)
+                     size_t n, const struct ferry_pg_del_share *share,
+                     uint64_t *lost)
 {
         *lost = 0;
         if (!pg->job)
                 return pg_fail(pg, "no job joined");
         if (kind != PG_DEL_FILES && kind != PG_DEL_DIRS)
                 return pg_fail(pg, "a deletion outcome of another claim");
-        if (n == 0)
+        if (n == 0 && !(share && (share->unused || share->held)))
                 return 0;
         if (n > FERRY_PG_BATCH_MAX)
                 return pg_fail(pg, "outcomes of %zu rows: more than %d", n,
                                FERRY_PG_BATCH_MAX);
-        struct deleted_args a = {kind, token, o, n, NULL, NULL, 0, 0, 0};
+        struct deleted_args a = {kind, token, o, n, share, NULL, NULL, 0, 0, 0};
         a.mine = malloc(2 * n * sizeof(*a.mine));
         if (!a.mine)
                 return pg_fail(pg, "out of memory");

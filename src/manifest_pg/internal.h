@@ -92,6 +92,10 @@ int pg_job_check_fps(struct ferry_pg *pg, const char *name, const PGresult *r,
 /* BEGIN, COMMIT, ROLLBACK (the last ignores failures: after a lost
  * connection there is nothing to roll back). */
 int pg_begin(struct ferry_pg *pg);
+/* del_limit.c: gives back a host's share of --max-delete it did not use,
+ * and counts what it kept, in the caller's transaction (NULL: nothing). */
+struct ferry_pg_del_share;
+int pg_del_give_back(struct ferry_pg *pg, const struct ferry_pg_del_share *s);
 int pg_commit(struct ferry_pg *pg);
 void pg_rollback(struct ferry_pg *pg);
 

@@ -344,19 +344,45 @@ struct ferry_pg_del_outcome {
         int64_t dir;
         const char *error; /* why it stays */
 };
+/* A host's share of --max-delete for one claim (del_limit.c): what it
+ * did not delete goes back, and what it kept for the limit is counted. */
+struct ferry_pg_del_share {
+        uint64_t unused; /* taken and not deleted */
+        uint64_t held;   /* rows kept: the limit was reached */
+};
 /* Records the outcomes of the n (<= FERRY_PG_BATCH_MAX) rows of delete
  * claim token in one transaction, each row only while it still holds
- * token and is still removed; *lost: rows tried that were no longer the
- * claim's (a lease ran out and another claim took them). */
+ * token and is still removed, and share's counts (NULL: no limit); *lost:
+ * rows tried that were no longer the claim's (a lease ran out and another
+ * claim took them). */
 int ferry_pg_deleted(struct ferry_pg *pg, enum ferry_pg_kind kind,
                      int64_t token, const struct ferry_pg_del_outcome *o,
-                     size_t n, uint64_t *lost);
+                     size_t n, const struct ferry_pg_del_share *share,
+                     uint64_t *lost);
 /* Removed rows of this gen's --delete claimed and not yet recorded (under
  * a live lease, or one that ran out: claimable again). */
 int ferry_pg_deleting(struct ferry_pg *pg, uint64_t *n);
 /* A metadata claim whose outcome was refused (a deletion in one of its
  * directories made it apply again): its other rows go back at once. */
 int ferry_pg_meta_drop(struct ferry_pg *pg, int64_t token);
+
+/* ---- --max-delete (del_limit.c, 010_max_delete.sql) ------------------- */
+
+/* Records mine (-1: no --max-delete) as the limit of this host's gen when
+ * no host that deletes has yet; *theirs: the gen's limit (*found false:
+ * the job has moved on to another gen). */
+int ferry_pg_del_limit(struct ferry_pg *pg, int64_t mine, int64_t *theirs,
+                       bool *found);
+/* Takes up to want entries of what the gen's limit leaves (*got; 0 when
+ * nothing is left, or the job is at another gen). */
+int ferry_pg_del_take(struct ferry_pg *pg, uint64_t want, uint64_t *got);
+/* The gen's limit (-1: none, or none recorded), the entries deleted (or
+ * taken by a host still deleting) and kept for it. */
+struct ferry_pg_del_budget {
+        int64_t limit;
+        uint64_t used, held;
+};
+int ferry_pg_del_budget(struct ferry_pg *pg, struct ferry_pg_del_budget *out);
 
 /* ---- link groups (links.c, 008_links.sql) ------------------------------ */
 

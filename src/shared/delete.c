@@ -23,12 +23,20 @@
  *    pass after (an entry left it: now, or in a try whose host died);
  *  - past this host's fence (2/3 of the claim's lease) nothing more is
  *    deleted: the claim may be another host's by then; each row's outcome
- *    is recorded only while the row is still the claim's.
+ *    is recorded only while the row is still the claim's;
+ *  - --max-delete N bounds the gen's deletions, whichever hosts make them
+ *    (manifest_pg/del_limit.c): every host that deletes in a gen has the
+ *    first one's N; before it deletes a claim's rows a host takes a share
+ *    of what is left, and gives back what it did not use with the
+ *    outcomes. Past its share a row is kept, listed under -v, for the
+ *    next gen; the hosts that deleted then say so once and exit 25.
  */
 #define _GNU_SOURCE
+#include "config.h"
 #include "shared/internal.h"
 
 #include "failure.h"
+#include "fsio.h"
 #include "names.h"
 #include "names_fold.h"
 #include "treework.h"
@@ -58,6 +66,10 @@ struct del_pass {
         struct ferry_names *names;
         struct ferry_fold *fold;
         bool told_lost;
+        /* --max-delete: this claim's share of the gen's limit, the
+         * entries of it deleted, and the rows kept for the limit */
+        bool limited;
+        uint64_t share, used, held;
 };
 
 /* A deletion that failed with err: true when DST itself failed (the run
@@ -123,6 +135,7 @@ static bool del_done(void *ctx, const struct ferry_tree_job *t)
         switch (found) {
         case DD_DELETED:
                 s->sum->files_deleted++;
+                dp->used++;
                 told(dp, t, FERRY_EV_DELETED, NULL);
                 dp->deleted = true;
                 break;
@@ -168,6 +181,44 @@ static bool keep(struct del_pass *dp, const char *dir, const char *name,
                                           dir, name ? name : ""));
 }
 
+/* Whether DST holds an entry at dir/name. */
+static bool dst_has(const struct shared *s, const char *dir, const char *name)
+{
+        int dfd = -1, rc = ferry_fsio_open_dir(s->dstfd, dir, &dfd);
+        struct ferry_stat st;
+        if (!rc)
+                rc = ferry_fsio_statat(dfd, name, &st);
+        ferry_fsio_close(&dfd);
+        return rc != ENOENT && rc != ENOTDIR;
+}
+
+/* --max-delete, as on a single host (coord/guard.c): whether the row id
+ * at dir/name (in directory row pdir) is kept because this claim's share
+ * of the gen's limit is used up. The deletions under way are waited for
+ * first once they could use it up (one that finds nothing to delete uses
+ * none). A kept entry that DST holds is listed ("not deleting PATH:
+ * --max-delete N reached"); its row stays removed, tried in this gen, for
+ * the next gen's --delete. */
+static bool held(struct del_pass *dp, struct ferry_treework *tw,
+                 const char *dir, const char *name, int64_t id, int64_t pdir)
+{
+        if (!dp->limited)
+                return false;
+        if (dp->used + ferry_treework_pending(tw) >= dp->share)
+                ferry_treework_drain(tw);
+        if (dp->used < dp->share || !dst_has(dp->s, dir, name))
+                return false;
+        char why[64];
+        snprintf(why, sizeof(why), "--max-delete %lld reached",
+                 (long long)dp->s->opt->max_delete);
+        shared_event(dp->s, FERRY_EV_WOULD_DELETE, dir, strlen(dir), name,
+                     strlen(name), why, NULL);
+        dp->o[dp->n++] = (struct ferry_pg_del_outcome){
+                .id = id, .tried = true, .forget = false, .dir = pdir};
+        dp->held++;
+        return true;
+}
+
 /* The tree work's job for claimed row r; ENOMEM or 0. A path or name
  * with a NUL byte in it, which no listing makes (a manifest written by
  * something else), is no name in DST: the row is only forgotten. */
@@ -184,18 +235,26 @@ static int add_row(struct del_pass *dp, struct ferry_treework *tw,
                         const struct ferry_item *it = &b->items[b->n - 1];
                         const char *name = ferry_batch_at(b, it->name_off);
                         bool kept = odd || keep(dp, path, name, false);
-                        rc = ferry_treework_add_file(tw, TREE_DEL_FILE, kept, b,
-                                                     it);
+                        if (kept ||
+                            !held(dp, tw, path, name, r->id, it->dir_id))
+                                rc = ferry_treework_add_file(tw, TREE_DEL_FILE,
+                                                             kept, b, it);
                 }
         } else if (!rc) {
                 /* a directory's path is its parent's and its name */
                 char *slash = strrchr(path, '/');
                 if (slash)
                         *slash = '\0';
-                bool kept = odd || keep(dp, slash ? path : "",
-                                        slash ? slash + 1 : path, true);
+                const char *dir = slash ? path : "",
+                           *name = slash ? slash + 1 : path;
+                bool kept = odd || keep(dp, dir, name, true),
+                     hold = !kept && held(dp, tw, dir, name, r->id, r->dir);
                 if (slash)
                         *slash = '/';
+                if (hold) {
+                        free(path);
+                        return 0;
+                }
                 struct ferry_dir_row d = {.id = r->id,
                                           .parent = r->dir,
                                           .path = path,
@@ -206,6 +265,20 @@ static int add_row(struct del_pass *dp, struct ferry_treework *tw,
         return rc;
 }
 
+/* Rows a delete claim asks for: DEL_CLAIM, or in test builds
+ * FERRY_PG_DEL_CLAIM (t87: small claims, so that two hosts both take
+ * shares of --max-delete). */
+static size_t claim_rows(void)
+{
+#ifdef FERRY_TESTING
+        const char *e = getenv("FERRY_PG_DEL_CLAIM");
+        long v = e ? strtol(e, NULL, 10) : 0;
+        if (v >= 1 && v <= DEL_CLAIM)
+                return (size_t)v;
+#endif
+        return DEL_CLAIM;
+}
+
 /* One claim of kind: its rows' DST entries deleted on the pool, made
  * durable, recorded; *none when none was claimable. */
 static int delete_some(struct shared *s, struct del_pass *dp,
@@ -213,14 +286,17 @@ static int delete_some(struct shared *s, struct del_pass *dp,
 {
         struct ferry_pg_claim c;
         shared_fence_claim(s);
-        if (shared_claim(s, dp->kind, DEL_CLAIM, &c, none) || *none)
+        if (shared_claim(s, dp->kind, claim_rows(), &c, none) || *none)
                 return s->code;
         struct ferry_treework *tw = NULL;
         struct ferry_batch *b = ferry_batch_new(0, c.n);
         dp->n = 0;
         dp->deleted = false;
-        int rc = 0;
-        if (!b || ferry_treework_new(tc, s->pool, del_done, dp, &tw))
+        dp->share = dp->used = dp->held = 0;
+        int rc = 0, prc = 0;
+        if (dp->limited && (prc = ferry_pg_del_take(s->pg, c.n, &dp->share)))
+                rc = shared_pg_fail(s, prc);
+        if (!rc && (!b || ferry_treework_new(tc, s->pool, del_done, dp, &tw)))
                 rc = shared_fail(s, FERRY_EINTERNAL, "out of memory");
         for (size_t i = 0; i < c.n && !rc; i++)
                 if (add_row(dp, tw, b, &c.rows[i]))
@@ -234,12 +310,12 @@ static int delete_some(struct shared *s, struct del_pass *dp,
         if (!rc && dp->deleted && s->opt->durability == FERRY_DURABLE_BATCH)
                 rc = shared_sync_dst(s);
         uint64_t lost = 0;
-        if (!rc && dp->n) {
-                int prc = ferry_pg_deleted(s->pg, dp->kind, c.token, dp->o,
-                                           dp->n, &lost);
-                if (prc)
-                        rc = shared_pg_fail(s, prc);
-        }
+        /* what of the share was not deleted goes back with the outcomes */
+        struct ferry_pg_del_share sh = {dp->share - dp->used, dp->held};
+        if (!rc && (dp->n || sh.unused) &&
+            (prc = ferry_pg_deleted(s->pg, dp->kind, c.token, dp->o, dp->n,
+                                    dp->limited ? &sh : NULL, &lost)))
+                rc = shared_pg_fail(s, prc);
         if (lost && !dp->told_lost) {
                 dp->told_lost = true;
                 shared_event(s, FERRY_EV_WARNING, "", 0, "", 0,
@@ -307,6 +383,59 @@ static int may_delete(struct shared *s, bool *may)
         return 0;
 }
 
+/* "--max-delete N", or "no --max-delete" for -1, into buf. */
+static const char *limit_text(int64_t n, char *buf, size_t size)
+{
+        if (n < 0)
+                return "no --max-delete";
+        snprintf(buf, size, "--max-delete %lld", (long long)n);
+        return buf;
+}
+
+int shared_delete_join(struct shared *s)
+{
+        if (!s->opt->delete_removed)
+                return 0;
+        int64_t mine = s->opt->max_delete < 0 ? -1 : s->opt->max_delete,
+                theirs = mine;
+        bool found = false;
+        int rc = ferry_pg_del_limit(s->pg, mine, &theirs, &found);
+        if (rc)
+                return shared_pg_fail(s, rc);
+        if (!found || theirs == mine)
+                return 0;
+        char a[48], b[48];
+        return shared_fail(s, FERRY_EUSAGE,
+                           "job '%s' deletes with %s in this run; this host "
+                           "has %s: give every host that deletes in a run "
+                           "the same --max-delete (another may start once "
+                           "this one is over)",
+                           s->opt->job_name, limit_text(theirs, a, sizeof(a)),
+                           limit_text(mine, b, sizeof(b)));
+}
+
+/* --max-delete's one message once the gen's deletions are over (every
+ * host's outcomes are in): the whole job's counts, exit 25 when some were
+ * kept for it. */
+static int report_held(struct shared *s)
+{
+        struct ferry_pg_del_budget b;
+        int rc = ferry_pg_del_budget(s->pg, &b);
+        if (rc)
+                return shared_pg_fail(s, rc);
+        if (!b.held)
+                return 0;
+        s->delete_held = true;
+        if (!s->err->msg[0])
+                snprintf(s->err->msg, sizeof(s->err->msg),
+                         "--max-delete %lld reached: %llu entries deleted, "
+                         "%llu kept (-v lists them); the next run with "
+                         "--delete goes on",
+                         (long long)b.limit, (unsigned long long)b.used,
+                         (unsigned long long)b.held);
+        return 0;
+}
+
 int shared_delete(struct shared *s)
 {
         bool may = false;
@@ -324,6 +453,7 @@ int shared_delete(struct shared *s)
         if (!dp)
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
         dp->s = s;
+        dp->limited = s->opt->max_delete >= 0;
         /* DST compares names without case, or cannot tell (its root looked
          * up by another spelling, nothing written): SRC's other
          * spellings are asked before each deletion */
@@ -359,8 +489,11 @@ int shared_delete(struct shared *s)
                         idle = 0;
                 shared_idle(&idle);
         }
+        bool limited = dp->limited;
         ferry_fold_free(dp->fold);
         ferry_names_free(dp->names);
         free(dp);
+        if (!rc && limited && !atomic_load(s->stop) && !s->moved)
+                rc = report_held(s);
         return rc;
 }

@@ -75,8 +75,9 @@ struct shared {
          * look (seconds) */
         bool links_over;
         double links_at, links_wait, links_asked;
-        /* --delete refused: SRC looks emptied or replaced (delete.c) */
-        bool delete_refused;
+        /* --delete refused: SRC looks emptied or replaced; or entries
+         * kept, --max-delete reached (delete.c): exit 25 */
+        bool delete_refused, delete_held;
         struct ferry_copy_cfg ccfg;
         struct ferry_workers *pool;
         struct ferry_queue work, inbox;
@@ -200,6 +201,9 @@ int shared_finish_dirs(struct shared *s);
 /* delete.c: --delete's deletions in DST of the job's removed rows, when
  * the scan was complete and SRC does not look emptied or replaced. */
 int shared_delete(struct shared *s);
+/* delete.c: a host run with --delete records its --max-delete as its
+ * gen's, or is refused when the gen has another (FERRY_EUSAGE). */
+int shared_delete_join(struct shared *s);
 
 /* select.c: the selection options. open: s->select from the options
  * (FERRY_EUSAGE for a bad pattern, the message in s->err); join: this

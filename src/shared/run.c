@@ -18,8 +18,8 @@
  *
  * Live control (`ferry set`: pause, resume, -j) is read about once a
  * second (control.c). What a shared job does not do yet (refused or said,
- * never silent): --files-from, --max-delete, --adopt, --dry-run,
- * --bwlimit, --window. A big file is copied in chunks by one host, none
+ * never silent): --files-from, --adopt, --dry-run, --bwlimit,
+ * --window. A big file is copied in chunks by one host, none
  * recorded (batches.c, put_plan). Hard links: a name of
  * a link group is handed out once the scan is over, linked to the copy
  * of its group's first name (claims.c, 008_links.sql). --verify is
@@ -297,10 +297,9 @@ static int copy_loop(struct shared *s)
 
 int shared_check_options(const struct ferry_options *o, struct ferry_error *e)
 {
-        const char *no = o->dry_run           ? "--dry-run"
-                         : o->max_delete >= 0 ? "--max-delete"
-                         : o->adopt           ? "--adopt"
-                         : o->files_from      ? "--files-from"
+        const char *no = o->dry_run      ? "--dry-run"
+                         : o->adopt      ? "--adopt"
+                         : o->files_from ? "--files-from"
                          : o->bwlimit || o->window_start >= 0
                                  ? "--bwlimit/--window"
                                  : NULL;
@@ -397,7 +396,9 @@ static int join(struct shared *s)
                 rc = ferry_pg_retry_failed(s->pg, &again);
         if (rc)
                 return shared_pg_fail(s, rc);
-        return shared_select_join(s) ? s->code : shared_add_root(s);
+        return shared_select_join(s) || shared_delete_join(s)
+                       ? s->code
+                       : shared_add_root(s);
 }
 
 static int start_pool(struct shared *s)
@@ -461,7 +462,7 @@ static int end_code(struct shared *s)
                 return FERRY_OK;
         /* before 23, as a single host's: the same command would not
          * delete either */
-        if (s->delete_refused)
+        if (s->delete_refused || s->delete_held)
                 return FERRY_EDELETE;
         struct ferry_pg_counts c;
         int rc = ferry_pg_counts(s->pg, &c);

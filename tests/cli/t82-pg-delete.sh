@@ -24,8 +24,8 @@
 #    same command with --delete-anyway deletes them (exit 0, rsync -anci);
 #  - a directory SRC cannot list: --delete deletes nothing (a file removed
 #    elsewhere stays in DST), exit 23, saying why; readable again, the
-#    next --delete run (--durability=file) deletes it;
-#  - --max-delete with a PostgreSQL manifest: exit 1, nothing changed.
+#    next --delete run (--durability=file) deletes it.
+# --max-delete: t87-pg-max-delete.
 # Skips, saying why, without root, PostgreSQL, rsync or bench/slowfs.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
@@ -64,14 +64,10 @@ mkdir -p "$MNT"
 	skip_all "slowfs does not mount here: $(head -c 200 "$LOG/slowfs.err")"
 fy() { "$FERRY" --manifest "$URL" --job-name del -j 4 "$@" "$MNT" "$T/dst"; }
 
-# ---- the first run; --max-delete is refused -------------------------------
+# ---- the first run -----------------------------------------------------------
 run fy
 check "first run: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
 check "... DST is SRC (diff -r)" diff -r -x .ferry-job src dst
-run fy --delete --max-delete 1
-check "--max-delete with a PostgreSQL manifest: exit 1 (got $RC)" test "$RC" = 1
-check "... saying it is not supported" grep -q -- "--max-delete is not supported" "$LOG/err" ||
-	show "$LOG/err"
 
 # ---- SRC loses some; a run without --delete keeps their copies -----------
 rm src/d3/f1 src/top1
