@@ -55,6 +55,10 @@ void ferry_cli_help(FILE *out);
 int ferry_cli_usage(struct ferry_error *err, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 
+/* set.c: a window as HH:MM-HH:MM, and a rate in bytes/s and its unit. */
+void ferry_cli_put_window(FILE *out, int start, int end);
+void ferry_cli_put_rate(FILE *out, uint64_t bytes_per_s);
+
 /* set.c: --bwlimit RATE, --window HH:MM-HH:MM|none, --pause and
  * --resume into cli (0 or FERRY_EUSAGE with err set); the checks of a
  * `ferry set` command line once it is parsed */

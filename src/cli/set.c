@@ -79,12 +79,12 @@ int ferry_cli_set_check(const struct ferry_cli *cli, struct ferry_error *err)
         return 0;
 }
 
-static void put_window(FILE *out, int a, int b)
+void ferry_cli_put_window(FILE *out, int a, int b)
 {
         fprintf(out, "%02d:%02d-%02d:%02d", a / 60, a % 60, b / 60, b % 60);
 }
 
-static void put_rate(FILE *out, uint64_t bps)
+void ferry_cli_put_rate(FILE *out, uint64_t bps)
 {
         const char *unit[] = {"B", "KiB", "MiB", "GiB"};
         double v = (double)bps;
@@ -107,7 +107,7 @@ static void put_pause(FILE *out, const struct ferry_control *c)
                                         ferry_window_now())) {
                 fprintf(out, "yes, until %02d:%02d (outside the window ",
                         c->window_start / 60, c->window_start % 60);
-                put_window(out, c->window_start, c->window_end);
+                ferry_cli_put_window(out, c->window_start, c->window_end);
                 fputc(')', out);
         } else {
                 fputs("no", out);
@@ -118,7 +118,7 @@ static void put_text(FILE *out, const struct ferry_control *c)
 {
         fputs("bwlimit: ", out);
         if (c->bwlimit)
-                put_rate(out, c->bwlimit);
+                ferry_cli_put_rate(out, c->bwlimit);
         else
                 fputs("none", out);
         if (c->jobs)
@@ -126,7 +126,7 @@ static void put_text(FILE *out, const struct ferry_control *c)
         else
                 fputs("\njobs: auto\nwindow: ", out);
         if (c->window_start >= 0)
-                put_window(out, c->window_start, c->window_end);
+                ferry_cli_put_window(out, c->window_start, c->window_end);
         else
                 fputs("none", out);
         fputs("\npaused: ", out);
@@ -147,7 +147,7 @@ static void put_json(FILE *out, const struct ferry_control *c)
         fputs(", \"window\": ", out);
         if (c->window_start >= 0) {
                 fputc('"', out);
-                put_window(out, c->window_start, c->window_end);
+                ferry_cli_put_window(out, c->window_start, c->window_end);
                 fputc('"', out);
         } else {
                 fputs("null", out);

@@ -29,13 +29,6 @@ int ferry_cli_shared_check(const struct ferry_cli *cli, struct ferry_error *err)
                                          "--job-name and --lease go with a "
                                          "postgresql:// manifest")
                                : 0;
-        if (cli->command == CMD_SET &&
-            (cli->set.set_bwlimit || cli->set.set_window))
-                return ferry_cli_usage(
-                        err, "%s",
-                        "--bwlimit and --window are not supported with a "
-                        "PostgreSQL manifest yet (set takes -j, --pause "
-                        "and --resume)");
         bool report = cli->command == CMD_STATUS ||
                       cli->command == CMD_EXPORT || cli->command == CMD_SET;
         const char *word = cli->command == CMD_STATUS   ? "status"

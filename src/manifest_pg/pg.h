@@ -523,12 +523,25 @@ int ferry_pg_export(struct ferry_pg *pg, const char *name, bool done_only,
 struct ferry_pg_control {
         bool paused;        /* no host claims anything new */
         unsigned host_jobs; /* copies in flight per host; 0: each its own */
+        int64_t bwlimit;    /* bytes/s per host, 0 none; -1: each its own */
+        /* minutes after local midnight of each host's window (-1 -1: none;
+         * -2 -2: each host's own --window) */
+        int window_start, window_end;
 };
-/* Job name's control: pause 1 pauses, 0 resumes, -1 leaves it; host_jobs
- * > 0 sets it, 0 gives it back to each host's -j, -1 leaves it. *now:
- * the control after the change. An unknown job: FERRY_EPATH. */
-int ferry_pg_set_control(struct ferry_pg *pg, const char *name, int pause,
-                         int host_jobs, struct ferry_pg_control *now);
+/* What `ferry set` changes; each field as the control's, or "leave it":
+ * pause 1 pauses, 0 resumes, -1 leaves; host_jobs > 0 sets it, 0 gives it
+ * back to each host's -j, -1 leaves; bwlimit -1 leaves; window_start -2
+ * leaves the window. */
+struct ferry_pg_set {
+        int pause, host_jobs;
+        int64_t bwlimit;
+        int window_start, window_end;
+};
+/* Sets job name's control; *now: the control after the change. An
+ * unknown job: FERRY_EPATH. */
+int ferry_pg_set_control(struct ferry_pg *pg, const char *name,
+                         const struct ferry_pg_set *set,
+                         struct ferry_pg_control *now);
 /* The joined job's control, as it is now. */
 int ferry_pg_control(struct ferry_pg *pg, struct ferry_pg_control *out);
 

@@ -60,7 +60,14 @@ struct shared {
         unsigned jobs;     /* -j: copies in flight at the start */
         unsigned max_jobs; /* the pool's threads at most */
         unsigned limit;    /* copies in flight now (control.c) */
-        bool paused;       /* the job's control says so */
+        /* claims nothing new (control.c): the job's control pauses it
+         * (set_paused), or this host's clock is outside its window (until
+         * resume_at, minutes after local midnight; -1 when not) */
+        bool paused, set_paused;
+        int resume_at;
+        /* --bwlimit: the token bucket this host's copies share (control.c
+         * sets its rate) */
+        struct ferry_rate *rate;
         /* another host ran the job again (a scan generation this host did
          * not join): this host claims nothing more and ends */
         bool moved;
@@ -166,8 +173,12 @@ int shared_take_back(struct shared *s, struct ferry_batch *b);
 int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r);
 
 /* control.c: reads the job's live control about once a second and
- * applies it (s->paused, s->limit). */
+ * applies it (s->paused, s->limit, the rate of s->rate; the job's
+ * --bwlimit and --window, or this host's own); start makes s->rate,
+ * release frees it (the workers joined). */
 int shared_control(struct shared *s);
+int shared_control_start(struct shared *s);
+void shared_control_release(struct shared *s);
 
 /* fp.c: the fingerprint of SRC (its root's entries: names, types, sizes;
  * names not NULL: those names too, sorted, *nnames of them, freed with

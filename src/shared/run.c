@@ -16,13 +16,12 @@
  * lease, it applies directories' metadata (finish.c), and the job's counts
  * give the exit code.
  *
- * Live control (`ferry set`: pause, resume, -j) is read about once a
- * second (control.c). What a shared job does not do yet (refused or said,
- * never silent): --files-from, --adopt, --dry-run, --bwlimit,
- * --window. A big file is copied in chunks by one host, none
- * recorded (batches.c, put_plan). Hard links: a name of
- * a link group is handed out once the scan is over, linked to the copy
- * of its group's first name (claims.c, 008_links.sql). --verify is
+ * Live control (`ferry set`: pause, resume, -j, --bwlimit, --window) is
+ * read about once a second (control.c). What a shared job does not do yet
+ * (refused or said, never silent): --files-from, --adopt, --dry-run. A big file
+ * is copied in chunks by one host, none recorded (batches.c, put_plan). Hard
+ * links: a name of a link group is handed out once the scan is over, linked to
+ * the copy of its group's first name (claims.c, 008_links.sql). --verify is
  * verify.c.
  *
  * A job that is over is run again by the next host that joins it
@@ -214,7 +213,7 @@ static void progress(struct shared *s, bool scanning, bool final)
                 .elapsed = now - s->t0,
                 .scanning = scanning,
                 .paused = s->paused,
-                .resume_at = -1,
+                .resume_at = s->set_paused ? -1 : s->resume_at,
                 .final = final,
         };
         s->opt->progress(&p, s->opt->cb_arg);
@@ -300,9 +299,7 @@ int shared_check_options(const struct ferry_options *o, struct ferry_error *e)
         const char *no = o->dry_run      ? "--dry-run"
                          : o->adopt      ? "--adopt"
                          : o->files_from ? "--files-from"
-                         : o->bwlimit || o->window_start >= 0
-                                 ? "--bwlimit/--window"
-                                 : NULL;
+                                         : NULL;
         if (no)
                 return ferry_job_errf(e, FERRY_EUSAGE,
                                       "%s is not supported with a PostgreSQL "
@@ -422,6 +419,8 @@ static int start_pool(struct shared *s)
         m.caps = k;
         if (!m.root)
                 ferry_meta_cfg_groups(&m);
+        if (shared_control_start(s))
+                return s->code;
         s->ccfg = (struct ferry_copy_cfg){
                 .srcfd = s->srcfd,
                 .dstfd = s->dstfd,
@@ -437,6 +436,7 @@ static int start_pool(struct shared *s)
                 .no_sync = o->durability == FERRY_DURABLE_NONE,
                 .fence = &s->fence,
                 .foreign_rows = true,
+                .rate = s->rate,
         };
         s->max_jobs = s->jobs > SHARED_JOBS_MAX ? s->jobs : SHARED_JOBS_MAX;
         s->limit = s->jobs;
@@ -539,6 +539,7 @@ int ferry_shared_copy(const struct ferry_options *opt,
                 ferry_queue_release(&s.work);
                 ferry_queue_release(&s.inbox);
         }
+        shared_control_release(&s); /* the copies are over */
         /* what this host claimed and did not finish goes back now, not
          * when its lease runs out (a stop, a failure); not after the
          * manifest itself failed */

@@ -3,7 +3,7 @@
 # postgresql://... --job-name NAME` (issue 14 item 5), against a
 # throw-away cluster on a Unix socket; psql is the oracle of what hosts
 # hold and mark. Proves:
-#  - set of an unknown job exits 2; --bwlimit on a shared job exits 1;
+#  - set of an unknown job exits 2 (--bwlimit and --window: t88);
 #  - --pause: a running host (SRC behind bench/slowfs, 5 ms an operation)
 #    finishes what it has in flight and then marks nothing and holds no
 #    claim while paused, and goes on running; status says paused;
@@ -26,9 +26,6 @@ done
 
 expect_code 2 set_job --pause
 check "set of an unknown job: named in the error" grep -q "no job 'j'" "$LOG/err"
-expect_code 1 set_job --bwlimit 1M
-check "--bwlimit on a shared job: not supported yet, saying so" \
-	grep -q "not supported with a PostgreSQL manifest" "$LOG/err"
 
 mkdir -p "$MNT"
 "$SLOWFS" --latency-us 5000 "$T/src" "$MNT" 2>"$LOG/slowfs.err" ||
