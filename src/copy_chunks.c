@@ -14,12 +14,18 @@
  * made a local copy slower than cp; the early ENOSPC it was for is the
  * room check's.
  *
- * Streams: the worker that owns the file (the owner) enlists up to
- * FERRY_CHUNK_STREAMS - 1 helper threads for it, as many as the
- * process-wide budget of stream buffers has free (FERRY_CHUNK_STREAMS
- * buffers of STREAM_BUF bytes in all: 8 MiB, whatever the number of big
- * files in flight; the owner uses its copier's own 128 KiB buffer).
- * Each stream claims the lowest chunk nobody copies, preads it from SRC,
+ * Streams: the worker that owns the file (the owner) copies it alone
+ * first; when its reads show SRC latency-bound (a share with round trips:
+ * latency_bound), it enlists up to FERRY_CHUNK_STREAMS - 1 helper
+ * threads, as many as the process-wide budget of streams has free
+ * (FERRY_CHUNK_STREAMS in all, whatever the number of big files in
+ * flight). The streams copy the rest block by block in file order
+ * (copy_blocks.c: the whole-file hash folded from the blocks as they
+ * arrive, two buffers of 512 KiB a stream); a sparse SRC, whose holes
+ * are found a chunk at a time, is copied a chunk per stream instead
+ * (below: each helper with a buffer of STREAM_BUF bytes, the owner with
+ * its copier's own 128 KiB one). Each stream claims the lowest chunk
+ * nobody copies, preads it from SRC,
  * pwrites it into the temp, hashes it (XXH3-128); what the streams wrote
  * is made durable (one fdatasync at most every tenth of a second, unless
  * --durability=none) and then reported (MSG_CHUNK). SRC's
@@ -28,13 +34,14 @@
  *
  * The whole-file XXH3-128 is computed in file order by the owner: a chunk
  * it copies when every chunk before it is folded in already is hashed
- * from SRC's bytes as they stream; any other chunk (copied by a helper,
- * out of order, or by an earlier run) is read back from the temp file
- * once it is durable, and its chunk hash compared with the one recorded:
- * a chunk that differs is copied again from SRC. Cost: with one stream,
- * nothing; with k streams about (k - 1) / k of the file is read back
- * from DST (mostly from the page cache, as it was just written); a
- * resumed file reads back its done chunks. Never a byte more from SRC.
+ * from SRC's bytes as they stream; any other chunk (copied by a sparse
+ * file's helper, out of order, or by an earlier run) is read back from
+ * the temp file once it is durable, and its chunk hash compared with the
+ * one recorded: a chunk that differs is copied again from SRC. Cost: with
+ * one stream or in blocks, nothing but an earlier run's chunks; a sparse
+ * file with k streams reads about (k - 1) / k of its data back from DST
+ * (mostly from the page cache, as it was just written). Never a byte
+ * more from SRC.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -50,9 +57,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The buffer of one chunk stream, and how many there are in all. */
-#define STREAM_BUF          (1u << 20)
-#define FERRY_CHUNK_STREAMS 8
+/* The buffer of one chunk stream. */
+#define STREAM_BUF (1u << 20)
 
 static atomic_uint streams_used;
 
@@ -201,7 +207,7 @@ static int open_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
  * kernel's readahead follows each stream (one open file shared by streams
  * at other offsets reads ahead for none): the open file reopened through
  * /proc (the same inode, whatever its name is now), or in itself. */
-static int own_src(int in)
+int chunk_own_src(int in)
 {
         char path[48];
         snprintf(path, sizeof(path), "/proc/self/fd/%d", in);
@@ -255,7 +261,7 @@ static unsigned start_helpers(struct job *j, struct stream *h, unsigned want)
         unsigned got = streams_take(want), n = 0;
         for (; n < got; n++) {
                 h[n] = (struct stream){j,
-                                       own_src(j->in),
+                                       chunk_own_src(j->in),
                                        malloc(STREAM_BUF),
                                        STREAM_BUF,
                                        XXH3_createState(),
@@ -286,12 +292,22 @@ static int run_streams(struct job *j, struct stream *s, bool *changed,
         XXH3_state_t *saved = XXH3_createState();
         if (!saved)
                 return ENOMEM;
-        /* the owner alone first: helpers only for a latency-bound SRC */
+        /* the owner alone first: helpers only for a latency-bound SRC;
+         * block by block (copy_blocks.c) unless SRC is sparse (its holes
+         * are found a chunk at a time) */
         unsigned nh = 0;
         int rc = owner_loop(j, s, j->c->xxh, saved, want > 0, changed, step);
-        if (!rc && !*changed && j->fold < j->plan->n && latency_bound(s))
+        bool more =
+                !rc && !*changed && j->fold < j->plan->n && latency_bound(s);
+        bool blocks = more && !j->sparse;
+        if (blocks) {
+                unsigned nb = streams_take(want);
+                rc = chunk_blocks(j, s, nb, changed, step);
+                streams_give(nb);
+        } else if (more) {
                 nh = start_helpers(j, h, want);
-        if (!rc && !*changed)
+        }
+        if (!rc && !*changed && !blocks)
                 rc = owner_loop(j, s, j->c->xxh, saved, false, changed, step);
         if (rc || *changed)
                 chunk_fail(j, rc, *changed, *step);

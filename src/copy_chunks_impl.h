@@ -25,6 +25,9 @@
 
 enum { CS_FREE, CS_BUSY, CS_DONE };
 
+/* Streams a file gets at most, the owner's included. */
+#define FERRY_CHUNK_STREAMS 8
+
 /* One file's chunks, shared by its streams; lock guards state, failed,
  * err, step and changed, and the plan's records of chunks not CS_BUSY. */
 struct job {
@@ -88,5 +91,14 @@ void *chunk_helper(void *arg);
  * its hash is the plan's. */
 int chunk_read_back(struct job *j, struct stream *s, uint32_t i,
                     XXH3_state_t *whole, bool *ok);
+/* copy_chunks.c: a descriptor of SRC's file of its own (its own
+ * readahead), or in itself. */
+int chunk_own_src(int in);
+/* copy_blocks.c: copies the chunks from j->fold on, block by block, with
+ * s (the owner's stream) and up to helpers threads more, folding the
+ * whole-file hash (j->c->xxh) as they go; 0 or the first failure (j's),
+ * *changed when SRC changed. Not for a sparse SRC. */
+int chunk_blocks(struct job *j, struct stream *s, unsigned helpers,
+                 bool *changed, const struct step **step);
 
 #endif

@@ -218,14 +218,17 @@ static void count_src(int fd, size_t len, off_t off)
                 atomic_fetch_add(&src_read, len);
 }
 
-/* Plants the temp of row 7 with chunks 0..done-1 of SRC's content (bad:
- * one of them with a byte changed) and zeros after; the plan says those
- * are done, with their true hashes. */
+/* Plants the temp of row 7 with the chunks of mask (bit i: chunk i) of
+ * SRC's content (bad: one of them with a byte changed) and zeros
+ * elsewhere; the plan says those are done, with their true hashes. */
 static void plant(struct fixture *fx, struct ferry_batch *b,
-                  struct ferry_item *it, uint32_t done, int bad)
+                  struct ferry_item *it, uint32_t mask, int bad)
 {
         char *t = calloc(1, SIZE);
-        memcpy(t, fx->data, (size_t)done * CS);
+        for (uint32_t i = 0; i < NCH; i++)
+                if (mask >> i & 1)
+                        memcpy(t + (size_t)i * CS, fx->data + (size_t)i * CS,
+                               chunk_len(i));
         if (bad >= 0)
                 t[(size_t)bad * CS + 100] ^= 0x5a;
         CHECK_EQ(unit_write_file(fx->dst, ".big.7.ferry-part", t, SIZE), 0);
@@ -236,7 +239,9 @@ static void plant(struct fixture *fx, struct ferry_batch *b,
         p->resume = true;
         p->tmp_dev = (uint64_t)s.st_dev;
         p->tmp_ino = (uint64_t)s.st_ino;
-        for (uint32_t i = 0; i < done; i++) {
+        for (uint32_t i = 0; i < NCH; i++) {
+                if (!(mask >> i & 1))
+                        continue;
                 p->chunks[i].state = CH_DONE;
                 xxh128(fx->data + (size_t)i * CS, chunk_len(i),
                        p->chunks[i].hash);
@@ -249,13 +254,19 @@ static void plant(struct fixture *fx, struct ferry_batch *b,
 static void (*ferry_fsio_pread_hook)(int fd, size_t len, off_t off);
 #endif
 
-static uint64_t resume_reads(uint32_t done, int bad, bool wrong_ino)
+/* SRC's bytes read when the temp holds the chunks of mask (bad: one of
+ * them damaged; wrong_ino: the temp is not the recorded one), with
+ * streams (NULL: one, the owner's) streams. */
+static uint64_t resume_reads(uint32_t mask, int bad, bool wrong_ino,
+                             const char *streams)
 {
         struct fixture fx;
         fx_open(&fx);
+        if (streams)
+                setenv("FERRY_CHUNK_STREAMS", streams, 1);
         struct ferry_item *it;
         struct ferry_batch *b = planned(&fx, WORK_COPY, &it);
-        plant(&fx, b, it, done, bad);
+        plant(&fx, b, it, mask, bad);
         if (wrong_ino)
                 plan_of(b, it)->tmp_ino++;
         struct stat s;
@@ -270,18 +281,41 @@ static uint64_t resume_reads(uint32_t done, int bad, bool wrong_ino)
         check_hashes(&fx, b, it);
         uint64_t got = atomic_load(&src_read);
         ferry_batch_free(b);
+        unsetenv("FERRY_CHUNK_STREAMS");
         fx_close(&fx);
         return got;
 }
 
+/* Chunks i..k-1 of the file (mask bits). */
+#define CHUNKS(i, k) ((((uint32_t)1 << (k)) - 1) & ~(((uint32_t)1 << (i)) - 1))
+
 static void test_resume_keeps_done_chunks(void)
 {
         /* 6 chunks done: only the other 5 are read from SRC */
-        CHECK_EQ(resume_reads(6, -1, false), (uint64_t)SIZE - 6u * CS);
+        CHECK_EQ(resume_reads(CHUNKS(0, 6), -1, false, NULL),
+                 (uint64_t)SIZE - 6u * CS);
         /* chunk 2 of the temp is not what was recorded: read again */
-        CHECK_EQ(resume_reads(6, 2, false), (uint64_t)SIZE - 5u * CS);
+        CHECK_EQ(resume_reads(CHUNKS(0, 6), 2, false, NULL),
+                 (uint64_t)SIZE - 5u * CS);
         /* another temp than the recorded one: all of it again */
-        CHECK_EQ(resume_reads(6, -1, true), (uint64_t)SIZE);
+        CHECK_EQ(resume_reads(CHUNKS(0, 6), -1, true, NULL), (uint64_t)SIZE);
+}
+
+/* The same with 4 streams (copy_blocks.c): the chunks done are scattered
+ * after the first one copied (the owner's, alone), and they end the file;
+ * the fold reads them back as it reaches them. */
+static void test_resume_blocks(void)
+{
+        uint32_t scattered = 1u << 3 | 1u << 4 | 1u << 7, tail = CHUNKS(8, 11);
+        CHECK_EQ(resume_reads(scattered, -1, false, "4"),
+                 (uint64_t)SIZE - 3u * CS);
+        /* chunk 4 not what was recorded: copied again, by the fold */
+        CHECK_EQ(resume_reads(scattered, 4, false, "4"),
+                 (uint64_t)SIZE - 2u * CS);
+        CHECK_EQ(resume_reads(tail, -1, false, "4"),
+                 (uint64_t)SIZE - 2u * CS - chunk_len(10));
+        CHECK_EQ(resume_reads(tail | scattered, 9, false, "4"),
+                 (uint64_t)SIZE - 4u * CS - chunk_len(10));
 }
 
 static void test_sparse_stays_sparse(void)
@@ -472,6 +506,7 @@ int main(int argc, char **argv)
         RUN(test_copy_one_stream);
         RUN(test_copy_streams);
         RUN(test_resume_keeps_done_chunks);
+        RUN(test_resume_blocks);
         RUN(test_sparse_stays_sparse);
         RUN(test_changed_mid_copy);
         RUN(test_verify_names_the_chunk);
