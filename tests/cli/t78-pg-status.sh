@@ -63,7 +63,11 @@ expect_code 1 status src dst
 check "SRC DST with a shared manifest: refused, saying status names the job" \
 	grep -q "a shared job is named" "$LOG/err"
 expect_code 1 status --failures
-expect_code 1 "$FERRY" set --manifest "$URL" --job-name x --window 01:00-02:00
+expect_code 1 "$FERRY" set --manifest "$URL" --job-name x --window 25:00-02:00
+check "a bad --window for a shared job: refused, naming the value" \
+	grep -q "25:00-02:00" "$LOG/err"
+expect_code 2 "$FERRY" set --manifest "$URL" --job-name x --window 01:00-02:00
+check "set --window of an unknown job: named in the error" grep -q "no job 'x'" "$LOG/err"
 expect_code 2 "$FERRY" set --manifest "$URL" --job-name x --pause
 check "set of an unknown job: named in the error" grep -q "no job 'x'" "$LOG/err"
 check "nothing was made for the refused commands" test ! -e dst
