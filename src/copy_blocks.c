@@ -14,8 +14,9 @@
  * the pool (two buffers a stream), and the block the fold waits for is
  * always in some stream's hands. When the fold passes a chunk's end,
  * SRC's fstat must still be the scan's (rule 5: every byte of the chunk
- * was read before it), and the chunk is recorded as chunk_copy records
- * one: hash, CH_DONE, written back and made durable (chunk_sync).
+ * was read before it), SRC's cached pages of the chunk are let go, and
+ * the chunk is recorded as chunk_copy records one: hash, CH_DONE, written
+ * back and made durable (chunk_sync).
  *
  * A chunk of an earlier run is read back from the temp by the folder when
  * the fold reaches it, and its hash compared with its record; one that
@@ -110,6 +111,7 @@ static int copy_block(struct job *j, struct stream *s, char *buf, uint64_t off,
                 *changed = true;
                 return 0;
         }
+        ferry_fsio_uncache(s->in, (off_t)off, got);
         *step = &S_COPY; /* --bwlimit, the pause: stopped meanwhile */
         if ((rc = ferry_rate_take(j->c->cfg.rate, got, j->c->cfg.stop)))
                 return rc;
@@ -143,6 +145,7 @@ static int chunk_folded(struct blocks *b, uint32_t i, bool *changed,
         chunk_range(j, i, &off, &len);
         if (!j->c->cfg.no_sync) /* advice: see chunk_copy */
                 sync_file_range(j->out, off, (off_t)len, SYNC_FILE_RANGE_WRITE);
+        chunk_uncache_src(j, j->in, i);
         pthread_mutex_lock(&j->lock);
         chunk_digest(b->cx, j->plan->chunks[i].hash);
         j->plan->chunks[i].state = CH_DONE;

@@ -1,11 +1,11 @@
 /*
  * copy_stream.c - one chunk stream's work (copy_chunks_impl.h): a chunk
  * read from SRC (pread; a sparse SRC's holes punched, hashed as zeros),
- * written into the temp (pwrite), hashed (XXH3-128), made durable
- * (fdatasync) and reported (MSG_CHUNK), with SRC's fstat equal to the
- * scan's before and after (rule 5); the helper threads' loop; the
- * read-back of a done chunk for the whole-file hash. Why and how the
- * streams share a file: copy_chunks.c.
+ * written into the temp (pwrite), hashed (XXH3-128), SRC's cached pages of
+ * it let go (chunk_uncache_src), made durable (fdatasync) and reported
+ * (MSG_CHUNK), with SRC's fstat equal to the scan's before and after (rule 5);
+ * the helper threads' loop; the read-back of a done chunk for the whole-file
+ * hash. Why and how the streams share a file: copy_chunks.c.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -77,6 +77,7 @@ static int copy_range(struct job *j, struct stream *s, off_t off, uint64_t len,
                         *changed = true;
                         return 0;
                 }
+                ferry_fsio_uncache(s->in, off, got);
                 XXH3_128bits_update(s->xxh, s->buf, got);
                 if (whole)
                         XXH3_128bits_update(whole, s->buf, got);
@@ -191,6 +192,7 @@ int chunk_copy(struct job *j, struct stream *s, uint32_t i, XXH3_state_t *whole,
          * (bench resume). Advice only: the fdatasync tells of errors. */
         if (!j->c->cfg.no_sync)
                 sync_file_range(j->out, off, (off_t)len, SYNC_FILE_RANGE_WRITE);
+        chunk_uncache_src(j, s->in, i);
         pthread_mutex_lock(&j->lock);
         chunk_digest(s->xxh, j->plan->chunks[i].hash);
         j->plan->chunks[i].state = CH_DONE;
@@ -200,6 +202,16 @@ int chunk_copy(struct job *j, struct stream *s, uint32_t i, XXH3_state_t *whole,
         pthread_mutex_unlock(&j->lock);
         *step = &S_FSYNC;
         return chunk_sync(j, false);
+}
+
+void chunk_uncache_src(const struct job *j, int fd, uint32_t i)
+{
+        off_t off;
+        uint64_t len;
+        chunk_range(j, i, &off, &len);
+        /* the last chunk to SRC's end (0: to EOF), so that its last page,
+         * partly past the end, goes too */
+        ferry_fsio_uncache(fd, off, i + 1 == j->plan->n ? 0 : (size_t)len);
 }
 
 uint64_t chunk_now_ns(void)

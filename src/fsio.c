@@ -78,6 +78,11 @@ int ferry_fsio_pread(int fd, void *buf, size_t len, off_t off, size_t *got)
         return 0;
 }
 
+void ferry_fsio_uncache(int fd, off_t off, size_t len)
+{
+        (void)posix_fadvise(fd, off, (off_t)len, POSIX_FADV_DONTNEED);
+}
+
 int ferry_fsio_write(int fd, const void *buf, size_t len)
 {
         FAULT(FSIO_WRITE);

@@ -147,6 +147,11 @@ int ferry_fsio_make_dirs(int rootfd, const char *rel, int *fd);
 /* Reads up to len bytes, looping on short reads; *got < len only at EOF. */
 int ferry_fsio_read(int fd, void *buf, size_t len, size_t *got);
 int ferry_fsio_pread(int fd, void *buf, size_t len, off_t off, size_t *got);
+/* Advice that [off, off + len) of fd (len 0: to its end) is not read
+ * again: its cached pages may go (a large file's SRC, read once: the copy
+ * does not push the rest of the page cache out). Advice only: nothing to
+ * fail. */
+void ferry_fsio_uncache(int fd, off_t off, size_t len);
 /* Writes all len bytes. */
 int ferry_fsio_write(int fd, const void *buf, size_t len);
 int ferry_fsio_pwrite(int fd, const void *buf, size_t len, off_t off);
