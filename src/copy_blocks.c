@@ -145,7 +145,7 @@ static int chunk_folded(struct blocks *b, uint32_t i, bool *changed,
         chunk_range(j, i, &off, &len);
         if (!j->c->cfg.no_sync) /* advice: see chunk_copy */
                 sync_file_range(j->out, off, (off_t)len, SYNC_FILE_RANGE_WRITE);
-        chunk_uncache_src(j, j->in, i);
+        chunk_uncache(j, j->in, i);
         pthread_mutex_lock(&j->lock);
         chunk_digest(b->cx, j->plan->chunks[i].hash);
         j->plan->chunks[i].state = CH_DONE;

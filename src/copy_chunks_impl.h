@@ -69,15 +69,17 @@ struct stream {
 uint64_t chunk_now_ns(void);
 /* Chunk i's offset and length in j's file. */
 void chunk_range(const struct job *j, uint32_t i, off_t *off, uint64_t *len);
-/* Advice that chunk i of SRC (read through fd, every byte of it) is not
- * read again: its cached pages may go, as `dd iflag=nocache` lets them
- * (the copy of a big file does not push the rest of the page cache out).
- * Each read's range is let go at once too (ferry_fsio_uncache), so that
- * its pages are reused by the next read while they are still hot; but a
- * range drops only the folios wholly inside it, and a local file system's
- * cache may hold the file in folios of up to 2 MiB: the whole chunk's
- * range catches those. */
-void chunk_uncache_src(const struct job *j, int fd, uint32_t i);
+/* Advice that chunk i of fd (SRC once every byte of the chunk was read;
+ * the temp once the chunk is durable there) is not read again: its cached
+ * pages may go, as `dd iflag=nocache oflag=nocache` lets them (the copy
+ * of a big file does not push the rest of the page cache out, nor fill
+ * memory with written pages that only wait to be dropped). SRC's range
+ * of each read is let go at once too (ferry_fsio_uncache), so that its
+ * pages are reused by the next read while they are still hot; but a range
+ * drops only the folios wholly inside it, and a local file system's cache
+ * may hold the file in folios of up to 2 MiB: the whole chunk's range
+ * catches those. */
+void chunk_uncache(const struct job *j, int fd, uint32_t i);
 /* x's XXH3-128 in canonical bytes. */
 void chunk_digest(XXH3_state_t *x, uint8_t out[16]);
 /* Copies chunk i (claimed by the caller) with stream s: data (hashed into

@@ -1,11 +1,12 @@
 /*
  * copy_stream.c - one chunk stream's work (copy_chunks_impl.h): a chunk
  * read from SRC (pread; a sparse SRC's holes punched, hashed as zeros),
- * written into the temp (pwrite), hashed (XXH3-128), SRC's cached pages of
- * it let go (chunk_uncache_src), made durable (fdatasync) and reported
- * (MSG_CHUNK), with SRC's fstat equal to the scan's before and after (rule 5);
- * the helper threads' loop; the read-back of a done chunk for the whole-file
- * hash. Why and how the streams share a file: copy_chunks.c.
+ * written into the temp (pwrite), hashed (XXH3-128), SRC's cached pages
+ * of it let go (chunk_uncache), made durable (fdatasync) and reported
+ * (MSG_CHUNK), the temp's pages of it let go then, with SRC's fstat equal
+ * to the scan's before and after (rule 5); the helper threads' loop; the
+ * read-back of a done chunk for the whole-file hash. Why and how the
+ * streams share a file: copy_chunks.c.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -192,7 +193,7 @@ int chunk_copy(struct job *j, struct stream *s, uint32_t i, XXH3_state_t *whole,
          * (bench resume). Advice only: the fdatasync tells of errors. */
         if (!j->c->cfg.no_sync)
                 sync_file_range(j->out, off, (off_t)len, SYNC_FILE_RANGE_WRITE);
-        chunk_uncache_src(j, s->in, i);
+        chunk_uncache(j, s->in, i);
         pthread_mutex_lock(&j->lock);
         chunk_digest(s->xxh, j->plan->chunks[i].hash);
         j->plan->chunks[i].state = CH_DONE;
@@ -204,7 +205,7 @@ int chunk_copy(struct job *j, struct stream *s, uint32_t i, XXH3_state_t *whole,
         return chunk_sync(j, false);
 }
 
-void chunk_uncache_src(const struct job *j, int fd, uint32_t i)
+void chunk_uncache(const struct job *j, int fd, uint32_t i)
 {
         off_t off;
         uint64_t len;
@@ -245,9 +246,16 @@ int chunk_sync(struct job *j, bool force)
                 return 0;
         /* data durable first, then its record: rule 1, per chunk */
         int rc = sync ? ferry_fsio_fdatasync(j->out) : 0;
-        for (uint32_t i = 0; !rc && i < j->plan->n; i++)
-                if (j->snap[i])
-                        report(j, i);
+        for (uint32_t i = 0; !rc && i < j->plan->n; i++) {
+                if (!j->snap[i])
+                        continue;
+                report(j, i);
+                /* durable: its pages are clean and can go, unless the
+                 * owner of a sparse file may still read it back for the
+                 * whole-file hash (a helper's chunk, copy_chunks.c) */
+                if (sync && !j->sparse)
+                        chunk_uncache(j, j->out, i);
+        }
         pthread_mutex_lock(&j->lock);
         if (rc)
                 j->sync_failed = true;

@@ -1,16 +1,17 @@
 #!/bin/bash
 # t89-big-uncache: a file copied in chunks leaves its SRC out of the page
-# cache once read (posix_fadvise DONTNEED on each range read), as
-# `dd iflag=nocache` or robocopy /J would: a copy of big files from a data
-# mover does not push every other file's cached pages out, and on a
-# virtual machine whose freed memory returns to its host, each run does
-# not fault in a fresh page for every byte of SRC.
+# cache once read, and its DST once durable (posix_fadvise DONTNEED), as
+# `dd iflag=nocache oflag=nocache` or robocopy /J would: a copy of big
+# files from a data mover does not push every other file's cached pages
+# out, and on a virtual machine whose freed memory returns to its host,
+# each run does not fault in a fresh page for every byte it moves.
 #
 # SRC holds an 80 MiB file (5 chunks of 16 MiB) and a small one, on the
 # test directory's file system. Each file is read once by cat, so that
 # fincore (util-linux, an oracle outside ferry) finds it cached, then:
 #  - a plain run (the owner stream alone: a local SRC is not latency-bound)
-#    leaves at most 4 MiB of the big file cached, and DST equal (cmp);
+#    leaves at most 4 MiB of the big file cached, of SRC's and of DST's
+#    (durable by then), and DST equal (cmp);
 #  - a run with FERRY_CHUNK_STREAMS=4 (a test build's knob: 4 streams,
 #    block by block as from a share) the same;
 #  - the small file (below the chunk size) is copied as before: still
@@ -45,9 +46,11 @@ warm() {
 warm
 expect_code 0 "$FERRY" src dst
 # fincore first: cmp reads SRC again
-b=$(cached src/big) s=$(cached src/small)
+b=$(cached src/big) s=$(cached src/small) d=$(cached dst/big)
 check "plain run: SRC's big file left the cache ($b bytes cached, at most 4 MiB)" \
 	test "$b" -le $((4 * MIB))
+check "plain run: DST's big file left the cache ($d bytes cached, at most 4 MiB)" \
+	test "$d" -le $((4 * MIB))
 check "plain run: the small file is still cached ($s bytes)" test "$s" -eq "$MIB"
 check "plain run: DST's big file is SRC's" cmp src/big dst/big
 check "plain run: DST's small file is SRC's" cmp src/small dst/small
@@ -57,9 +60,11 @@ rm -rf dst
 export FERRY_CHUNK_STREAMS=4
 expect_code 0 "$FERRY" --manifest "$T/m2.db" src dst
 unset FERRY_CHUNK_STREAMS
-b=$(cached src/big)
+b=$(cached src/big) d=$(cached dst/big)
 check "4 streams: SRC's big file left the cache ($b bytes cached, at most 4 MiB)" \
 	test "$b" -le $((4 * MIB))
+check "4 streams: DST's big file left the cache ($d bytes cached, at most 4 MiB)" \
+	test "$d" -le $((4 * MIB))
 check "4 streams, block by block: DST's big file is SRC's" cmp src/big dst/big
 
 finish
