@@ -265,6 +265,9 @@ static int hash_side(struct ferry_copier *c, int dirfd, const char *name,
         /* chunk by chunk too (copy_repair.c) */
         rc = plan ? ferry_copier_hash_planned(c, fd, plan, out, size)
                   : ferry_copier_hash_fd(c, fd, out, size);
+        /* a big file is read once, as a copy reads it: its pages go */
+        if (!rc && *size >= FERRY_CHUNK_MIN_FILE)
+                ferry_fsio_uncache(fd, 0, 0);
         ferry_fsio_close(&fd);
         return rc;
 }

@@ -74,6 +74,8 @@ int ferry_copier_hash_planned(struct ferry_copier *c, int fd,
                         digest(x, h);
                         judge(plan, (uint32_t)(off / cs - 1), h);
                         XXH3_128bits_reset(x);
+                        /* read once: its pages go (the rest: hash_side) */
+                        ferry_fsio_uncache(fd, (off_t)(off - cs), (size_t)cs);
                 }
                 if (atomic_load(c->cfg.stop)) {
                         rc = ECANCELED;

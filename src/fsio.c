@@ -80,7 +80,11 @@ int ferry_fsio_pread(int fd, void *buf, size_t len, off_t off, size_t *got)
 
 void ferry_fsio_uncache(int fd, off_t off, size_t len)
 {
+#ifdef HAVE_POSIX_FADVISE
         (void)posix_fadvise(fd, off, (off_t)len, POSIX_FADV_DONTNEED);
+#else
+        (void)fd, (void)off, (void)len;
+#endif
 }
 
 int ferry_fsio_write(int fd, const void *buf, size_t len)

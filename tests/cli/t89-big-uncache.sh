@@ -15,7 +15,9 @@
 #  - a run with FERRY_CHUNK_STREAMS=4 (a test build's knob: 4 streams,
 #    block by block as from a share) the same;
 #  - the small file (below the chunk size) is copied as before: still
-#    fully cached (ferry does not spend a call per small file on this).
+#    fully cached (ferry does not spend a call per small file on this);
+#  - --verify (DST's big file read chunk by chunk) and --verify=both (SRC's
+#    too), each after cat cached both again, leave them out of the cache.
 # Skips, saying why, without fincore, or on a file system that keeps
 # every page in memory (tmpfs: its pages are the file).
 . "$(dirname "$0")/lib.sh" || exit 1
@@ -54,6 +56,18 @@ check "plain run: DST's big file left the cache ($d bytes cached, at most 4 MiB)
 check "plain run: the small file is still cached ($s bytes)" test "$s" -eq "$MIB"
 check "plain run: DST's big file is SRC's" cmp src/big dst/big
 check "plain run: DST's small file is SRC's" cmp src/small dst/small
+
+# --verify reads DST's big file (chunk by chunk), --verify=both SRC's too
+cat dst/big src/big >/dev/null
+expect_code 0 "$FERRY" --verify src dst
+d=$(cached dst/big)
+check "--verify: DST's big file left the cache ($d bytes cached, at most 4 MiB)" \
+	test "$d" -le $((4 * MIB))
+cat dst/big src/big >/dev/null
+expect_code 0 "$FERRY" --verify=both src dst
+b=$(cached src/big) d=$(cached dst/big)
+check "--verify=both: SRC's and DST's big files left the cache ($b and $d bytes cached, at most 4 MiB each)" \
+	test "$b" -le $((4 * MIB)) -a "$d" -le $((4 * MIB))
 
 warm
 rm -rf dst
