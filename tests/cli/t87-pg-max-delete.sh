@@ -7,7 +7,8 @@
 # the copy of one is gone from DST already, 12 stay to delete).
 # Proves, DST's entries that SRC lacks counted with find (an oracle apart
 # from ferry), and rsync -anci / diff -r at the end:
-#  - two hosts at once with --delete --max-delete 4, claims of 3 rows (a
+#  - two hosts at once with --delete --max-delete 4 (both joined while the
+#    job is paused), claims of 3 rows (a
 #    test build's hook, so that both take shares of the limit, and one
 #    gives back what a copy already gone did not use): both exit 25,
 #    exactly 4 entries leave DST, the summaries' deletions add up to 4, -v lists
@@ -76,10 +77,30 @@ sleep 1.2
 check "12 entries of DST are gone from SRC (find)" test "$(extra)" = 12
 N=4
 # claims of 3 rows (a test build's hook): both hosts take shares of the 4,
-# and the first claim gives back what it did not use
+# and the first claim gives back what it did not use. Both join while the
+# job is paused (ferry set), so that both are in the run before it starts:
+# a host started late (a loaded machine, ThreadSanitizer) would find the
+# run over, and run the job again with nothing to delete (exit 0).
+"$FERRY" set --manifest "$URL" --job-name md --pause >"$LOG/set" 2>&1 ||
+	die "ferry set --pause failed: $(cat "$LOG/set")"
 export FERRY_PG_DEL_CLAIM=3
-two_hosts -v --delete --max-delete 4
+spawn "$T/h1.out" fy -v --delete --max-delete 4
+p1=$SPAWNED
+spawn "$T/h2.out" fy -v --delete --max-delete 4
+p2=$SPAWNED
 unset FERRY_PG_DEL_CLAIM
+running() { sql "SELECT count(*) FROM ferry.hosts WHERE job = $(jid) AND left_at IS NULL"; }
+for _ in $(seq 1 $((600 * SLOW))); do
+	[[ $(running) == 2 ]] && break
+	sleep 0.05
+done
+[[ $(running) == 2 ]] || die "the two hosts did not both join the paused job"
+"$FERRY" set --manifest "$URL" --job-name md --resume >"$LOG/set" 2>&1 ||
+	die "ferry set --resume failed: $(cat "$LOG/set")"
+reap "$p1"
+R1=$RC
+reap "$p2"
+R2=$RC
 check "two hosts, --delete --max-delete 4: both exit 25 (got $R1 $R2)" \
 	test "$R1 $R2" = "25 25" || show "$T/h1.out.err"
 check "... exactly 4 entries left DST (find: 8 of the 12 stay)" test "$(extra)" = 8
