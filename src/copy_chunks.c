@@ -23,8 +23,8 @@
  * (copy_blocks.c: the whole-file hash folded from the blocks as they
  * arrive, two buffers of 512 KiB a stream, the owner's stream counted in
  * the budget too; with no helper to be had the owner goes on alone); a
- * sparse SRC, whose holes
- * are found a chunk at a time, is copied a chunk per stream instead
+ * sparse SRC, whose holes are found a chunk at a time, or a file that
+ * finds the budget all but spent, is copied a chunk per stream instead
  * (below: each helper with a buffer of STREAM_BUF bytes, the owner with
  * its copier's own 128 KiB one). Each stream claims the lowest chunk
  * nobody copies, preads it from SRC,
@@ -313,6 +313,7 @@ static int run_streams(struct job *j, struct stream *s, bool *changed,
                 streams_give(nb);
         } else if (more) {
                 streams_give(nb);
+                j->read_back = true;
                 nh = start_helpers(j, h, want);
         }
         if (!rc && !*changed && !blocks)

@@ -36,6 +36,10 @@ struct job {
         struct ferry_chunk_plan *plan;
         int in, out;
         bool sparse;
+        /* helpers copy chunks that the owner reads back from the temp for
+         * the whole-file hash (set before they start): the temp's pages
+         * of a durable chunk stay cached until then (chunk_sync) */
+        bool read_back;
         uint64_t tmp_dev, tmp_ino;
         _Atomic uint64_t written; /* bytes this attempt wrote */
         pthread_mutex_t lock;

@@ -251,9 +251,9 @@ int chunk_sync(struct job *j, bool force)
                         continue;
                 report(j, i);
                 /* durable: its pages are clean and can go, unless the
-                 * owner of a sparse file may still read it back for the
-                 * whole-file hash (a helper's chunk, copy_chunks.c) */
-                if (sync && !j->sparse)
+                 * owner may still read it back for the whole-file hash
+                 * (a helper's chunk) */
+                if (sync && !j->read_back)
                         chunk_uncache(j, j->out, i);
         }
         pthread_mutex_lock(&j->lock);
