@@ -66,13 +66,35 @@ pg_slowfs_start() {
 
 # two_hosts ARGS...: the test's fy ARGS (its one host's command) run
 # twice at once, its output in $T/h1.out and $T/h2.out (.err); R1 and R2
-# their exit codes
+# their exit codes. With TWO_HOSTS_JOB (fy's --job-name) naming a job that
+# exists, both join it while it is paused (ferry set) and it resumes once
+# psql shows both running: a host started late (a loaded machine,
+# ThreadSanitizer) would find the run over and run the job again, a new
+# generation with nothing to do. A job made by this very command cannot
+# be paused before; a test checks nothing there that a late host changes.
 two_hosts() {
-	local p1 p2
+	local p1 p2 job=${TWO_HOSTS_JOB:-} paused=
+	if [[ -n $job && $(sql "SELECT count(*) FROM ferry.jobs WHERE name = '$job'") == 1 ]]; then
+		"$FERRY" set --manifest "$URL" --job-name "$job" --pause >"$LOG/set" 2>&1 ||
+			die "ferry set --pause failed: $(cat "$LOG/set")"
+		paused=1
+	fi
 	spawn "$T/h1.out" fy "$@"
 	p1=$SPAWNED
 	spawn "$T/h2.out" fy "$@"
 	p2=$SPAWNED
+	if [[ -n $paused ]]; then
+		local i n=0
+		for i in $(seq 1 $((600 * SLOW))); do
+			n=$(sql "SELECT count(*) FROM ferry.hosts h JOIN ferry.jobs j ON j.id = h.job
+				WHERE j.name = '$job' AND h.left_at IS NULL")
+			[[ $n == 2 ]] && break
+			sleep 0.05
+		done
+		[[ $n == 2 ]] || die "the two hosts did not both join the paused job '$job' ($n running)"
+		"$FERRY" set --manifest "$URL" --job-name "$job" --resume >"$LOG/set" 2>&1 ||
+			die "ferry set --resume failed: $(cat "$LOG/set")"
+	fi
 	reap "$p1"
 	R1=$RC
 	reap "$p2"

@@ -66,6 +66,7 @@ mkdir src/d2/quiet
 mkdir -p "$MNT"
 "$SLOWFS" --latency-us 2000 "$T/src" "$MNT" 2>"$LOG/slowfs.err" ||
 	skip_all "slowfs does not mount here: $(head -c 200 "$LOG/slowfs.err")"
+TWO_HOSTS_JOB=r
 fy() { "$FERRY" --manifest "$URL" --job-name r -j 4 "$@" "$MNT" "$T/dst"; }
 
 # ---- the first run -------------------------------------------------------

@@ -62,6 +62,7 @@ for i in $(seq 1 300); do echo "many $i" >"src/d5/many/m$i"; done
 mkdir -p "$MNT"
 "$SLOWFS" --latency-us 2000 "$T/src" "$MNT" 2>"$LOG/slowfs.err" ||
 	skip_all "slowfs does not mount here: $(head -c 200 "$LOG/slowfs.err")"
+TWO_HOSTS_JOB=del
 fy() { "$FERRY" --manifest "$URL" --job-name del -j 4 "$@" "$MNT" "$T/dst"; }
 
 # ---- the first run -----------------------------------------------------------

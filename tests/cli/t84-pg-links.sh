@@ -69,6 +69,7 @@ cp -al src/snap1 src/snap2
 mkdir -p "$MNT"
 "$SLOWFS" --latency-us 2000 "$T/src" "$MNT" 2>"$LOG/slowfs.err" ||
 	skip_all "slowfs does not mount here: $(head -c 200 "$LOG/slowfs.err")"
+TWO_HOSTS_JOB=links
 fy() { "$FERRY" --manifest "$URL" --job-name links -j 4 --json "$@" "$MNT" "$T/dst"; }
 
 # ---- two hosts at once --------------------------------------------------------

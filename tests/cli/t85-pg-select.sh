@@ -28,6 +28,7 @@
 pg_slowfs_start rsync
 jid() { sql "SELECT id FROM ferry.jobs WHERE name = 'sel'"; }
 RULES=(--exclude 'cache/' --exclude '*.log' --include 'keep/**' --max-size 2000)
+TWO_HOSTS_JOB=sel
 fy() { "$FERRY" --manifest "$URL" --job-name sel -j 4 "$@" "$MNT" "$T/dst"; }
 # expect [--delete] RULE...: exp is what rsync makes of DST with the rules
 expect() {
