@@ -77,12 +77,13 @@
         " f.type::int8, f.size, f.mtime_ns, f.ctime_ns, f.mode::int8," \
         " f.uid, f.gid, f.dev, f.ino, f.rdev, " PG_DST_COLS("f") "," \
         " coalesce(f.nlink, 1), ld.path, ll.name, ll.hash, ll.ctime_ns," \
-        " " PG_DST_COLS("ll")
+        " " PG_DST_COLS("ll") ", picked.unmarked::int::int8"
 
 static const char claim_files_sql[] =
         "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
         " picked AS MATERIALIZED (SELECT id, CASE WHEN lgroup IS NOT NULL"
-        " THEN " LEAD("files") " END AS lead FROM files WHERE job = $1"
+        " THEN " LEAD("files") " END AS lead,"
+        " lease_until IS NOT NULL AS unmarked FROM files WHERE job = $1"
         " AND state = " MF_SQL_INT(MF_ST_PENDING) " AND NOT lwait" CLAIMABLE
         " ORDER BY id LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
         FILES_LEASED_LINKED;
@@ -152,6 +153,7 @@ void pg_get_row(const PGresult *r, int k, struct ferry_pg_row *w)
 /* A PG_FILES claim's columns past pg_get_row's (FILES_LEASED_LINKED). */
 static void get_links(const PGresult *r, int k, struct ferry_pg_row *w)
 {
+        w->unmarked = pg_get_i64(r, k, 26) != 0;
         w->nlink = (uint64_t)pg_get_i64(r, k, 18);
         w->lead_path = pg_get_bytes(r, k, 19, &w->lead_path_len);
         w->lead_name = pg_get_bytes(r, k, 20, &w->lead_name_len);

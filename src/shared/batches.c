@@ -98,6 +98,7 @@ int shared_put_row(struct ferry_batch *b, const struct ferry_pg_row *r)
                 .mtime = shared_time(r->dst_mtime_ns),
         };
         it->need = MF_NEED_DATA;
+        it->unmarked = r->unmarked;
         b->n++;
         return 0;
 }

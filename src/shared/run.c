@@ -430,7 +430,8 @@ static int start_pool(struct shared *s)
                 .trust_mtime = o->trust_mtime,
                 .fsync_each = o->durability == FERRY_DURABLE_FILE,
                 .retries = o->retries,
-                /* any host may have died after a rename, before its mark */
+                /* any host may have died after a rename, before its mark
+                 * (only rows whose claim's lease ran out: item->unmarked) */
                 .written_since = ferry_pg_job_created(s->pg),
                 .stop = s->stop,
                 .no_sync = o->durability == FERRY_DURABLE_NONE,
