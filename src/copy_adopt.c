@@ -182,6 +182,12 @@ static bool adopt_file(struct ferry_copier *c, const char *name,
                         equal = false;
                         goto out;
                 }
+                /* a shared job's claim that passed its fence: another
+                 * host may have the row now; nothing done here */
+                if (ferry_copier_fenced(&c->cfg)) {
+                        it->result = R_NONE;
+                        goto out;
+                }
                 const struct step *step = &S_COPY;
                 int rc = apply_in_place(c, it, out, name, &now, &it->st, true,
                                         &step);
@@ -213,7 +219,9 @@ static bool adopt_symlink(struct ferry_copier *c, const char *name,
         /* DST's still the link whose target was read */
         equal = equal && !ferry_fsio_statat(c->dst_dir, name, &again) &&
                 same_entry(d, &again);
-        if (equal) {
+        if (equal && ferry_copier_fenced(&c->cfg)) /* as adopt_file */
+                it->result = R_NONE;
+        else if (equal) {
                 XXH128_canonical_t canon;
                 XXH128_canonicalFromHash(&canon, XXH3_128bits(src, slen));
                 memcpy(it->hash, canon.digest, 16);

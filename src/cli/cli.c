@@ -120,8 +120,8 @@ static const struct opt_def opts[] = {
         {"adopt", no_argument, O_ADOPT, NULL,
          "take over a copy made by cp -a, rsync or a moved job: a DST file "
          "of SRC's size and mtime is hashed on both sides and, equal, kept; "
-         "a manifest of other paths (--manifest, which must exist) is pointed "
-         "at SRC and DST"},
+         "a manifest FILE of other paths (--manifest, which must exist) is "
+         "pointed at SRC and DST"},
         {"no-specials", no_argument, O_NO_SPECIALS, NULL,
          "do not copy FIFOs and sockets"},
         {"no-devices", no_argument, O_NO_DEVICES, NULL,

@@ -250,11 +250,23 @@ static bool outcome_of(struct shared *s, struct ferry_batch *b,
                 o->dst_type = (int)it->dst.type;
                 o->dst_size = it->dst.size;
                 o->dst_mtime_ns = shared_ns(it->dst.mtime);
-                if (it->link_off && !it->bytes) { /* a name linked */
+                if (it->adopted) { /* DST's equal file kept */
+                        s->sum->files_adopted++;
+                        shared_event(s, FERRY_EV_ADOPTED, dir, strlen(dir),
+                                     name, strlen(name), NULL, NULL);
+                } else if (it->link_off && !it->bytes) { /* a name linked */
                         s->sum->files_linked++;
                         shared_event(s, FERRY_EV_LINKED, dir, strlen(dir), name,
                                      strlen(name), NULL, NULL);
                 } else {
+                        if (it->adopt_differs) /* then copied as any other */
+                                shared_event(
+                                        s, FERRY_EV_WARNING, dir, strlen(dir),
+                                        name, strlen(name),
+                                        "--adopt: the destination's file has "
+                                        "the size and mtime of the source's "
+                                        "but another content: copied again",
+                                        NULL);
                         s->sum->files_copied++;
                         s->sum->bytes_copied += it->bytes;
                         shared_event(s, FERRY_EV_COPIED, dir, strlen(dir), name,

@@ -18,7 +18,10 @@
  *
  * Live control (`ferry set`: pause, resume, -j, --bwlimit, --window) is
  * read about once a second (control.c). What a shared job does not do yet
- * (refused or said, never silent): --files-from, --adopt, --dry-run. A big file
+ * (refused or said, never silent): --files-from, --dry-run. --adopt keeps
+ * what DST holds equal to SRC, as on a single host (copy_adopt.c), each
+ * host for the rows it claims; a shared job is never re-pointed (its
+ * fingerprints, not its paths, say which SRC and DST it is). A big file
  * is copied in chunks by one host, none recorded (batches.c, put_plan). Hard
  * links: a name of a link group is handed out once the scan is over, linked to
  * the copy of its group's first name (claims.c, 008_links.sql). --verify is
@@ -297,7 +300,6 @@ static int copy_loop(struct shared *s)
 int shared_check_options(const struct ferry_options *o, struct ferry_error *e)
 {
         const char *no = o->dry_run      ? "--dry-run"
-                         : o->adopt      ? "--adopt"
                          : o->files_from ? "--files-from"
                                          : NULL;
         if (no)
@@ -305,6 +307,11 @@ int shared_check_options(const struct ferry_options *o, struct ferry_error *e)
                                       "%s is not supported with a PostgreSQL "
                                       "manifest yet",
                                       no);
+        /* as on a single host (job.c): a verify reads the job as it is */
+        if (o->adopt && o->verify)
+                return ferry_job_errf(e, FERRY_EUSAGE,
+                                      "--adopt goes with a copy, not with "
+                                      "--verify");
         if (!o->job_name || !o->job_name[0])
                 return ferry_job_errf(e, FERRY_EUSAGE,
                                       "a PostgreSQL manifest needs --job-name "
@@ -437,6 +444,7 @@ static int start_pool(struct shared *s)
                 .no_sync = o->durability == FERRY_DURABLE_NONE,
                 .fence = &s->fence,
                 .foreign_rows = true,
+                .adopt = o->adopt,
                 .rate = s->rate,
         };
         s->max_jobs = s->jobs > SHARED_JOBS_MAX ? s->jobs : SHARED_JOBS_MAX;

@@ -6,7 +6,7 @@
 # hashes the shared manifest recorded, and psql for the rows. Proves:
 #  A. bad input is refused before anything is written: no --job-name,
 #     --job-name without a PostgreSQL manifest, options a shared job does
-#     not honour yet (--files-from, --adopt), a machine without libpq
+#     not honour yet (--files-from, --dry-run), a machine without libpq
 #     (which ferry loads for a shared manifest only: ldd shows none);
 #  B. three hosts at once copy one tree behind bench/slowfs (files, symlinks, a FIFO, an empty
 #     directory, modes, times of files and directories): DST equals
@@ -121,9 +121,9 @@ check "--job-name alone: says it goes with a postgresql:// manifest" \
 expect_code 1 "$FERRY" --manifest "$SOCK_URL" --job-name x --files-from /dev/null src dstA
 check "--files-from: not supported with a PostgreSQL manifest yet" \
 	grep -q -- "--files-from is not supported with a PostgreSQL manifest" "$LOG/err"
-expect_code 1 "$FERRY" --manifest "$SOCK_URL" --job-name x --adopt src dstA
-check "--adopt: not supported with a PostgreSQL manifest yet" \
-	grep -q -- "--adopt is not supported with a PostgreSQL manifest" "$LOG/err"
+expect_code 1 "$FERRY" --manifest "$SOCK_URL" --job-name x --dry-run src dstA
+check "--dry-run: not supported with a PostgreSQL manifest yet" \
+	grep -q -- "--dry-run is not supported with a PostgreSQL manifest" "$LOG/err"
 if "$FERRY" --version | grep -q "test build"; then
 	# libpq is loaded when a shared manifest is used, not linked
 	expect_code 3 env FERRY_TEST_LIBPQ=libpq-ferry-none.so.5 "$FERRY" \
