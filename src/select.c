@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 struct ferry_select {
         struct ferry_patterns *rules; /* NULL: none */
@@ -330,20 +331,49 @@ bool ferry_select_protects(const struct ferry_select *s, const char *path,
         return hit;
 }
 
+char *ferry_select_files_digest(const struct ferry_select *s, bool *oom)
+{
+        *oom = false;
+        if (!s || !s->have_files)
+                return NULL;
+        XXH3_state_t *h = XXH3_createState();
+        char *out = malloc(64);
+        if (!h || !out) {
+                XXH3_freeState(h);
+                free(out);
+                *oom = true;
+                return NULL;
+        }
+        XXH3_128bits_reset(h);
+        for (size_t i = 0; i < s->n_files; i++) /* sorted and unique */
+                XXH3_128bits_update(h, s->files[i], strlen(s->files[i]) + 1);
+        XXH128_hash_t d = XXH3_128bits_digest(h);
+        XXH3_freeState(h);
+        snprintf(out, 64, "%zu path%s, xxh128 %016llx%016llx", s->n_files,
+                 s->n_files == 1 ? "" : "s", (unsigned long long)d.high64,
+                 (unsigned long long)d.low64);
+        return out;
+}
+
+const char *ferry_select_next_unfound(const struct ferry_select *s, size_t *i)
+{
+        for (; s && *i < s->n_files; (*i)++)
+                if (!atomic_load_explicit(&s->found[*i], memory_order_relaxed))
+                        return s->files[(*i)++];
+        return NULL;
+}
+
 size_t ferry_select_missing(const struct ferry_select *s,
                             const struct ferry_options *opt)
 {
-        size_t n = 0;
-        for (size_t i = 0; s && i < s->n_files; i++)
-                if (!atomic_load_explicit(&s->found[i], memory_order_relaxed)) {
-                        if (opt->event)
-                                opt->event(FERRY_EV_WARNING, s->files[i],
-                                           strlen(s->files[i]),
-                                           "listed in --files-from but not "
-                                           "in SRC",
-                                           NULL, opt->cb_arg);
-                        n++;
-                }
+        size_t n = 0, i = 0;
+        const char *path;
+        while ((path = ferry_select_next_unfound(s, &i))) {
+                if (opt->event)
+                        opt->event(FERRY_EV_WARNING, path, strlen(path),
+                                   FERRY_SELECT_MISSING, NULL, opt->cb_arg);
+                n++;
+        }
         return n;
 }
 

@@ -63,6 +63,17 @@ bool ferry_select_sizes(const struct ferry_select *s);
 /* size outside the bounds. */
 bool ferry_select_size_out(const struct ferry_select *s, uint64_t size);
 
+/* The warning of a path --files-from listed that SRC lacks. */
+#define FERRY_SELECT_MISSING "listed in --files-from but not in SRC"
+
+/* --files-from's list as two hosts of a shared job compare it: "N paths,
+ * xxh128 HEX", the XXH3-128 of the sorted paths, each ended by a NUL;
+ * NULL without a list or when memory runs out (*oom set). Free it. */
+char *ferry_select_files_digest(const struct ferry_select *s, bool *oom);
+/* The first listed path at index *i or after it that this process's scan
+ * did not find, *i moved past it; NULL after the last. */
+const char *ferry_select_next_unfound(const struct ferry_select *s, size_t *i);
+
 /* Reports (opt->event, a warning) each path --files-from listed that the
  * scan did not find (after a complete scan); returns how many. */
 size_t ferry_select_missing(const struct ferry_select *s,

@@ -242,7 +242,7 @@ void pg_param_hex_array(struct pg_params *p, const char *const *v, size_t n)
 {
         size_t len = 3;
         for (size_t i = 0; i < n; i++)
-                len += 2 * strlen(v[i]) + 1;
+                len += 2 * strlen(v[i]) + 3;
         char *s = malloc(len), *e = s;
         if (!s) {
                 p->oom = true;
@@ -252,9 +252,11 @@ void pg_param_hex_array(struct pg_params *p, const char *const *v, size_t n)
         for (size_t i = 0; i < n; i++) {
                 if (i)
                         *e++ = ',';
+                *e++ = '"'; /* "" is an element: an empty string */
                 for (const unsigned char *c = (const unsigned char *)v[i]; *c;
                      c++)
                         e += sprintf(e, "%02x", *c);
+                *e++ = '"';
         }
         *e++ = '}';
         *e = '\0';

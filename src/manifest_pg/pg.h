@@ -415,6 +415,12 @@ int ferry_pg_unseen(struct ferry_pg *pg, int64_t after, size_t max,
 /* Rows ids[0..n-1] (of ferry_pg_unseen) take the joined gen: the
  * selection leaves them out, they are not gone from SRC. */
 int ferry_pg_keep_unseen(struct ferry_pg *pg, const int64_t *ids, size_t n);
+/* --files-from's paths no host's scan of the joined gen found: absent[i]
+ * for the path dirs[i]/names[i] (dirs[i] "" at SRC's top level) when the
+ * job has neither a file row of it seen in the gen and not removed nor a
+ * directory row of it of the gen. n <= FERRY_PG_BATCH_MAX. */
+int ferry_pg_paths_absent(struct ferry_pg *pg, const char *const *dirs,
+                          const char *const *names, size_t n, bool *absent);
 
 /* The joined job as a whole, read from its counts (sql/pg/005_counts.sql:
  * a row per connection that changed its rows, not its rows). */

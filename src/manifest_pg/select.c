@@ -150,3 +150,61 @@ int ferry_pg_keep_unseen(struct ferry_pg *pg, const int64_t *ids, size_t n)
         struct keep_args a = {ids, n};
         return n ? pg_retry(pg, keep_step, &a) : 0;
 }
+
+/* The listed paths ($2 directories, $3 names, hex) that gen $4 of job $1
+ * has no row of: the 1-based positions */
+/* clang-format off */
+static const char absent_sql[] =
+        "SELECT v.i FROM unnest($2::text[], $3::text[]) WITH ORDINALITY"
+        " AS v (dir, name, i) WHERE NOT EXISTS (SELECT 1 FROM dirs d"
+        " JOIN files f ON f.dir = d.id WHERE d.job = $1"
+        " AND d.path = decode(v.dir, 'hex') AND f.name = decode(v.name, 'hex')"
+        " AND f.gen = $4 AND f.state <> " MF_SQL_INT(MF_ST_REMOVED) ")"
+        " AND NOT EXISTS (SELECT 1 FROM dirs d WHERE d.job = $1 AND d.gen = $4"
+        " AND d.path = CASE WHEN v.dir = '' THEN decode(v.name, 'hex')"
+        " ELSE decode(v.dir, 'hex') || '\\x2f'::bytea"
+        " || decode(v.name, 'hex') END)";
+/* clang-format on */
+
+struct absent_args {
+        const char *const *dirs, *const *names;
+        size_t n;
+        bool *absent;
+};
+
+static int absent_step(struct ferry_pg *pg, void *arg)
+{
+        struct absent_args *a = arg;
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_hex_array(&p, a->dirs, a->n);
+        pg_param_hex_array(&p, a->names, a->n);
+        pg_param_int(&p, pg->gen);
+        int rc = pg_exec(pg, absent_sql, &p, &r, "listed paths");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        memset(a->absent, 0, a->n * sizeof(*a->absent));
+        for (int i = 0; i < PQntuples(r); i++) {
+                int64_t k = pg_get_i64(r, i, 0);
+                if (k >= 1 && (uint64_t)k <= a->n)
+                        a->absent[k - 1] = true;
+        }
+        PQclear(r);
+        return 0;
+}
+
+int ferry_pg_paths_absent(struct ferry_pg *pg, const char *const *dirs,
+                          const char *const *names, size_t n, bool *absent)
+{
+        if (!pg->job)
+                return pg_fail(pg, "no job joined");
+        if (n > FERRY_PG_BATCH_MAX)
+                return pg_fail(pg, "%zu listed paths: out of range", n);
+        if (!n)
+                return 0;
+        struct absent_args a = {dirs, names, n, absent};
+        return pg_retry(pg, absent_step, &a);
+}

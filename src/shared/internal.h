@@ -85,6 +85,8 @@ struct shared {
         /* --delete refused: SRC looks emptied or replaced; or entries
          * kept, --max-delete reached (delete.c): exit 25 */
         bool delete_refused, delete_held;
+        /* this host saw the job over and finished it (run.c) */
+        bool over;
         struct ferry_copy_cfg ccfg;
         struct ferry_workers *pool;
         struct ferry_queue work, inbox;
@@ -232,5 +234,9 @@ bool shared_select_out(const struct shared *s, const char *dir, size_t dlen,
 bool shared_select_protects(const struct shared *s, const char *dir,
                             const char *name, bool is_dir);
 int shared_select_keep(struct shared *s);
+/* Once the job is over: each path --files-from lists that no host's scan
+ * found (the manifest has no row of it in the gen) said as a warning, as
+ * a single host says it; returns how many. */
+uint64_t shared_select_missing(struct shared *s);
 
 #endif

@@ -18,7 +18,7 @@
  *
  * Live control (`ferry set`: pause, resume, -j, --bwlimit, --window) is
  * read about once a second (control.c). What a shared job does not do yet
- * (refused or said, never silent): --files-from, --dry-run. --adopt keeps
+ * (refused or said, never silent): --dry-run. --adopt keeps
  * what DST holds equal to SRC, as on a single host (copy_adopt.c), each
  * host for the rows it claims; a shared job is never re-pointed (its
  * fingerprints, not its paths, say which SRC and DST it is). A big file
@@ -299,14 +299,10 @@ static int copy_loop(struct shared *s)
 
 int shared_check_options(const struct ferry_options *o, struct ferry_error *e)
 {
-        const char *no = o->dry_run      ? "--dry-run"
-                         : o->files_from ? "--files-from"
-                                         : NULL;
-        if (no)
+        if (o->dry_run)
                 return ferry_job_errf(e, FERRY_EUSAGE,
-                                      "%s is not supported with a PostgreSQL "
-                                      "manifest yet",
-                                      no);
+                                      "--dry-run is not supported with a "
+                                      "PostgreSQL manifest yet");
         /* as on a single host (job.c): a verify reads the job as it is */
         if (o->adopt && o->verify)
                 return ferry_job_errf(e, FERRY_EUSAGE,
@@ -477,6 +473,14 @@ static int end_code(struct shared *s)
         int rc = ferry_pg_counts(s->pg, &c);
         if (rc)
                 return shared_pg_fail(s, rc);
+        /* after a whole scan (no directory failed to list): what
+         * --files-from lists and no host found is said, and exits as a
+         * vanished file does (rsync's 24), as on a single host (job.c) */
+        uint64_t missing = s->over && !c.dirs_failed && s->opt->files_from
+                                   ? shared_select_missing(s)
+                                   : 0;
+        if (s->code)
+                return s->code;
         if (c.files_failed || c.dirs_failed)
                 return FERRY_EPARTIAL;
         /* gone from SRC between its listing and its copy: the job's copy
@@ -486,7 +490,7 @@ static int end_code(struct shared *s)
         if (!c.files_vanished &&
             (rc = ferry_pg_dirs_vanished(s->pg, &dirs_gone)))
                 return shared_pg_fail(s, rc);
-        if (c.files_vanished || dirs_gone)
+        if (c.files_vanished || dirs_gone || missing)
                 return FERRY_EVANISHED;
         /* a file's metadata shortfall is this host's to tell (its row is
          * done: the data arrived) */
@@ -529,6 +533,7 @@ int ferry_shared_copy(const struct ferry_options *opt,
                         ferry_queue_close(&s.work);
                         ferry_workers_idle(s.pool);
                         shared_finish_dirs(&s);
+                        s.over = true;
                 }
                 if (!s.code && atomic_load(s.stop)) /* during the finish */
                         shared_fail(&s, FERRY_EINTR, "%s", "");

@@ -7,8 +7,10 @@
  * opened); and, as on a single host, a path it leaves out is never a
  * source deletion: a row a finished scan did not see that it leaves out
  * takes the gen instead of being marked removed, and --delete deletes
- * nothing it leaves out. --files-from is not taken: which of its paths no
- * host found is a question of the whole job's scan.
+ * nothing it leaves out. --files-from is part of the selection by its
+ * count and hash (select.h); which of its paths no host found is a
+ * question of the whole job's scan, asked once the job is over
+ * (shared_select_missing).
  */
 #define _GNU_SOURCE
 #include "shared/internal.h"
@@ -42,8 +44,9 @@ void shared_select_free(struct shared *s)
 
 /* The selection as its options would give it, in the order they are
  * tried ("" for none): what two hosts compare. */
-static char *selection_text(const struct ferry_options *o)
+static char *selection_text(const struct shared *s)
 {
+        const struct ferry_options *o = s->opt;
         struct ferry_buf b = FERRY_BUF_INIT;
         for (size_t i = 0; i < o->n_filters; i++) {
                 const char *p = o->filters[i].pattern;
@@ -63,12 +66,22 @@ static char *selection_text(const struct ferry_options *o)
         if (o->max_size >= 0)
                 ferry_buf_addf(&b, "%s--max-size %lld", b.len ? " " : "",
                                (long long)o->max_size);
+        bool oom = false;
+        char *list = ferry_select_files_digest(s->select, &oom);
+        if (list)
+                ferry_buf_addf(&b, "%s--files-from (%s)", b.len ? " " : "",
+                               list);
+        free(list);
+        if (oom) {
+                ferry_buf_release(&b);
+                return NULL;
+        }
         return ferry_buf_detach(&b, NULL); /* NULL when out of memory */
 }
 
 int shared_select_join(struct shared *s)
 {
-        char *mine = selection_text(s->opt), *theirs = NULL;
+        char *mine = selection_text(s), *theirs = NULL;
         if (!mine)
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
         int rc = ferry_pg_selection(s->pg, mine, &theirs);
@@ -148,4 +161,48 @@ int shared_select_keep(struct shared *s)
         }
         free(ids);
         return rc ? shared_pg_fail(s, rc) : 0;
+}
+
+uint64_t shared_select_missing(struct shared *s)
+{
+        const char *dirs[FERRY_PG_BATCH_MAX], *names[FERRY_PG_BATCH_MAX];
+        char *own[FERRY_PG_BATCH_MAX];
+        bool absent[FERRY_PG_BATCH_MAX];
+        uint64_t missing = 0;
+        size_t at = 0;
+        const char *path = ferry_select_next_unfound(s->select, &at);
+        while (path && !s->code) {
+                size_t n = 0;
+                /* a batch of the paths this host's scan did not find (what
+                 * it found, the job has), split at their last '/' */
+                for (; path && n < FERRY_PG_BATCH_MAX;
+                     path = ferry_select_next_unfound(s->select, &at)) {
+                        const char *slash = strrchr(path, '/');
+                        own[n] = slash ? strndup(path, (size_t)(slash - path))
+                                       : strdup("");
+                        if (!own[n]) {
+                                shared_fail(s, FERRY_EINTERNAL,
+                                            "out of memory");
+                                break;
+                        }
+                        dirs[n] = own[n];
+                        names[n++] = slash ? slash + 1 : path;
+                }
+                int rc = s->code ? 0
+                                 : ferry_pg_paths_absent(s->pg, dirs, names, n,
+                                                         absent);
+                if (rc)
+                        shared_pg_fail(s, rc);
+                for (size_t i = 0; i < n; i++) {
+                        if (!s->code && absent[i]) {
+                                const char *d = dirs[i];
+                                shared_event(s, FERRY_EV_WARNING, d, strlen(d),
+                                             names[i], strlen(names[i]),
+                                             FERRY_SELECT_MISSING, NULL);
+                                missing++;
+                        }
+                        free(own[i]);
+                }
+        }
+        return missing;
 }

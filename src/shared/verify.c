@@ -304,7 +304,7 @@ int ferry_shared_verify(const struct ferry_options *opt,
         if (rc)
                 return rc;
         if (opt->n_filters || opt->n_excludes || opt->min_size >= 0 ||
-            opt->max_size >= 0)
+            opt->max_size >= 0 || opt->files_from)
                 return ferry_job_errf(err, FERRY_EUSAGE,
                                       "--verify of a shared job verifies the "
                                       "whole job: selection options are not "

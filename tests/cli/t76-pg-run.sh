@@ -6,7 +6,8 @@
 # hashes the shared manifest recorded, and psql for the rows. Proves:
 #  A. bad input is refused before anything is written: no --job-name,
 #     --job-name without a PostgreSQL manifest, options a shared job does
-#     not honour yet (--files-from, --dry-run), a machine without libpq
+#     not honour yet (--dry-run), an unreadable --files-from, a machine
+#     without libpq
 #     (which ferry loads for a shared manifest only: ldd shows none);
 #  B. three hosts at once copy one tree behind bench/slowfs (files, symlinks, a FIFO, an empty
 #     directory, modes, times of files and directories): DST equals
@@ -118,9 +119,8 @@ check "no --job-name: says it needs one" grep -q -- "--job-name" "$LOG/err"
 expect_code 1 "$FERRY" --job-name x src dstA
 check "--job-name alone: says it goes with a postgresql:// manifest" \
 	grep -q "postgresql://" "$LOG/err"
-expect_code 1 "$FERRY" --manifest "$SOCK_URL" --job-name x --files-from /dev/null src dstA
-check "--files-from: not supported with a PostgreSQL manifest yet" \
-	grep -q -- "--files-from is not supported with a PostgreSQL manifest" "$LOG/err"
+expect_code 1 "$FERRY" --manifest "$SOCK_URL" --job-name x --files-from "$T/no-such-list" src dstA
+check "--files-from naming no file: says so" grep -q -- "cannot read --files-from" "$LOG/err"
 expect_code 1 "$FERRY" --manifest "$SOCK_URL" --job-name x --dry-run src dstA
 check "--dry-run: not supported with a PostgreSQL manifest yet" \
 	grep -q -- "--dry-run is not supported with a PostgreSQL manifest" "$LOG/err"

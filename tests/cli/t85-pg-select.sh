@@ -19,9 +19,9 @@
 #  - a failed file (psql), then its directory excluded: not copied; a run
 #    that takes it again retries it;
 #  - a file grown past --max-size: neither copied nor deleted;
-#  - bad sizes (--min-size above --max-size), --files-from: exit 1, DST
-#    not made; --verify with selection options: exit 1 (it verifies the
-#    whole job), without: exit 0.
+#  - bad sizes (--min-size above --max-size): exit 1, DST not made;
+#    --verify with selection options: exit 1 (it verifies the whole job),
+#    without: exit 0. (--files-from: t92.)
 # Skips, saying why, without root, PostgreSQL, rsync or bench/slowfs.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
@@ -62,10 +62,6 @@ mkdir -p "$MNT"
 # ---- bad input first: nothing made ---------------------------------------------
 run fy --min-size 10 --max-size 5
 check "--min-size above --max-size: exit 1 (got $RC)" test "$RC" = 1 || show "$LOG/err"
-run fy --files-from /dev/null
-check "--files-from: exit 1 (got $RC), not supported" \
-	eval 'test "$RC" = 1 && grep -q -- "--files-from is not supported" "$LOG/err"' ||
-	show "$LOG/err"
 check "... DST not made" test ! -e dst
 
 # ---- two hosts at once ------------------------------------------------------------
