@@ -140,9 +140,9 @@ struct ferry_item {
          * (R_DONE, nothing written), or was of the same size and mtime
          * but another content (copied as any other) */
         bool adopted, adopt_differs;
-        /* a shared job's row (shared/batches.c): an earlier claim of it
-         * ran out of its lease, so its host may have put a copy in place
-         * unmarked (copy.h: written_since holds for this row) */
+        /* a shared job's row (shared/batches.c): a claim of it ended
+         * without a done outcome, so its host may have put a copy in
+         * place unmarked (copy.h: written_since holds for this row) */
         bool unmarked;
         /* dry run (its rows only): a hardlink name other than its group's
          * first, which the run makes a link (link_off stays 0 there: no

@@ -125,10 +125,10 @@ void ferry_copier_rest(struct ferry_copier *c);
  * end (killed, a power cut, a stop) began, cfg->written_since: that run
  * renamed it into place before its done mark, whatever a power cut left
  * of its data. In a shared job (cfg->fence) written_since is the job's
- * start, and it holds only for a row whose earlier claim ran out of its
- * lease (item->unmarked: its host died or was cut off): a row no host left
- * so was never written unmarked, and a user's file that appears in DST
- * while the job runs is not taken for ferry's.
+ * start, and it holds only for a row a claim of which ended without a
+ * done outcome (item->unmarked: its host died, was cut off or let it go):
+ * a row no host left so was never written unmarked, and a user's file that
+ * appears in DST while the job runs is not taken for ferry's.
  */
 /* Whether the process may make device files: root with CAP_MKNOD
  * (copy_special.c). */

@@ -221,8 +221,8 @@ bool ferry_copy_is_ours(const struct ferry_copy_cfg *cfg,
                 return false;
         if (cfg->meta.times && ferry_copy_same_version(cfg, it->type, src, d))
                 return true;
-        /* a shared job (a fence): only a row whose earlier claim ran out
-         * of its lease; else no host has written it unmarked */
+        /* a shared job (a fence): only a row a claim of which ended
+         * without a done outcome; else no host wrote it unmarked */
         return cfg->written_since && (!cfg->fence || it->unmarked) &&
                d->ctime.sec >= cfg->written_since;
 }

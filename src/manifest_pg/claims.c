@@ -66,10 +66,14 @@
         f ".lgroup AND l.size = " f ".size AND l.mtime_ns = " f ".mtime_ns" \
         " AND l.id <> " f ".id AND l.state = " MF_SQL_INT(MF_ST_DONE) \
         " AND l.gen = " f ".gen ORDER BY l.id LIMIT 1)"
+/* A row whose lease ran out is claimed again: the claim before it ended
+ * without a done outcome (012_unmarked.sql; the old lease_until, as an
+ * UPDATE's SET reads the row) */
+#define UNMARKED " unmarked = f.unmarked OR f.lease_until IS NOT NULL"
 /* FILES_LEASED, and the link count and the lead's copy (or NULLs): its
- * path, hash, recorded ctime and DST record */
+ * path, hash, recorded ctime and DST record; and unmarked */
 #define FILES_LEASED_LINKED \
-        " UPDATE files f" LEASED \
+        " UPDATE files f" LEASED "," UNMARKED \
         " FROM t, picked LEFT JOIN files ll ON ll.id = picked.lead" \
         " LEFT JOIN dirs ld ON ld.id = ll.dir, dirs d" \
         " WHERE f.id = picked.id AND d.id = f.dir" \
@@ -77,13 +81,12 @@
         " f.type::int8, f.size, f.mtime_ns, f.ctime_ns, f.mode::int8," \
         " f.uid, f.gid, f.dev, f.ino, f.rdev, " PG_DST_COLS("f") "," \
         " coalesce(f.nlink, 1), ld.path, ll.name, ll.hash, ll.ctime_ns," \
-        " " PG_DST_COLS("ll") ", picked.unmarked::int::int8"
+        " " PG_DST_COLS("ll") ", f.unmarked::int::int8"
 
 static const char claim_files_sql[] =
         "WITH t AS MATERIALIZED (SELECT nextval('claim_tokens') AS token),"
         " picked AS MATERIALIZED (SELECT id, CASE WHEN lgroup IS NOT NULL"
-        " THEN " LEAD("files") " END AS lead,"
-        " lease_until IS NOT NULL AS unmarked FROM files WHERE job = $1"
+        " THEN " LEAD("files") " END AS lead FROM files WHERE job = $1"
         " AND state = " MF_SQL_INT(MF_ST_PENDING) " AND NOT lwait" CLAIMABLE
         " ORDER BY id LIMIT $3::int8 FOR UPDATE SKIP LOCKED)"
         FILES_LEASED_LINKED;
@@ -420,7 +423,8 @@ static const char list_outcome_set[] =
         " ELSE f.state END,";
 static const char file_outcome_set[] =
         "UPDATE files f SET state = v.state, hash = v.hash, error = v.error,"
-        " attempts = f.attempts + 1," FILE_STAT_SET FILE_DST_SET;
+        " attempts = f.attempts + 1, unmarked = f.unmarked AND v.state <> "
+        MF_SQL_INT(MF_ST_DONE) "," FILE_STAT_SET FILE_DST_SET;
 static const char meta_outcome_set[] =
         "UPDATE dirs f SET state = v.state, meta_error = v.error,";
 /* clang-format on */
@@ -548,7 +552,8 @@ static const char release_sql[] =
         " AND (list_state = " MF_SQL_INT(PG_LIST_PENDING)
         " OR state = " MF_SQL_INT(PG_META_TO_APPLY) " OR gen <"
         " (SELECT gen FROM jobs WHERE id = $1)) RETURNING 1),"
-        " f AS (UPDATE files SET lease_until = NULL WHERE job = $1"
+        " f AS (UPDATE files SET lease_until = NULL, unmarked = unmarked"
+        " OR state = " MF_SQL_INT(MF_ST_PENDING) " WHERE job = $1"
         " AND claimed_by = $2 AND lease_until IS NOT NULL"
         " AND state IN (" MF_SQL_INT(MF_ST_PENDING) ", "
         MF_SQL_INT(MF_ST_REMOVED) ") RETURNING 1)"

@@ -45,7 +45,9 @@ struct ferry_pg {
         int wait_s;
         unsigned reconnects;
         int64_t job;      /* 0 until ferry_pg_job_join */
-        int64_t created;  /* its gen's start, seconds since the epoch */
+        int64_t created;  /* its gen's start, whole seconds since the epoch
+                           * (rounded down: ctimes from then on are at
+                           * least it, copy_dst.c) */
         int64_t gen;      /* the job's scan generation (006_rerun.sql) */
         bool src_differs; /* the last join's refusal was SRC's */
         char *host;

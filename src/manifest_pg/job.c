@@ -111,9 +111,10 @@ static int join_step(struct ferry_pg *pg, void *arg)
                          " VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING"
                          " RETURNING id, src_fp, dst_fp, created, gen)"
                          " SELECT id, src_fp, dst_fp,"
-                         " extract(epoch FROM created)::int8, gen FROM ins"
-                         " UNION ALL SELECT id, src_fp, dst_fp, extract(epoch"
-                         " FROM coalesce(gen_started, created))::int8, gen"
+                         " floor(extract(epoch FROM created))::int8, gen"
+                         " FROM ins UNION ALL SELECT id, src_fp, dst_fp,"
+                         " floor(extract(epoch FROM coalesce(gen_started,"
+                         " created)))::int8, gen"
                          " FROM jobs WHERE name = $1 LIMIT 1",
                          &p, &r, "job join");
         pg_params_release(&p);

@@ -228,10 +228,10 @@ struct ferry_pg_row {
         int lead_dst_type;
         uint64_t lead_dst_size;
         int64_t lead_dst_mtime_ns;
-        /* PG_FILES: an earlier claim of the row ran out of its lease
-         * (an outcome and a release both end a lease: lease_until NULL):
-         * its host, dead or cut off, may have renamed its copy into place
-         * unmarked (copy.h, written_since) */
+        /* PG_FILES: a claim of the row ended without a done outcome
+         * (012_unmarked.sql: its lease ran out, or its host let it go):
+         * that host may have renamed its copy into place unmarked
+         * (copy.h, written_since) */
         bool unmarked;
 };
 struct ferry_pg_claim {

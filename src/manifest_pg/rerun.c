@@ -167,8 +167,9 @@ static int rerun_step(struct ferry_pg *pg, void *arg)
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
         rc = pg_exec(pg,
-                     "SELECT gen, extract(epoch FROM coalesce(gen_started,"
-                     " created))::int8 FROM jobs WHERE id = $1",
+                     "SELECT gen, floor(extract(epoch FROM"
+                     " coalesce(gen_started, created)))::int8 FROM jobs"
+                     " WHERE id = $1",
                      &p, &r, "job's scan");
         pg_params_release(&p);
         if (rc)

@@ -30,7 +30,7 @@ static int find_step(struct ferry_pg *pg, void *arg)
         pg_param_text(&p, a->name);
         int rc = pg_exec(pg,
                          "SELECT id, src_fp, dst_fp,"
-                         " extract(epoch FROM created)::int8"
+                         " floor(extract(epoch FROM created))::int8"
                          " FROM jobs WHERE name = $1",
                          &p, &r, "job lookup");
         pg_params_release(&p);

@@ -434,7 +434,8 @@ static int start_pool(struct shared *s)
                 .fsync_each = o->durability == FERRY_DURABLE_FILE,
                 .retries = o->retries,
                 /* any host may have died after a rename, before its mark
-                 * (only rows whose claim's lease ran out: item->unmarked) */
+                 * (only rows a claim of which ended without a done
+                 * outcome: item->unmarked) */
                 .written_since = ferry_pg_job_created(s->pg),
                 .stop = s->stop,
                 .no_sync = o->durability == FERRY_DURABLE_NONE,

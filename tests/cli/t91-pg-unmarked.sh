@@ -2,8 +2,10 @@
 # t91-pg-unmarked: rule 9 in a shared job, against a throw-away PostgreSQL
 # cluster on a Unix socket. A DST entry that appeared after the job began
 # is taken for ferry's own copy (put in place by a host that died before
-# its done mark, its metadata lost) only for a row whose earlier claim ran
-# out of its lease; any other such entry is a user's, and is left alone. Before, every entry newer than the job's start counted as
+# its done mark, its metadata lost) only for a row a claim of which ended
+# without a done outcome (its lease ran out, or its host let it go: a stop,
+# a DST that failed its barrier); any other such entry is a user's, and is
+# left alone. Before, every entry newer than the job's start counted as
 # ferry's: a file a user wrote into DST while a job ran was overwritten.
 # Oracles: cmp and grep of DST's files, psql for the rows.
 #
@@ -13,7 +15,8 @@
 #    with the claim of a host that died (an expired lease, its token kept)
 #    and DST's b as such a host's power cut could leave it (another size):
 #    the next run exits 23, a is refused as changed since ferry copied it
-#    and keeps the user's words, b is copied (SRC's bytes);
+#    and keeps the user's words, b is copied (SRC's bytes); the same for e,
+#    its row pending as a host's release leaves it (no lease, unmarked);
 #  - the same with neither: a user's file over c, c's row pending with no
 #    claim: refused, kept; a run after the user removes it copies c.
 # Skips, saying why, without root or PostgreSQL.
@@ -63,6 +66,17 @@ check "a host meets b as a dead host may have left it: exit 23 (got $RC: a still
 	test "$RC" = 23 || show "$LOG/err"
 check "... b taken for ferry's copy and copied again (SRC's bytes)" cmp -s src/d/b dst/d/b
 check "... the user's a still kept" grep -qx "a user's own words" dst/d/a
+check "... psql: b's row done, no longer unmarked" \
+	test "$(sql "SELECT state || ' ' || unmarked::int FROM ferry.files WHERE $(row b)")" = "1 0"
+# e: a host let its claim go (a stop, or its DST failed the barrier) after
+# the rename, before the mark
+sql "UPDATE ferry.files SET state = 0, hash = NULL, lease_until = NULL,
+	unmarked = true WHERE $(row e)" >/dev/null
+head -c 10 /dev/zero >dst/d/e
+run fy
+check "a host meets e as a host that let it go may have left it: exit 23 (got $RC: a)" \
+	test "$RC" = 23 || show "$LOG/err"
+check "... e taken for ferry's copy and copied again (SRC's bytes)" cmp -s src/d/e dst/d/e
 
 # ---- a user's file over a row no claim left ----------------------------------
 echo "another user's file" >dst/d/c
