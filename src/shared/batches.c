@@ -212,13 +212,12 @@ int shared_hand_out(struct shared *s, bool *none)
 }
 
 /* The outcome of item it, or false when it has none to record (not
- * attempted, or a failure of DST or of the run, which stops it). */
+ * attempted, or a failure of DST or of the run, which stops it). why
+ * (size bytes) holds a failure's words, which o points to. */
 static bool outcome_of(struct shared *s, struct ferry_batch *b,
                        struct ferry_item *it, struct ferry_pg_outcome *o,
                        char *why, size_t size)
 {
-        const char *dir = ferry_batch_at(b, it->dir_off);
-        const char *name = ferry_batch_at(b, it->name_off);
         /* a name copied (or not) of a link group whose other names may
          * wait for it (links.c); not one linked: none waits for that */
         bool linked = it->result == R_DONE && it->link_off && !it->bytes;
@@ -250,34 +249,6 @@ static bool outcome_of(struct shared *s, struct ferry_batch *b,
                 o->dst_type = (int)it->dst.type;
                 o->dst_size = it->dst.size;
                 o->dst_mtime_ns = shared_ns(it->dst.mtime);
-                if (it->adopted) { /* DST's equal file kept */
-                        s->sum->files_adopted++;
-                        shared_event(s, FERRY_EV_ADOPTED, dir, strlen(dir),
-                                     name, strlen(name), NULL, NULL);
-                } else if (it->link_off && !it->bytes) { /* a name linked */
-                        s->sum->files_linked++;
-                        shared_event(s, FERRY_EV_LINKED, dir, strlen(dir), name,
-                                     strlen(name), NULL, NULL);
-                } else {
-                        if (it->adopt_differs) /* then copied as any other */
-                                shared_event(
-                                        s, FERRY_EV_WARNING, dir, strlen(dir),
-                                        name, strlen(name),
-                                        "--adopt: the destination's file has "
-                                        "the size and mtime of the source's "
-                                        "but another content: copied again",
-                                        NULL);
-                        s->sum->files_copied++;
-                        s->sum->bytes_copied += it->bytes;
-                        shared_event(s, FERRY_EV_COPIED, dir, strlen(dir), name,
-                                     strlen(name), NULL, NULL);
-                }
-                if (it->meta_fail.step != FERRY_STEP_NONE) {
-                        s->sum->meta_failed++;
-                        ferry_failure_str(&it->meta_fail, why, size);
-                        shared_event(s, FERRY_EV_META_FAILED, dir, strlen(dir),
-                                     name, strlen(name), why, &it->meta_fail);
-                }
                 return true;
         default: break;
         }
@@ -285,16 +256,55 @@ static bool outcome_of(struct shared *s, struct ferry_batch *b,
                 snprintf(why, size, "%s", ferry_batch_at(b, it->why_off));
         else
                 ferry_failure_str(&it->fail, why, size);
-        bool gone = it->result == R_VANISHED;
-        o->result = gone ? PG_VANISHED : PG_FAILED;
+        o->result = it->result == R_VANISHED ? PG_VANISHED : PG_FAILED;
         o->error = why;
-        if (gone)
-                s->sum->files_vanished++;
-        else
-                s->sum->files_failed++;
-        shared_event(s, gone ? FERRY_EV_VANISHED : FERRY_EV_FAILED, dir,
-                     strlen(dir), name, strlen(name), why, &it->fail);
         return true;
+}
+
+/* Item it's outcome recorded (its claim's complete was taken): counted
+ * and told, as a single host tells what its barrier made durable
+ * (coord/barrier.c, count_done). why: a failure's words. */
+static void tell(struct shared *s, struct ferry_batch *b,
+                 const struct ferry_item *it, const char *why)
+{
+        const char *dir = ferry_batch_at(b, it->dir_off);
+        const char *name = ferry_batch_at(b, it->name_off);
+        size_t dl = strlen(dir), nl = strlen(name);
+        if (it->result != R_DONE) {
+                bool gone = it->result == R_VANISHED;
+                if (gone)
+                        s->sum->files_vanished++;
+                else
+                        s->sum->files_failed++;
+                shared_event(s, gone ? FERRY_EV_VANISHED : FERRY_EV_FAILED, dir,
+                             dl, name, nl, why, &it->fail);
+                return;
+        }
+        if (it->adopted) { /* DST's equal file kept */
+                s->sum->files_adopted++;
+                shared_event(s, FERRY_EV_ADOPTED, dir, dl, name, nl, NULL,
+                             NULL);
+        } else if (it->link_off && !it->bytes) { /* a name linked */
+                s->sum->files_linked++;
+                shared_event(s, FERRY_EV_LINKED, dir, dl, name, nl, NULL, NULL);
+        } else {
+                if (it->adopt_differs) /* then copied as any other */
+                        shared_event(s, FERRY_EV_WARNING, dir, dl, name, nl,
+                                     "--adopt: the destination's file has "
+                                     "the size and mtime of the source's but "
+                                     "another content: copied again",
+                                     NULL);
+                s->sum->files_copied++;
+                s->sum->bytes_copied += it->bytes;
+                shared_event(s, FERRY_EV_COPIED, dir, dl, name, nl, NULL, NULL);
+        }
+        if (it->meta_fail.step != FERRY_STEP_NONE) {
+                char w[256];
+                s->sum->meta_failed++;
+                ferry_failure_str(&it->meta_fail, w, sizeof(w));
+                shared_event(s, FERRY_EV_META_FAILED, dir, dl, name, nl, w,
+                             &it->meta_fail);
+        }
 }
 
 int shared_take_back(struct shared *s, struct ferry_batch *b)
@@ -310,13 +320,14 @@ int shared_take_back(struct shared *s, struct ferry_batch *b)
         int rc = 0;
         struct ferry_pg_outcome *o = calloc(b->n, sizeof(*o));
         char(*why)[256] = calloc(b->n, sizeof(*why));
-        if (!o || !why)
+        size_t *at = calloc(b->n, sizeof(*at)); /* each outcome's item */
+        if (!o || !why || !at)
                 rc = shared_fail(s, FERRY_EINTERNAL, "out of memory");
         size_t n = 0;
         for (size_t i = 0; !rc && i < b->n; i++)
                 if (outcome_of(s, b, &b->items[i], &o[n], why[n],
                                sizeof(why[n])))
-                        n++;
+                        at[n++] = i;
         /* rule 1: the copies durable before their done marks */
         if (!rc && n) {
                 int e = shared_barrier(s, b);
@@ -325,14 +336,20 @@ int shared_take_back(struct shared *s, struct ferry_batch *b)
                                          "cannot make DST '%s' durable: %s",
                                          s->opt->dst, strerror(e));
         }
-        bool refused = false;
+        bool refused = false, recorded = false;
         /* (a manifest that failed is not asked again for every batch) */
         if (!rc && n && s->code != FERRY_EMANIFEST) {
                 int prc = ferry_pg_complete(s->pg, PG_FILES, token, o, n,
                                             &refused);
                 if (prc)
                         rc = shared_pg_fail(s, prc);
+                else
+                        recorded = !refused;
         }
+        /* told once recorded, not before: a claim refused, a barrier or
+         * a manifest that failed leaves its rows to another claim */
+        for (size_t i = 0; recorded && i < n; i++)
+                tell(s, b, &b->items[at[i]], why[i]);
         if (refused)
                 shared_event(s, FERRY_EV_WARNING, "", 0, "", 0,
                              "a claim's lease ran out and another host took "
@@ -341,6 +358,7 @@ int shared_take_back(struct shared *s, struct ferry_batch *b)
                              NULL);
         free(o);
         free(why);
+        free(at);
         ferry_batch_free(b);
         return rc;
 }
