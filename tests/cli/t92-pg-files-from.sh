@@ -17,6 +17,9 @@
 #  - a run again with --delete after SRC lost a listed file and an
 #    unlisted one: only the listed one is deleted (exit 24: it is listed
 #    and missing now); the unlisted one's copy was never made;
+#  - a listed file --max-size leaves out is not said missing, by the host
+#    that listed its directory nor by one that joins later (which asks
+#    the manifest, then SRC);
 #  - --verify with --files-from: exit 1 (it verifies the whole job).
 # Skips, saying why, without root, PostgreSQL or rsync.
 . "$(dirname "$0")/lib.sh" || exit 1
@@ -50,6 +53,7 @@ echo inner >src/b/inner/x
 echo deep >src/c/deep/x
 echo t1 >src/t1
 echo t2 >src/t2
+head -c 2000 /dev/zero >src/big2
 set_times src
 printf '%s\n' a/f1 ./a/f3 /b c/deep/x t1 nope/missing >list
 # rsync's copy: the same list without the missing path
@@ -109,6 +113,23 @@ check "... the listed one deleted" test ! -e dst1/a/f3
 check "... and said missing" grep -q "a/f3.*listed in --files-from but not in SRC" "$LOG/err" ||
 	show "$LOG/err"
 check "... the others stay" eval 'cmp -s src/a/f1 dst1/a/f1 && cmp -s src/t1 dst1/t1'
+
+# ---- a listed path the sizes leave out is not missing --------------------------------
+printf '%s\n' big2 t1 nope/missing2 >list4
+run fy --job-name sz --files-from list4 --max-size 100 src dst4
+check "a listed file above --max-size: exit 24 (got $RC: nope/missing2)" test "$RC" = 24 ||
+	show "$LOG/err"
+check "... big2 not copied, not said missing" \
+	eval 'test ! -e dst4/big2 && ! grep -q "big2.*listed in --files-from" "$LOG/err"'
+# a host that joins the run after every directory was listed (psql leaves
+# t1 to copy) asks the manifest about every listed path, then SRC
+sql "UPDATE ferry.files SET state = 0, hash = NULL WHERE job = $(jid sz)
+	AND name = convert_to('t1', 'UTF8')" >/dev/null
+run fy --job-name sz --files-from list4 --max-size 100 src dst4
+check "a host that listed nothing of it: exit 24 (got $RC)" test "$RC" = 24 || show "$LOG/err"
+check "... says nope/missing2, not big2 (in SRC, left out by its size)" \
+	eval 'grep -q "nope/missing2.*listed in --files-from" "$LOG/err" && ! grep -q "big2.*listed in --files-from" "$LOG/err"' ||
+	show "$LOG/err"
 
 # ---- --verify -----------------------------------------------------------------------
 run fy --job-name one --files-from list --verify src dst1
