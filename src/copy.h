@@ -173,6 +173,9 @@ bool ferry_adopt_would_hash(const struct ferry_copy_cfg *cfg,
                             const struct ferry_stat *s, int dst_dir,
                             int src_dir, const char *name,
                             const struct ferry_stat *d);
+/* Whether SRC's symlink name (in sfd) and DST's (in dfd) have one target
+ * (a dry run's test of a symlink --adopt would keep). */
+bool ferry_adopt_same_target(int sfd, int dfd, const char *name);
 /* On a case-insensitive DST, name's entry in dst_dir is the copy of
  * another source file (in src_dir) whose name differs only by case
  * (names.h: ferry_names_clash, the copy's own test): not item it's to

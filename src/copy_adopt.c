@@ -267,6 +267,18 @@ bool ferry_adopt_would_hash(const struct ferry_copy_cfg *cfg,
                                           sizeof(why));
 }
 
+bool ferry_adopt_same_target(int sfd, int dfd, const char *name)
+{
+        char *a = NULL, *b = NULL;
+        size_t an = 0, bn = 0;
+        bool same = !ferry_fsio_readlinkat(sfd, name, &a, &an) &&
+                    !ferry_fsio_readlinkat(dfd, name, &b, &bn) && an == bn &&
+                    !memcmp(a, b, an);
+        free(a);
+        free(b);
+        return same;
+}
+
 bool ferry_copier_adopt(struct ferry_copier *c, struct ferry_batch *b,
                         struct ferry_item *it)
 {

@@ -26,20 +26,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Whether SRC's symlink name (in sfd) and DST's (in dfd) have one
- * target. */
-static bool same_target(int sfd, int dfd, const char *name)
-{
-        char *a = NULL, *b = NULL;
-        size_t an = 0, bn = 0;
-        bool same = !ferry_fsio_readlinkat(sfd, name, &a, &an) &&
-                    !ferry_fsio_readlinkat(dfd, name, &b, &bn) && an == bn &&
-                    !memcmp(a, b, an);
-        free(a);
-        free(b);
-        return same;
-}
-
 /* --adopt: the run would hash this item's DST entry st to adopt it: the
  * run's own test (copy.h: ferry_adopt_would_hash), and for a symlink the
  * same target (the dry run reads no file: a file's content is left to
@@ -52,7 +38,7 @@ static bool would_adopt(struct coord *c, const struct ferry_copy_cfg *cc,
         return c->opt->adopt && it->need == MF_NEED_DATA && sfd >= 0 &&
                ferry_adopt_would_hash(cc, it, ferry_item_plan(b, it), &it->st,
                                       dfd, sfd, name, st) &&
-               (it->type != FT_LINK || same_target(sfd, dfd, name));
+               (it->type != FT_LINK || ferry_adopt_same_target(sfd, dfd, name));
 }
 
 /* Dry run: what copying it would remove or refuse to replace in DST, by

@@ -349,6 +349,28 @@ static const char *const file_casts[] = {
         "int8", "int8",  "int8", "int8", "int8", "int8", "int8"};
 #define FILE_COLS 14
 
+/* The FILE_COLS parameters of file row f, in file_casts' order. */
+static void put_file(struct pg_params *p, const struct ferry_pg_file *f)
+{
+        pg_param_int(p, f->dir);
+        pg_param_bytes(p, f->name, f->name_len);
+        pg_param_int(p, f->type);
+        pg_param_int(p, (int64_t)f->size);
+        pg_param_int(p, f->mtime_ns);
+        pg_param_int(p, f->ctime_ns);
+        pg_param_int(p, f->mode);
+        pg_param_int(p, f->uid);
+        pg_param_int(p, f->gid);
+        pg_param_int(p, (int64_t)f->dev);
+        pg_param_int(p, (int64_t)f->ino);
+        pg_param_int(p, (int64_t)f->rdev);
+        pg_param_int(p, (int64_t)f->nlink);
+        if (f->lgroup)
+                pg_param_int(p, (int64_t)f->ino);
+        else
+                pg_param_text(p, NULL);
+}
+
 static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
                            size_t from, size_t n)
 {
@@ -361,25 +383,8 @@ static int add_files_batch(struct ferry_pg *pg, const struct add_args *a,
         pg_params_init(&p);
         pg_param_int(&p, pg->job);
         pg_param_int(&p, a->gen);
-        for (size_t i = from; i < from + n; i++) {
-                pg_param_int(&p, f[i].dir);
-                pg_param_bytes(&p, f[i].name, f[i].name_len);
-                pg_param_int(&p, f[i].type);
-                pg_param_int(&p, (int64_t)f[i].size);
-                pg_param_int(&p, f[i].mtime_ns);
-                pg_param_int(&p, f[i].ctime_ns);
-                pg_param_int(&p, f[i].mode);
-                pg_param_int(&p, f[i].uid);
-                pg_param_int(&p, f[i].gid);
-                pg_param_int(&p, (int64_t)f[i].dev);
-                pg_param_int(&p, (int64_t)f[i].ino);
-                pg_param_int(&p, (int64_t)f[i].rdev);
-                pg_param_int(&p, (int64_t)f[i].nlink);
-                if (f[i].lgroup)
-                        pg_param_int(&p, (int64_t)f[i].ino);
-                else
-                        pg_param_text(&p, NULL);
-        }
+        for (size_t i = from; i < from + n; i++)
+                put_file(&p, &f[i]);
         PGresult *r = NULL;
         int rc = sql.oom ? pg_fail(pg, "out of memory")
                          : pg_exec(pg, sql.buf, &p, &r, "file insert");
@@ -446,6 +451,92 @@ int ferry_pg_add_files(struct ferry_pg *pg, int64_t gen,
         if (kept)
                 *kept = k;
         return rc;
+}
+
+/* ---- a dry run (src/shared/dryrun.c) ---------------------------------- */
+
+/* Each listed file ($3...: the columns of add_files, dir unused) against
+ * its row in directory $2 of job $1, in the listing's order: whether a run
+ * would copy it (no row, a row not done, or one the listing changes: the
+ * CHANGED of add_files_tail), its DST record, and whether the claim
+ * that would take it would find it unmarked (claims.c). Reads only. */
+/* clang-format off */
+static const char dry_files_head[] =
+        "SELECT (files.id IS NULL OR files.state <> " MF_SQL_INT(MF_ST_DONE)
+        " OR coalesce(" CHANGED ", true))::int::int8,"
+        " coalesce(files.dst_type, 0)::int8,"
+        " coalesce(files.dst_size, 0), coalesce(files.dst_mtime_ns, 0),"
+        " coalesce(files.unmarked OR files.lease_until IS NOT NULL,"
+        " false)::int::int8"
+        " FROM (SELECT v.*, 0::int8 AS gen FROM (VALUES ";
+static const char dry_files_tail[] =
+        ") v (ord, dir, name, type, size, mtime_ns, ctime_ns, mode, uid, gid,"
+        " dev, ino, rdev, nlink, lgroup)) AS EXCLUDED"
+        " LEFT JOIN files ON files.job = $1 AND files.dir = (SELECT id FROM"
+        " dirs WHERE job = $1 AND path = $2) AND files.name = EXCLUDED.name"
+        " ORDER BY EXCLUDED.ord";
+/* clang-format on */
+
+struct dry_args {
+        const char *path;
+        size_t path_len;
+        const struct ferry_pg_file *files;
+        size_t n;
+        struct ferry_pg_dry *out;
+};
+
+static int dry_step(struct ferry_pg *pg, void *arg)
+{
+        const struct dry_args *a = arg;
+        struct ferry_buf sql = FERRY_BUF_INIT;
+        struct pg_params p;
+        ferry_buf_adds(&sql, dry_files_head);
+        pg_values_sql(&sql, a->n, 3, file_casts, FILE_COLS, true);
+        ferry_buf_adds(&sql, dry_files_tail);
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_bytes(&p, a->path, a->path_len);
+        for (size_t i = 0; i < a->n; i++)
+                put_file(&p, &a->files[i]);
+        PGresult *r = NULL;
+        int rc = sql.oom ? pg_fail(pg, "out of memory")
+                         : pg_exec(pg, sql.buf, &p, &r, "dry run");
+        pg_params_release(&p);
+        ferry_buf_release(&sql);
+        if (rc)
+                return rc;
+        if ((size_t)PQntuples(r) != a->n) {
+                PQclear(r);
+                return pg_fail(pg, "dry run: %zu rows for %zu files",
+                               (size_t)PQntuples(r), a->n);
+        }
+        for (size_t i = 0; i < a->n; i++) {
+                struct ferry_pg_dry *o = &a->out[i];
+                o->copy = pg_get_i64(r, (int)i, 0) != 0;
+                o->dst_type = (int)pg_get_i64(r, (int)i, 1);
+                o->dst_size = (uint64_t)pg_get_i64(r, (int)i, 2);
+                o->dst_mtime_ns = pg_get_i64(r, (int)i, 3);
+                o->unmarked = pg_get_i64(r, (int)i, 4) != 0;
+        }
+        PQclear(r);
+        return 0;
+}
+
+int ferry_pg_dry_files(struct ferry_pg *pg, const char *path, size_t path_len,
+                       const struct ferry_pg_file *files, size_t n,
+                       struct ferry_pg_dry *out)
+{
+        if (!pg->job)
+                return pg_fail(pg, "no job found");
+        for (size_t i = 0; i < n; i += FERRY_PG_BATCH_MAX) {
+                size_t k =
+                        n - i < FERRY_PG_BATCH_MAX ? n - i : FERRY_PG_BATCH_MAX;
+                struct dry_args a = {path, path_len, files + i, k, out + i};
+                int rc = pg_retry(pg, dry_step, &a);
+                if (rc)
+                        return rc;
+        }
+        return 0;
 }
 
 /* ---- what remains ---------------------------------------------------- */

@@ -434,6 +434,21 @@ int ferry_pg_counts(struct ferry_pg *pg, struct ferry_pg_counts *out);
 
 /* ---- a verify (src/shared/verify.c) -------------------------------- */
 
+/* A dry run's verdict on a listed file (ferry_pg_dry_files). */
+struct ferry_pg_dry {
+        bool copy;     /* a run would copy it (new, changed, not done) */
+        bool unmarked; /* a claim of its row ended without a done outcome */
+        int dst_type;  /* its DST record (rule 9), 0: none */
+        uint64_t dst_size;
+        int64_t dst_mtime_ns;
+};
+/* Of the n files listed in directory path of the found job: out[i] for
+ * files[i] (their dir is not read), one statement per FERRY_PG_BATCH_MAX.
+ * Writes nothing. */
+int ferry_pg_dry_files(struct ferry_pg *pg, const char *path, size_t path_len,
+                       const struct ferry_pg_file *files, size_t n,
+                       struct ferry_pg_dry *out);
+
 /* Opens job name for a verify: as ferry_pg_job_join, but a job that does
  * not exist is FERRY_EPATH ("no job ..."), not made, and the host is not
  * recorded (the handle claims nothing). */

@@ -194,6 +194,20 @@ int shared_src_fp(struct shared *s, char *out, char ***names, size_t *nnames);
 void shared_names_free(char **names, size_t n);
 int shared_dst_fp(struct shared *s, char *out, bool *made);
 
+/* scan.c: lists SRC's directory path whole on this thread, as a claimed
+ * one is listed (the selection, -x, the kinds of entries the options
+ * copy), and hands fn its subdirectories and its files (as rows of
+ * directory 0); the directory's errno, fn's result, or 0. For the dry
+ * run (dryrun.c), which claims nothing. */
+typedef int (*shared_list_fn)(struct shared *s, const struct ferry_pg_dir *dirs,
+                              size_t nd, const struct ferry_pg_file *files,
+                              size_t nf, void *arg);
+int shared_list_dir(struct shared *s, const char *path, size_t path_len,
+                    shared_list_fn fn, void *arg);
+/* dryrun.c: ferry -n with a shared manifest: what a run would copy, adopt
+ * or refuse, said as a single host's dry run says it; writes nothing. */
+int shared_dry_run(struct shared *s);
+
 /* scan.c: starts and ends the scan threads; claims directories for the
  * idle ones (*none: none was claimable); records a listing that came back
  * in the inbox (MSG_LISTING: rows added, the directory completed;

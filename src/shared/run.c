@@ -18,7 +18,8 @@
  *
  * Live control (`ferry set`: pause, resume, -j, --bwlimit, --window) is
  * read about once a second (control.c). What a shared job does not do yet
- * (refused or said, never silent): --dry-run. --adopt keeps
+ * (refused or said, never silent): --dry-run with --delete (a dry run
+ * without it is dryrun.c's). --adopt keeps
  * what DST holds equal to SRC, as on a single host (copy_adopt.c), each
  * host for the rows it claims; a shared job is never re-pointed (its
  * fingerprints, not its paths, say which SRC and DST it is). A big file
@@ -299,10 +300,11 @@ static int copy_loop(struct shared *s)
 
 int shared_check_options(const struct ferry_options *o, struct ferry_error *e)
 {
-        if (o->dry_run)
+        if (o->dry_run && o->delete_removed)
                 return ferry_job_errf(e, FERRY_EUSAGE,
-                                      "--dry-run is not supported with a "
-                                      "PostgreSQL manifest yet");
+                                      "--dry-run with --delete is not "
+                                      "supported with a PostgreSQL manifest "
+                                      "yet");
         /* as on a single host (job.c): a verify reads the job as it is */
         if (o->adopt && o->verify)
                 return ferry_job_errf(e, FERRY_EUSAGE,
@@ -498,6 +500,32 @@ static int end_code(struct shared *s)
         return c.meta_failed || s->sum->meta_failed ? FERRY_EMETA : FERRY_OK;
 }
 
+/* ferry -n: dryrun.c's, on a connection of its own (no job joined). */
+static int dry_run(const struct ferry_options *opt, struct ferry_summary *sum,
+                   struct ferry_error *err)
+{
+        struct shared s = {
+                .opt = opt,
+                .sum = sum,
+                .err = err,
+                .srcfd = -1,
+                .dstfd = -1,
+                .stop = ferry_job_stop_flag(),
+                .t0 = shared_now(),
+        };
+        int rc = shared_select_open(&s) || shared_connect(&s)
+                         ? s.code
+                         : shared_dry_run(&s);
+        sum->seconds = shared_now() - s.t0;
+        shared_select_free(&s);
+        ferry_pg_close(s.pg);
+        if (s.srcfd >= 0)
+                close(s.srcfd);
+        if (s.dstfd >= 0)
+                close(s.dstfd);
+        return rc;
+}
+
 int ferry_shared_copy(const struct ferry_options *opt,
                       struct ferry_summary *sum, struct ferry_error *err)
 {
@@ -508,6 +536,8 @@ int ferry_shared_copy(const struct ferry_options *opt,
         int rc = shared_check_options(opt, err);
         if (rc)
                 return rc;
+        if (opt->dry_run)
+                return dry_run(opt, sum, err);
         struct shared s = {
                 .opt = opt,
                 .sum = sum,

@@ -192,6 +192,17 @@ static int read_dir(struct shared *s, struct scan_job *j)
         return e;
 }
 
+int shared_list_dir(struct shared *s, const char *path, size_t path_len,
+                    shared_list_fn fn, void *arg)
+{
+        struct scan_job j = {.path = (char *)path, .path_len = path_len};
+        int e = read_dir(s, &j);
+        if (!e)
+                e = fn(s, j.l.dirs, j.l.nd, j.l.files, j.l.nf, arg);
+        listing_free(&j.l);
+        return e;
+}
+
 static void *scan_main(void *arg)
 {
         struct shared *s = arg;

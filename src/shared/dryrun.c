@@ -1,0 +1,268 @@
+/*
+ * shared/dryrun.c - the dry run of a shared job (ferry -n --manifest
+ * postgresql://... --job-name NAME SRC DST): what a run of this host would
+ * copy, adopt or refuse, said as a single host's dry run says it; nothing
+ * is written (no job, no host, no row, no mark in DST).
+ *
+ * This host alone lists SRC, one directory at a time and each whole, as a
+ * claimed directory is listed (scan.c, shared_list_dir: the selection,
+ * -x, the kinds of entries the options copy), and asks the manifest about
+ * each directory's files at once (ferry_pg_dry_files: the test of a change
+ * that a run's listing applies, so a file is listed when a run would make
+ * it pending: new, changed, or not done). For each such file it looks at
+ * DST's entry as the copy would: none, or one ferry's record says is its
+ * copy (ferry_copy_is_ours, with a shared job's rule on unmarked copies),
+ * is a copy; a file --adopt would hash is an adoption; anything else is a
+ * refusal (rule 9), a warning and a failed file, as on a single host. A
+ * job that does not exist yet would copy everything; one whose SRC or DST
+ * is not this host's is refused as a run is. Not yet: --delete (refused:
+ * which rows a run would mark removed is the whole job's scan), and the
+ * new SRC top level a job that is over may take (refused here, as a
+ * verify refuses it).
+ */
+#define _GNU_SOURCE
+#include "shared/internal.h"
+
+#include "copy.h"
+#include "fsio.h"
+#include "manifest_types.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A fence that never passes: it only marks the copy rules' config as a
+ * shared job's (ferry_copy_is_ours: written_since for unmarked rows). */
+static const _Atomic int64_t never = INT64_MAX;
+
+struct dry {
+        char **stack; /* directories to list, n of cap */
+        size_t n, cap;
+        const char *path; /* the directory being listed */
+        size_t path_len;
+        bool job; /* the job exists */
+        struct ferry_copy_cfg cc;
+};
+
+static int push(struct dry *d, const char *path, size_t len)
+{
+        if (d->n == d->cap) {
+                size_t cap = d->cap ? 2 * d->cap : 64;
+                char **v = realloc(d->stack, cap * sizeof(*v));
+                if (!v)
+                        return ENOMEM;
+                d->stack = v;
+                d->cap = cap;
+        }
+        if (!(d->stack[d->n] = strndup(path, len)))
+                return ENOMEM;
+        d->n++;
+        return 0;
+}
+
+/* File f as the copy's item: its stat and DST record, from o. */
+static void item_of(const struct ferry_pg_file *f, const struct ferry_pg_dry *o,
+                    struct ferry_item *it)
+{
+        memset(it, 0, sizeof(*it));
+        it->type = (enum ferry_ftype)f->type;
+        it->need = MF_NEED_DATA;
+        it->unmarked = o->unmarked;
+        it->st = (struct ferry_stat){
+                .size = f->size,
+                .mtime = shared_time(f->mtime_ns),
+                .ctime = shared_time(f->ctime_ns),
+                .mode = f->mode,
+                .uid = f->uid,
+                .gid = f->gid,
+                .dev = f->dev,
+                .ino = f->ino,
+                .rdev = f->rdev,
+                .nlink = f->nlink,
+        };
+        it->dst = (struct ferry_dst_rec){
+                .type = (enum ferry_ftype)o->dst_type,
+                .size = o->dst_size,
+                .mtime = shared_time(o->dst_mtime_ns),
+        };
+}
+
+/* What a run would do with file f, which it would copy, said: a copy, an
+ * adoption, or a refusal. dfd: DST's directory (-1: none yet, or derr
+ * why not), sfd: SRC's. */
+static void judge(struct shared *s, struct dry *d,
+                  const struct ferry_pg_file *f, const struct ferry_pg_dry *o,
+                  int sfd, int dfd, int derr)
+{
+        struct ferry_item it;
+        item_of(f, o, &it);
+        struct ferry_stat st;
+        char why[512] = "";
+        bool adopt = false;
+        if (derr == ENOTDIR)
+                snprintf(why, sizeof(why),
+                         "not copied: the destination has no directory "
+                         "here, but an entry ferry does not replace by one");
+        else if (dfd >= 0 && !ferry_fsio_statat(dfd, f->name, &st)) {
+                if (S_ISDIR(st.mode))
+                        snprintf(why, sizeof(why),
+                                 "not replaced: the destination has a "
+                                 "directory here");
+                else if (s->opt->adopt && sfd >= 0 &&
+                         (it.type == FT_REG || it.type == FT_LINK) &&
+                         ferry_adopt_would_hash(&d->cc, &it, NULL, &it.st, dfd,
+                                                sfd, f->name, &st) &&
+                         (it.type != FT_LINK ||
+                          ferry_adopt_same_target(sfd, dfd, f->name)))
+                        adopt = true;
+                else if (!ferry_copy_is_ours(&d->cc, &it, &it.st, &st))
+                        ferry_copy_refusal(&it, &st, why, sizeof(why));
+        }
+        if (why[0]) {
+                s->sum->files_failed++;
+                shared_event(s, FERRY_EV_WARNING, d->path, d->path_len, f->name,
+                             f->name_len, why, NULL);
+        } else if (adopt) {
+                s->sum->files_adopted++;
+                shared_event(s, FERRY_EV_WOULD_ADOPT, d->path, d->path_len,
+                             f->name, f->name_len, NULL, NULL);
+        } else {
+                s->sum->files_copied++;
+                s->sum->bytes_copied += it.type == FT_REG ? f->size : 0;
+                shared_event(s, FERRY_EV_WOULD_COPY, d->path, d->path_len,
+                             f->name, f->name_len, NULL, NULL);
+        }
+}
+
+/* A directory's listing (shared_list_fn): its subdirectories to list,
+ * its files asked about and judged. */
+static int on_listing(struct shared *s, const struct ferry_pg_dir *dirs,
+                      size_t nd, const struct ferry_pg_file *files, size_t nf,
+                      void *arg)
+{
+        struct dry *d = arg;
+        for (size_t i = 0; i < nd; i++)
+                if (push(d, dirs[i].path, dirs[i].path_len))
+                        return ENOMEM;
+        s->sum->files_seen += nf;
+        if (!nf)
+                return 0;
+        struct ferry_pg_dry *o = calloc(nf, sizeof(*o));
+        if (!o)
+                return ENOMEM;
+        int rc = 0;
+        if (d->job)
+                rc = ferry_pg_dry_files(s->pg, d->path, d->path_len, files, nf,
+                                        o);
+        else /* a new job: every file would be copied */
+                for (size_t i = 0; i < nf; i++)
+                        o[i].copy = true;
+        if (rc) {
+                free(o);
+                shared_pg_fail(s, rc);
+                return ECANCELED;
+        }
+        int sfd = -1, dfd = -1, derr = 0;
+        if (ferry_fsio_open_dir(s->srcfd, d->path, &sfd))
+                sfd = -1;
+        if (s->dstfd >= 0 &&
+            (derr = ferry_fsio_open_dir(s->dstfd, d->path, &dfd)))
+                dfd = -1;
+        for (size_t i = 0; i < nf; i++)
+                if (o[i].copy)
+                        judge(s, d, &files[i], &o[i], sfd, dfd, derr);
+        ferry_fsio_close(&sfd);
+        ferry_fsio_close(&dfd);
+        free(o);
+        return 0;
+}
+
+/* The job, when it exists: SRC and DST must be its own, as for a run. */
+static int find_job(struct shared *s, struct dry *d)
+{
+        struct ferry_pg_job_info *info = NULL;
+        size_t n = 0;
+        int rc = ferry_pg_jobs(s->pg, s->opt->job_name, &info, &n);
+        ferry_pg_jobs_free(info, n);
+        if (rc)
+                return shared_pg_fail(s, rc);
+        if (!n)
+                return 0; /* a new job */
+        if (s->dstfd < 0)
+                return shared_fail(s, FERRY_EPATH,
+                                   "DST '%s' does not exist: not the copy of "
+                                   "job '%s'",
+                                   s->opt->dst, s->opt->job_name);
+        char src_fp[SHARED_FP_LEN], dst_fp[SHARED_FP_LEN];
+        if (shared_src_fp(s, src_fp, NULL, NULL) ||
+            shared_dst_fp(s, dst_fp, NULL))
+                return s->code;
+        if ((rc = ferry_pg_job_find(s->pg, s->opt->job_name, src_fp, dst_fp)))
+                return shared_pg_fail(s, rc);
+        d->job = true;
+        d->cc.written_since = ferry_pg_job_created(s->pg);
+        return 0;
+}
+
+/* SRC, and DST when it exists (a dry run makes none). */
+static int open_roots(struct shared *s)
+{
+        struct ferry_stat st;
+        s->srcfd = open(s->opt->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->srcfd < 0 || ferry_fsio_fstat(s->srcfd, &st))
+                return shared_fail(s, FERRY_EPATH, "cannot open SRC '%s': %s",
+                                   s->opt->src, strerror(errno));
+        s->src_dev = st.dev;
+        s->dstfd = open(s->opt->dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->dstfd < 0 && errno != ENOENT)
+                return shared_fail(s, FERRY_EPATH, "cannot open DST '%s': %s",
+                                   s->opt->dst, strerror(errno));
+        return 0;
+}
+
+int shared_dry_run(struct shared *s)
+{
+        struct dry d = {
+                .cc = {.meta = {.times = s->opt->times},
+                       .adopt = s->opt->adopt,
+                       .fence = &never},
+        };
+        if (open_roots(s) || find_job(s, &d))
+                return s->code;
+        int rc = push(&d, "", 0);
+        while (!rc && !s->code && d.n) {
+                char *path = d.stack[--d.n];
+                d.path = path;
+                d.path_len = strlen(path);
+                int e = atomic_load(s->stop)
+                                ? ECANCELED
+                                : shared_list_dir(s, path, d.path_len,
+                                                  on_listing, &d);
+                if (e == ENOMEM)
+                        rc = shared_fail(s, FERRY_EINTERNAL, "out of memory");
+                else if (e == ECANCELED && !s->code)
+                        rc = shared_fail(s, FERRY_EINTR, "%s", "");
+                else if (e && !s->code) {
+                        /* as a run's listing that fails: said, the rest goes
+                         * on */
+                        char why[300];
+                        snprintf(why, sizeof(why), "cannot list: %s",
+                                 strerror(e));
+                        s->sum->scan_errors++;
+                        shared_event(s, FERRY_EV_WARNING, path, d.path_len, "",
+                                     0, why, NULL);
+                }
+                free(path);
+        }
+        while (d.n)
+                free(d.stack[--d.n]);
+        free(d.stack);
+        if (s->code)
+                return s->code;
+        return s->sum->files_failed || s->sum->scan_errors ? FERRY_EPARTIAL
+                                                           : FERRY_OK;
+}

@@ -1,0 +1,113 @@
+#!/bin/bash
+# t93-pg-dry-run: ferry -n of a shared job, against a throw-away PostgreSQL
+# cluster on a Unix socket. A dry run lists what a run of this host would
+# copy, adopt or refuse, and writes nothing. The oracle for what it lists is
+# the real run that follows it (its -v lines, the same paths), and for
+# "nothing written" find (DST's entries with inodes and ns mtimes) and psql
+# (the job's rows, hosts and generation as they were). Proves:
+#  - a new job, DST not there: exit 0, every file and symlink of SRC
+#    listed (find), DST not made, no job in the database; the run after it
+#    copies exactly those;
+#  - after SRC changed (a file rewritten, one's mode changed, one added)
+#    and a user's file put in DST where SRC has a new one: exit 23, the
+#    changed and new files listed, the user's file said as refused (rule
+#    9); DST and psql as they were; the run after it copies exactly those
+#    listed and refuses the user's file (exit 23);
+#  - --adopt over a cp -a'd DST of a new job: every file and the symlink
+#    listed as "adopt: PATH"; the run with --adopt adopts exactly those;
+#  - -n --delete: exit 1 (not yet), nothing made; a dry run of the job with
+#    another DST (no job's mark): exit 2, not made there either.
+# Skips, saying why, without root or PostgreSQL.
+. "$(dirname "$0")/lib.sh" || exit 1
+. "$TESTS_CLI/pg-lib.sh" || exit 1
+pg_need
+pg_init
+pg_start
+URL=$PG_SOCK_URL
+
+fy() { "$FERRY" --manifest "$URL" -j 4 "$@"; }
+jid() { sql "SELECT id FROM ferry.jobs WHERE name = '$1'"; }
+# rows JOB: the job's rows and hosts as psql sees them, one line
+rows() {
+	sql "SELECT (SELECT count(*) || ' ' || coalesce(sum(state), 0) || ' ' ||
+		coalesce(sum(size), 0) || ' ' || coalesce(max(gen), 0) FROM ferry.files
+		WHERE job = $(jid "$1")) || ' ' || (SELECT count(*) FROM ferry.hosts
+		WHERE job = $(jid "$1")) || ' ' || (SELECT gen FROM ferry.jobs
+		WHERE id = $(jid "$1"))"
+}
+ids() { (cd "$1" && find . -mindepth 1 -printf '%p %i %T@ %m\n' | sort); }
+listed() { grep -v '^ferry:' "$1" | sed 's/^adopt: //; s/^adopted: //' | sort; }
+
+mkdir -p src/a/b src/c
+for i in 1 2 3 4 5 6; do echo "file $i" >"src/a/f$i"; done
+head -c 100000 /dev/urandom >src/c/big
+echo deep >src/a/b/deep
+ln -s ../c/big src/a/sym
+set_times src
+
+# ---- a new job ---------------------------------------------------------------------
+run fy --job-name A -n src dst
+check "-n of a new job, DST not there: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
+listed "$LOG/out" >"$T/dry1"
+(cd src && find . \( -type f -o -type l \) -printf '%P\n' | sort) >"$T/all"
+check "... lists every file and symlink of SRC (find)" cmp -s "$T/all" "$T/dry1" ||
+	diff "$T/all" "$T/dry1" | head
+check "... DST not made" test ! -e dst
+check "... psql: no job made" test -z "$(jid A)"
+run fy --job-name A -v src dst
+check "the run after it: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
+listed "$LOG/out" >"$T/run1"
+check "... copies exactly what the dry run listed" cmp -s "$T/dry1" "$T/run1" ||
+	diff "$T/dry1" "$T/run1" | head
+
+# ---- SRC changed, a user's file in DST -----------------------------------------------
+sleep 1.1
+echo "file 2, rewritten" >src/a/f2
+chmod 0600 src/a/f3
+echo new >src/c/new
+echo "a user's file" >dst/c/new
+ids dst >"$T/dst.before"
+before=$(rows A)
+run fy --job-name A -n src dst
+check "-n after SRC changed, a user's file where SRC has a new one: exit 23 (got $RC)" \
+	test "$RC" = 23 || show "$LOG/err"
+listed "$LOG/out" >"$T/dry2"
+check "... lists the rewritten file and the one whose mode changed" \
+	test "$(tr '\n' ' ' <"$T/dry2")" = "a/f2 a/f3 "
+check "... says the user's file would be refused (rule 9)" \
+	grep -q "c/new.*ferry did not write" "$LOG/err" || show "$LOG/err"
+ids dst >"$T/dst.after"
+check "... DST as it was (find)" cmp -s "$T/dst.before" "$T/dst.after"
+check "... psql: the job's rows, hosts and gen as they were ($before)" test "$(rows A)" = "$before"
+run fy --job-name A -v src dst
+check "the run after it: exit 23 (got $RC)" test "$RC" = 23 || show "$LOG/err"
+listed "$LOG/out" >"$T/run2"
+check "... copies exactly what the dry run listed" cmp -s "$T/dry2" "$T/run2" ||
+	diff "$T/dry2" "$T/run2" | head
+check "... and refuses the user's file, kept" grep -qx "a user's file" dst/c/new
+
+# ---- --adopt ---------------------------------------------------------------------------
+cp -a src dstB
+run fy --job-name B --adopt -n src dstB
+check "-n --adopt over a cp -a'd DST: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
+listed "$LOG/out" >"$T/dry3"
+(cd src && find . \( -type f -o -type l \) -printf '%P\n' | sort) >"$T/all"
+check "... every file and symlink of SRC listed as adopt: PATH (find)" \
+	eval 'cmp -s "$T/all" "$T/dry3" && ! grep -qv "^adopt: " "$LOG/out"' || show "$LOG/out"
+run fy --job-name B --adopt -v src dstB
+check "the run with --adopt: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
+listed "$LOG/out" >"$T/run3"
+check "... adopts exactly those" eval 'cmp -s "$T/dry3" "$T/run3" && test "$(grep -c "^adopted: " "$LOG/out")" = "$(wc -l <"$T/dry3")"' ||
+	diff "$T/dry3" "$T/run3" | head
+
+# ---- refused ----------------------------------------------------------------------------
+run fy --job-name A -n --delete src dst
+check "-n --delete: exit 1 (got $RC)" test "$RC" = 1
+check "... saying it is not supported yet" grep -q -- "--dry-run with --delete is not supported" "$LOG/err" ||
+	show "$LOG/err"
+mkdir other
+run fy --job-name A -n src other
+check "-n of job A into a DST with no job's mark: exit 2 (got $RC)" test "$RC" = 2 || show "$LOG/err"
+check "... nothing made there" test -z "$(ls -A other)"
+
+finish
