@@ -8,6 +8,8 @@
 -- ferry's. A claim sets it when the row's lease ran out, a release when it
 -- lets a pending row go; a done outcome clears it.
 --
--- Rows of before: not done, and claimed once (a token), may be such rows.
+-- Rows of before: pending, and claimed once (a token), may be such rows
+-- (not a failed one: its host recorded its outcome, and a refusal of
+-- rule 9 must stay one).
 ALTER TABLE files ADD COLUMN unmarked boolean NOT NULL DEFAULT false;
-UPDATE files SET unmarked = true WHERE state <> 1 AND claim_token IS NOT NULL;
+UPDATE files SET unmarked = true WHERE state = 0 AND claim_token IS NOT NULL;
