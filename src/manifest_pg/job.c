@@ -467,6 +467,8 @@ static const char dry_files_head[] =
         " coalesce(files.dst_type, 0)::int8,"
         " coalesce(files.dst_size, 0), coalesce(files.dst_mtime_ns, 0),"
         " coalesce(files.unmarked OR files.lease_until IS NOT NULL,"
+        " false)::int::int8, coalesce(files.state IN ("
+        MF_SQL_INT(MF_ST_PENDING) ", " MF_SQL_INT(MF_ST_FAILED) "),"
         " false)::int::int8"
         " FROM (SELECT v.*, 0::int8 AS gen FROM (VALUES ";
 static const char dry_files_tail[] =
@@ -517,6 +519,7 @@ static int dry_step(struct ferry_pg *pg, void *arg)
                 o->dst_size = (uint64_t)pg_get_i64(r, (int)i, 2);
                 o->dst_mtime_ns = pg_get_i64(r, (int)i, 3);
                 o->unmarked = pg_get_i64(r, (int)i, 4) != 0;
+                o->pending = pg_get_i64(r, (int)i, 5) != 0;
         }
         PQclear(r);
         return 0;

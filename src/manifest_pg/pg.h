@@ -438,6 +438,8 @@ int ferry_pg_counts(struct ferry_pg *pg, struct ferry_pg_counts *out);
 struct ferry_pg_dry {
         bool copy;     /* a run would copy it (new, changed, not done) */
         bool unmarked; /* a claim of its row ended without a done outcome */
+        bool pending;  /* its row is pending, or failed (a join makes
+                        * those pending again) */
         int dst_type;  /* its DST record (rule 9), 0: none */
         uint64_t dst_size;
         int64_t dst_mtime_ns;
@@ -467,6 +469,13 @@ struct ferry_pg_page {
  * ferry_pg_page_release (harmless on an empty one). */
 int ferry_pg_done_files(struct ferry_pg *pg, int64_t after, size_t max,
                         struct ferry_pg_page *page);
+/* The same for a dry run of a job whose run is under way: its pending
+ * and failed file rows (with nlink and unmarked as a claim would find
+ * them, no hash), and its directories still to list (path, no name). */
+int ferry_pg_pending_files(struct ferry_pg *pg, int64_t after, size_t max,
+                           struct ferry_pg_page *page);
+int ferry_pg_unlisted_dirs(struct ferry_pg *pg, int64_t after, size_t max,
+                           struct ferry_pg_page *page);
 void ferry_pg_page_release(struct ferry_pg_page *page);
 
 /* The done file rows ids[0..n-1] (n <= FERRY_PG_BATCH_MAX; a verify found

@@ -30,7 +30,8 @@ static int find_step(struct ferry_pg *pg, void *arg)
         pg_param_text(&p, a->name);
         int rc = pg_exec(pg,
                          "SELECT id, src_fp, dst_fp,"
-                         " floor(extract(epoch FROM created))::int8"
+                         " floor(extract(epoch FROM coalesce(gen_started,"
+                         " created)))::int8"
                          " FROM jobs WHERE name = $1",
                          &p, &r, "job lookup");
         pg_params_release(&p);
@@ -74,10 +75,42 @@ static const char done_files_sql[] =
         " AND f.id > $2::int8 ORDER BY f.id LIMIT $3::int8";
 /* clang-format on */
 
+/* a dry run's (src/shared/dryrun.c): the pending rows and the failed ones
+ * (a host's join makes those pending again: job.c), as done_files_sql
+ * with the link count (18) and whether the claim that would take one
+ * finds it unmarked (19: claims.c); and the directories still to list,
+ * as rows of a claim of directories (name NULL) */
+static const char
+        pending_files_sql
+                [] = "SELECT 0::int8, f.id, f.dir, d.path, f.name, "
+                     "f.type::int8, f.size,"
+                     " f.mtime_ns, f.ctime_ns, f.mode::int8, f.uid, f.gid, "
+                     "f.dev, f.ino,"
+                     " f.rdev, " PG_DST_COLS(
+                             "f") ", coalesce(f.nlink, 1),"
+                                  " (f.unmarked OR f.lease_until IS NOT "
+                                  "NULL)::int::int8"
+                                  " FROM files f JOIN dirs d ON d.id = f.dir"
+                                  " WHERE f.job = $1 AND f.state IN "
+                                  "(" MF_SQL_INT(MF_ST_PENDING) ", " MF_SQL_INT(
+                                          MF_ST_FAILED) ") AND f.id > $2::int8 "
+                                                        "ORDER BY f.id"
+                                                        " LIMIT $3::int8";
+static const char unlisted_dirs_sql[] =
+        "SELECT 0::int8, d.id, coalesce(d.parent, 0), d.path, NULL::bytea,"
+        " 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8,"
+        " 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8 FROM dirs d"
+        " WHERE d.job = $1 AND d.list_state = " MF_SQL_INT(
+                PG_LIST_PENDING) " AND d.id > $2::int8 ORDER BY d.id LIMIT "
+                                 "$3::int8";
+
+enum page_kind { PAGE_DONE, PAGE_PENDING, PAGE_UNLISTED };
+
 struct page_args {
         int64_t after;
         size_t max;
         struct ferry_pg_page *page;
+        enum page_kind kind;
 };
 
 static int page_step(struct ferry_pg *pg, void *arg)
@@ -89,7 +122,11 @@ static int page_step(struct ferry_pg *pg, void *arg)
         pg_param_int(&p, pg->job);
         pg_param_int(&p, a->after);
         pg_param_int(&p, (int64_t)a->max);
-        int rc = pg_exec(pg, done_files_sql, &p, &r, "read of done rows");
+        int rc = pg_exec(pg,
+                         a->kind == PAGE_DONE      ? done_files_sql
+                         : a->kind == PAGE_PENDING ? pending_files_sql
+                                                   : unlisted_dirs_sql,
+                         &p, &r, "read of rows");
         pg_params_release(&p);
         if (rc)
                 return rc;
@@ -105,7 +142,13 @@ static int page_step(struct ferry_pg *pg, void *arg)
         }
         for (size_t i = 0; i < n; i++) {
                 pg_get_row(r, (int)i, &rows[i]);
-                rows[i].hash = pg_get_bytes(r, (int)i, 18, &rows[i].hash_len);
+                if (a->kind == PAGE_DONE)
+                        rows[i].hash =
+                                pg_get_bytes(r, (int)i, 18, &rows[i].hash_len);
+                if (a->kind == PAGE_PENDING) {
+                        rows[i].nlink = (uint64_t)pg_get_i64(r, (int)i, 18);
+                        rows[i].unmarked = pg_get_i64(r, (int)i, 19) != 0;
+                }
         }
         a->page->n = n;
         a->page->rows = rows;
@@ -113,16 +156,34 @@ static int page_step(struct ferry_pg *pg, void *arg)
         return 0;
 }
 
-int ferry_pg_done_files(struct ferry_pg *pg, int64_t after, size_t max,
-                        struct ferry_pg_page *page)
+static int page_of(struct ferry_pg *pg, enum page_kind kind, int64_t after,
+                   size_t max, struct ferry_pg_page *page)
 {
         memset(page, 0, sizeof(*page));
         if (!pg->job)
                 return pg_fail(pg, "no job found");
         if (max == 0 || max > FERRY_PG_BATCH_MAX)
                 return pg_fail(pg, "a page of %zu rows: out of range", max);
-        struct page_args a = {after, max, page};
+        struct page_args a = {after, max, page, kind};
         return pg_retry(pg, page_step, &a);
+}
+
+int ferry_pg_done_files(struct ferry_pg *pg, int64_t after, size_t max,
+                        struct ferry_pg_page *page)
+{
+        return page_of(pg, PAGE_DONE, after, max, page);
+}
+
+int ferry_pg_pending_files(struct ferry_pg *pg, int64_t after, size_t max,
+                           struct ferry_pg_page *page)
+{
+        return page_of(pg, PAGE_PENDING, after, max, page);
+}
+
+int ferry_pg_unlisted_dirs(struct ferry_pg *pg, int64_t after, size_t max,
+                           struct ferry_pg_page *page)
+{
+        return page_of(pg, PAGE_UNLISTED, after, max, page);
 }
 
 void ferry_pg_page_release(struct ferry_pg_page *page)

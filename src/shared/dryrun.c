@@ -4,21 +4,29 @@
  * copy, adopt or refuse, said as a single host's dry run says it; nothing
  * is written (no job, no host, no row, no mark in DST).
  *
- * This host alone lists SRC, one directory at a time and each whole, as a
- * claimed directory is listed (scan.c, shared_list_dir: the selection,
- * -x, the kinds of entries the options copy), and asks the manifest about
- * each directory's files at once (ferry_pg_dry_files: the test of a change
- * that a run's listing applies, so a file is listed when a run would make
- * it pending: new, changed, or not done). For each such file it looks at
+ * What a run would take: of a job whose run is under way (rows pending,
+ * directories to list), the pending rows (ferry_pg_pending_files) and what
+ * listing the directories still to list would find; of a job that is
+ * over, or a new one, what listing all of SRC would find (a run begins a
+ * new scan). This host alone lists, one directory at a time and each
+ * whole, as a claimed directory is listed (scan.c, shared_list_dir: the
+ * selection, -x, the kinds of entries the options copy), and asks the
+ * manifest about each directory's files at once (ferry_pg_dry_files: the
+ * test of a change that a run's listing applies, so a file is listed when
+ * a run would make it pending: new, changed, or not done; one pending
+ * already is the pending rows' to say). For each such file it looks at
  * DST's entry as the copy would: none, or one ferry's record says is its
  * copy (ferry_copy_is_ours, with a shared job's rule on unmarked copies),
  * is a copy; a file --adopt would hash is an adoption; anything else is a
  * refusal (rule 9), a warning and a failed file, as on a single host. A
  * job that does not exist yet would copy everything; one whose SRC or DST
- * is not this host's is refused as a run is. Not yet: --delete (refused:
- * which rows a run would mark removed is the whole job's scan), and the
- * new SRC top level a job that is over may take (refused here, as a
- * verify refuses it).
+ * is not this host's is refused as a run is. A name of a hard-link group
+ * after the first met is a copy, never an adoption (the run links it).
+ * Not yet: --delete (refused: which rows a run would mark removed is the
+ * whole job's scan), the new SRC top level a job that is over may take
+ * (refused here, as a verify refuses it), and the refusal of a selection
+ * other than the run's. Like `ferry status`, it brings the database's
+ * schema up to date (ferry_pg_connect).
  */
 #define _GNU_SOURCE
 #include "shared/internal.h"
@@ -33,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A fence that never passes: it only marks the copy rules' config as a
@@ -44,9 +53,43 @@ struct dry {
         size_t n, cap;
         const char *path; /* the directory being listed */
         size_t path_len;
-        bool job; /* the job exists */
+        bool job;  /* the job exists */
+        bool over; /* ... and its run is over: a run begins a new scan */
+        /* inodes of hard-link groups met (sorted), the first name of
+         * each the one a run copies or adopts */
+        uint64_t *ino;
+        size_t nino, capino;
         struct ferry_copy_cfg cc;
 };
+
+/* Whether ino is a hard-link group's inode met before; records it. */
+static bool met_before(struct dry *d, uint64_t ino, bool *oom)
+{
+        size_t lo = 0, hi = d->nino;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (d->ino[mid] == ino)
+                        return true;
+                if (d->ino[mid] < ino)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (d->nino == d->capino) {
+                size_t cap = d->capino ? 2 * d->capino : 64;
+                uint64_t *v = realloc(d->ino, cap * sizeof(*v));
+                if (!v) {
+                        *oom = true;
+                        return false;
+                }
+                d->ino = v;
+                d->capino = cap;
+        }
+        memmove(d->ino + lo + 1, d->ino + lo, (d->nino - lo) * sizeof(*d->ino));
+        d->ino[lo] = ino;
+        d->nino++;
+        return false;
+}
 
 static int push(struct dry *d, const char *path, size_t len)
 {
@@ -100,10 +143,13 @@ static void judge(struct shared *s, struct dry *d,
 {
         struct ferry_item it;
         item_of(f, o, &it);
+        bool oom = false;
+        /* a later name of a link group: the run links it to the first */
+        it.follower = f->lgroup && met_before(d, f->ino, &oom);
         struct ferry_stat st;
         char why[512] = "";
         bool adopt = false;
-        if (derr == ENOTDIR)
+        if (derr == ENOTDIR || derr == ELOOP) /* a file, a symlink */
                 snprintf(why, sizeof(why),
                          "not copied: the destination has no directory "
                          "here, but an entry ferry does not replace by one");
@@ -112,7 +158,7 @@ static void judge(struct shared *s, struct dry *d,
                         snprintf(why, sizeof(why),
                                  "not replaced: the destination has a "
                                  "directory here");
-                else if (s->opt->adopt && sfd >= 0 &&
+                else if (s->opt->adopt && sfd >= 0 && !it.follower &&
                          (it.type == FT_REG || it.type == FT_LINK) &&
                          ferry_adopt_would_hash(&d->cc, &it, NULL, &it.st, dfd,
                                                 sfd, f->name, &st) &&
@@ -173,7 +219,7 @@ static int on_listing(struct shared *s, const struct ferry_pg_dir *dirs,
             (derr = ferry_fsio_open_dir(s->dstfd, d->path, &dfd)))
                 dfd = -1;
         for (size_t i = 0; i < nf; i++)
-                if (o[i].copy)
+                if (o[i].copy && !(o[i].pending && !d->over))
                         judge(s, d, &files[i], &o[i], sfd, dfd, derr);
         ferry_fsio_close(&sfd);
         ferry_fsio_close(&dfd);
@@ -187,6 +233,8 @@ static int find_job(struct shared *s, struct dry *d)
         struct ferry_pg_job_info *info = NULL;
         size_t n = 0;
         int rc = ferry_pg_jobs(s->pg, s->opt->job_name, &info, &n);
+        d->over = n && !info[0].files_pending && !info[0].dirs_to_list &&
+                  !info[0].meta_to_apply;
         ferry_pg_jobs_free(info, n);
         if (rc)
                 return shared_pg_fail(s, rc);
@@ -204,14 +252,113 @@ static int find_job(struct shared *s, struct dry *d)
         if ((rc = ferry_pg_job_find(s->pg, s->opt->job_name, src_fp, dst_fp)))
                 return shared_pg_fail(s, rc);
         d->job = true;
-        d->cc.written_since = ferry_pg_job_created(s->pg);
+        /* the start of the run's scan generation, or of the next one a
+         * run of a job that is over would begin (now) */
+        d->cc.written_since =
+                d->over ? (int64_t)time(NULL) : ferry_pg_job_created(s->pg);
         return 0;
+}
+
+/* File row r of a job whose run is under way, pending: judged as its
+ * claim's copy would judge it. *at: the directory open (its path, its
+ * descriptors), moved to r's. */
+static int pending_row(struct shared *s, struct dry *d,
+                       const struct ferry_pg_row *r, char **at, int *sfd,
+                       int *dfd, int *derr)
+{
+        if (!*at || strlen(*at) != r->path_len ||
+            memcmp(*at, r->path, r->path_len)) {
+                free(*at);
+                ferry_fsio_close(sfd);
+                ferry_fsio_close(dfd);
+                if (!(*at = strndup(r->path, r->path_len)))
+                        return ENOMEM;
+                if (ferry_fsio_open_dir(s->srcfd, *at, sfd))
+                        *sfd = -1;
+                *derr = 0;
+                if (s->dstfd >= 0 &&
+                    (*derr = ferry_fsio_open_dir(s->dstfd, *at, dfd)))
+                        *dfd = -1;
+        }
+        char *name = strndup(r->name, r->name_len);
+        if (!name)
+                return ENOMEM;
+        struct ferry_pg_file f = {
+                .name = name,
+                .name_len = r->name_len,
+                .type = r->type,
+                .size = r->size,
+                .mtime_ns = r->mtime_ns,
+                .ctime_ns = r->ctime_ns,
+                .mode = r->mode,
+                .uid = r->uid,
+                .gid = r->gid,
+                .dev = r->dev,
+                .ino = r->ino,
+                .rdev = r->rdev,
+                .nlink = r->nlink,
+                .lgroup = s->opt->hard_links && r->nlink > 1,
+        };
+        struct ferry_pg_dry o = {.copy = true,
+                                 .pending = true,
+                                 .unmarked = r->unmarked,
+                                 .dst_type = r->dst_type,
+                                 .dst_size = r->dst_size,
+                                 .dst_mtime_ns = r->dst_mtime_ns};
+        d->path = *at;
+        d->path_len = r->path_len;
+        s->sum->files_seen++;
+        judge(s, d, &f, &o, *sfd, *dfd, *derr);
+        free(name);
+        return 0;
+}
+
+/* A job whose run is under way: its pending rows judged, and its
+ * directories still to list on the stack. */
+static int under_way(struct shared *s, struct dry *d)
+{
+        struct ferry_pg_page page = {0};
+        char *at = NULL;
+        int sfd = -1, dfd = -1, derr = 0, rc = 0;
+        for (int64_t after = 0; !rc;) {
+                if ((rc = ferry_pg_pending_files(s->pg, after,
+                                                 FERRY_PG_BATCH_MAX, &page)))
+                        rc = shared_pg_fail(s, rc);
+                for (size_t i = 0; !rc && i < page.n; i++)
+                        if (pending_row(s, d, &page.rows[i], &at, &sfd, &dfd,
+                                        &derr))
+                                rc = shared_fail(s, FERRY_EINTERNAL,
+                                                 "out of memory");
+                if (rc || !page.n)
+                        break;
+                after = page.rows[page.n - 1].id;
+                ferry_pg_page_release(&page);
+        }
+        ferry_pg_page_release(&page);
+        free(at);
+        ferry_fsio_close(&sfd);
+        ferry_fsio_close(&dfd);
+        for (int64_t after = 0; !rc;) {
+                if ((rc = ferry_pg_unlisted_dirs(s->pg, after,
+                                                 FERRY_PG_BATCH_MAX, &page)))
+                        rc = shared_pg_fail(s, rc);
+                for (size_t i = 0; !rc && i < page.n; i++)
+                        if (push(d, page.rows[i].path, page.rows[i].path_len))
+                                rc = shared_fail(s, FERRY_EINTERNAL,
+                                                 "out of memory");
+                if (rc || !page.n)
+                        break;
+                after = page.rows[page.n - 1].id;
+                ferry_pg_page_release(&page);
+        }
+        ferry_pg_page_release(&page);
+        return rc;
 }
 
 /* SRC, and DST when it exists (a dry run makes none). */
 static int open_roots(struct shared *s)
 {
-        struct ferry_stat st;
+        struct ferry_stat st, dt;
         s->srcfd = open(s->opt->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (s->srcfd < 0 || ferry_fsio_fstat(s->srcfd, &st))
                 return shared_fail(s, FERRY_EPATH, "cannot open SRC '%s': %s",
@@ -221,6 +368,10 @@ static int open_roots(struct shared *s)
         if (s->dstfd < 0 && errno != ENOENT)
                 return shared_fail(s, FERRY_EPATH, "cannot open DST '%s': %s",
                                    s->opt->dst, strerror(errno));
+        if (s->dstfd >= 0 && !ferry_fsio_fstat(s->dstfd, &dt) &&
+            dt.dev == st.dev && dt.ino == st.ino)
+                return shared_fail(s, FERRY_EPATH,
+                                   "SRC and DST are the same directory");
         return 0;
 }
 
@@ -233,7 +384,10 @@ int shared_dry_run(struct shared *s)
         };
         if (open_roots(s) || find_job(s, &d))
                 return s->code;
-        int rc = push(&d, "", 0);
+        int rc = d.job && !d.over ? under_way(s, &d)
+                 : push(&d, "", 0)
+                         ? shared_fail(s, FERRY_EINTERNAL, "out of memory")
+                         : 0;
         while (!rc && !s->code && d.n) {
                 char *path = d.stack[--d.n];
                 d.path = path;
@@ -261,6 +415,7 @@ int shared_dry_run(struct shared *s)
         while (d.n)
                 free(d.stack[--d.n]);
         free(d.stack);
+        free(d.ino);
         if (s->code)
                 return s->code;
         return s->sum->files_failed || s->sum->scan_errors ? FERRY_EPARTIAL

@@ -15,6 +15,15 @@
 #    listed and refuses the user's file (exit 23);
 #  - --adopt over a cp -a'd DST of a new job: every file and the symlink
 #    listed as "adopt: PATH"; the run with --adopt adopts exactly those;
+#  - a run under way (psql leaves a row pending; SRC rewrote a done file
+#    meanwhile; a directory left to list, with a file rewritten): the
+#    pending row, the failed one (a join retries it) and the changed file
+#    of the directory to list are listed, not the rewritten file of a
+#    listed directory, as the run that follows does;
+#  - a symlink in DST where SRC has a directory: the file below it said
+#    refused (exit 23);
+#  - three names of one inode with --adopt: one listed to adopt, two to
+#    copy; the run adopts one and links two;
 #  - -n --delete: exit 1 (not yet), nothing made; a dry run of the job with
 #    another DST (no job's mark): exit 2, not made there either.
 # Skips, saying why, without root or PostgreSQL.
@@ -99,6 +108,61 @@ check "the run with --adopt: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
 listed "$LOG/out" >"$T/run3"
 check "... adopts exactly those" eval 'cmp -s "$T/dry3" "$T/run3" && test "$(grep -c "^adopted: " "$LOG/out")" = "$(wc -l <"$T/dry3")"' ||
 	diff "$T/dry3" "$T/run3" | head
+
+# ---- a run under way --------------------------------------------------------------------
+# psql leaves a/f4 to copy (the run is not over), and SRC rewrites a/f5,
+# done: a host joining this run copies the pending row only (a/f5 waits
+# for the next run's scan)
+sleep 1.1
+echo "file 4, rewritten" >src/a/f4
+echo "file 5, rewritten" >src/a/f5
+rm dst/c/new
+sql "UPDATE ferry.files SET state = 0, hash = NULL WHERE job = $(jid A)
+	AND name = convert_to('f4', 'UTF8')" >/dev/null
+# and c still to list in this run, its big file rewritten
+head -c 1000 /dev/urandom >src/c/big
+sql "UPDATE ferry.dirs SET list_state = 0 WHERE job = $(jid A)
+	AND path = convert_to('c', 'UTF8')" >/dev/null
+run fy --job-name A -n src dst
+check "-n of a run under way: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
+listed "$LOG/out" >"$T/dry4"
+check "... lists the pending row, the failed one (a join retries it), what c holds" \
+	test "$(tr '\n' ' ' <"$T/dry4")" = "a/f4 c/big c/new "
+run fy --job-name A -v src dst
+listed "$LOG/out" >"$T/run4"
+check "the run after it: exit 0 (got $RC), copies exactly those" \
+	eval 'test "$RC" = 0 && cmp -s "$T/dry4" "$T/run4"' || diff "$T/dry4" "$T/run4" | head
+
+# ---- a symlink in DST where SRC has a directory -----------------------------------------
+# (below SRC's top level, whose names are the job's fingerprint of SRC; the
+# run is over now: the dry run lists SRC)
+mkdir -p src/c/x/y
+echo f >src/c/x/y/f
+ln -s /nonexistent dst/c/x
+run fy --job-name A -n src dst
+check "-n with a symlink in DST where SRC has a directory: exit 23 (got $RC)" \
+	test "$RC" = 23 || show "$LOG/err"
+check "... c/x/y/f said refused, not listed" \
+	eval 'grep -q "c/x/y/f" "$LOG/err" && ! grep -q "c/x/y/f" "$LOG/out"' || show "$LOG/out"
+rm dst/c/x
+
+# ---- a hard-link group with --adopt -------------------------------------------------------
+mkdir -p srcL/d
+echo linked >srcL/d/l1
+ln srcL/d/l1 srcL/d/l2
+ln srcL/d/l1 srcL/d/l3
+cp -a srcL dstL
+run fy --job-name L --adopt -n srcL dstL
+check "-n --adopt, three names of one inode over a cp -a'd DST: exit 0 (got $RC)" \
+	test "$RC" = 0 || show "$LOG/err"
+check "... one listed to adopt, the others to copy (the run links them)" \
+	test "$(grep -c '^adopt: ' "$LOG/out") $(grep -vc '^adopt: ' "$LOG/out")" = "1 2"
+listed "$LOG/out" >"$T/dry5"
+run fy --job-name L --adopt -v srcL dstL
+listed "$LOG/out" >"$T/run5"
+check "the run: one adopted, the same names" \
+	eval 'test "$RC" = 0 && test "$(grep -c "^adopted: " "$LOG/out")" = 1 && cmp -s "$T/dry5" "$T/run5"' ||
+	show "$LOG/out"
 
 # ---- refused ----------------------------------------------------------------------------
 run fy --job-name A -n --delete src dst
