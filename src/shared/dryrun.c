@@ -313,37 +313,41 @@ static int pending_row(struct shared *s, struct dry *d,
         return 0;
 }
 
-/* A job whose run is under way: its pending rows judged, and its
- * directories still to list on the stack. */
-static int under_way(struct shared *s, struct dry *d)
+/* The state of the pending rows' pass: the directory open. */
+struct at {
+        char *path;
+        int sfd, dfd, derr;
+};
+
+static int on_pending(struct shared *s, struct dry *d,
+                      const struct ferry_pg_row *r, struct at *at)
+{
+        return pending_row(s, d, r, &at->path, &at->sfd, &at->dfd, &at->derr);
+}
+
+static int on_unlisted(struct shared *s, struct dry *d,
+                       const struct ferry_pg_row *r, struct at *at)
+{
+        (void)s, (void)at;
+        return push(d, r->path, r->path_len);
+}
+
+typedef int (*page_fn)(struct ferry_pg *pg, int64_t after, size_t max,
+                       struct ferry_pg_page *page);
+typedef int (*row_fn)(struct shared *s, struct dry *d,
+                      const struct ferry_pg_row *r, struct at *at);
+
+/* each row that fetch pages through, to fn; 0 or s's failure */
+static int each_row(struct shared *s, struct dry *d, page_fn fetch, row_fn fn,
+                    struct at *at)
 {
         struct ferry_pg_page page = {0};
-        char *at = NULL;
-        int sfd = -1, dfd = -1, derr = 0, rc = 0;
+        int rc = 0;
         for (int64_t after = 0; !rc;) {
-                if ((rc = ferry_pg_pending_files(s->pg, after,
-                                                 FERRY_PG_BATCH_MAX, &page)))
+                if ((rc = fetch(s->pg, after, FERRY_PG_BATCH_MAX, &page)))
                         rc = shared_pg_fail(s, rc);
                 for (size_t i = 0; !rc && i < page.n; i++)
-                        if (pending_row(s, d, &page.rows[i], &at, &sfd, &dfd,
-                                        &derr))
-                                rc = shared_fail(s, FERRY_EINTERNAL,
-                                                 "out of memory");
-                if (rc || !page.n)
-                        break;
-                after = page.rows[page.n - 1].id;
-                ferry_pg_page_release(&page);
-        }
-        ferry_pg_page_release(&page);
-        free(at);
-        ferry_fsio_close(&sfd);
-        ferry_fsio_close(&dfd);
-        for (int64_t after = 0; !rc;) {
-                if ((rc = ferry_pg_unlisted_dirs(s->pg, after,
-                                                 FERRY_PG_BATCH_MAX, &page)))
-                        rc = shared_pg_fail(s, rc);
-                for (size_t i = 0; !rc && i < page.n; i++)
-                        if (push(d, page.rows[i].path, page.rows[i].path_len))
+                        if (fn(s, d, &page.rows[i], at))
                                 rc = shared_fail(s, FERRY_EINTERNAL,
                                                  "out of memory");
                 if (rc || !page.n)
@@ -353,6 +357,20 @@ static int under_way(struct shared *s, struct dry *d)
         }
         ferry_pg_page_release(&page);
         return rc;
+}
+
+/* A job whose run is under way: its pending rows judged, and its
+ * directories still to list on the stack. */
+static int under_way(struct shared *s, struct dry *d)
+{
+        struct at at = {NULL, -1, -1, 0};
+        int rc = each_row(s, d, ferry_pg_pending_files, on_pending, &at);
+        free(at.path);
+        at.path = NULL;
+        ferry_fsio_close(&at.sfd);
+        ferry_fsio_close(&at.dfd);
+        return rc ? rc
+                  : each_row(s, d, ferry_pg_unlisted_dirs, on_unlisted, &at);
 }
 
 /* SRC, and DST when it exists (a dry run makes none). */

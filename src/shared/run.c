@@ -500,29 +500,45 @@ static int end_code(struct shared *s)
         return c.meta_failed || s->sum->meta_failed ? FERRY_EMETA : FERRY_OK;
 }
 
-/* ferry -n: dryrun.c's, on a connection of its own (no job joined). */
-static int dry_run(const struct ferry_options *opt, struct ferry_summary *sum,
-                   struct ferry_error *err)
+/* A host's state before anything is opened. */
+static struct shared begin(const struct ferry_options *opt,
+                           struct ferry_summary *sum, struct ferry_error *err)
 {
-        struct shared s = {
+        return (struct shared){
                 .opt = opt,
                 .sum = sum,
                 .err = err,
                 .srcfd = -1,
                 .dstfd = -1,
                 .stop = ferry_job_stop_flag(),
+                .lease = opt->lease ? (int)opt->lease : LEASE_S,
+                .jobs = opt->jobs ? opt->jobs : SHARED_JOBS,
                 .t0 = shared_now(),
         };
+}
+
+/* What begin's state holds at the end: the selection, the connection,
+ * SRC's and DST's descriptors; and the run's time. */
+static void end(struct shared *s)
+{
+        s->sum->seconds = shared_now() - s->t0;
+        shared_select_free(s);
+        ferry_pg_close(s->pg);
+        if (s->srcfd >= 0)
+                close(s->srcfd);
+        if (s->dstfd >= 0)
+                close(s->dstfd);
+}
+
+/* ferry -n: dryrun.c's, on a connection of its own (no job joined). */
+static int dry_run(const struct ferry_options *opt, struct ferry_summary *sum,
+                   struct ferry_error *err)
+{
+        struct shared s = begin(opt, sum, err);
         int rc = shared_select_open(&s) || shared_connect(&s)
                          ? s.code
                          : shared_dry_run(&s);
-        sum->seconds = shared_now() - s.t0;
-        shared_select_free(&s);
-        ferry_pg_close(s.pg);
-        if (s.srcfd >= 0)
-                close(s.srcfd);
-        if (s.dstfd >= 0)
-                close(s.dstfd);
+        end(&s);
         return rc;
 }
 
@@ -538,17 +554,7 @@ int ferry_shared_copy(const struct ferry_options *opt,
                 return rc;
         if (opt->dry_run)
                 return dry_run(opt, sum, err);
-        struct shared s = {
-                .opt = opt,
-                .sum = sum,
-                .err = err,
-                .srcfd = -1,
-                .dstfd = -1,
-                .stop = ferry_job_stop_flag(),
-                .lease = opt->lease ? (int)opt->lease : LEASE_S,
-                .jobs = opt->jobs ? opt->jobs : SHARED_JOBS,
-                .t0 = shared_now(),
-        };
+        struct shared s = begin(opt, sum, err);
         /* first of all the manifest: one that cannot be reached (or no
          * libpq) leaves SRC and DST untouched */
         if (!shared_select_open(&s) && !shared_connect(&s) &&
@@ -597,13 +603,7 @@ int ferry_shared_copy(const struct ferry_options *opt,
         if (s.pg && ferry_pg_job_created(s.pg) && s.code != FERRY_EMANIFEST)
                 ferry_pg_leave(s.pg, rc);
         sum->jobs_peak = s.jobs;
-        sum->seconds = shared_now() - s.t0;
         free(s.fl);
-        shared_select_free(&s);
-        ferry_pg_close(s.pg);
-        if (s.srcfd >= 0)
-                close(s.srcfd);
-        if (s.dstfd >= 0)
-                close(s.dstfd);
+        end(&s);
         return rc;
 }

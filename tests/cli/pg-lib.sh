@@ -7,6 +7,8 @@
 #   refuses to run as root), superuser "ferry", trust authentication (the
 #   cluster listens only on its Unix socket in $T/pg/sock and on addresses
 #   inside namespaces this test made).
+# pg_local_start [CMD...]: pg_need, each CMD needed, pg_init, pg_start;
+#   URL is the cluster's Unix socket (a test of one host's shared job).
 # pg_start [NETNS ADDR]: starts it (inside NETNS, listening on ADDR too)
 #   and waits until it accepts connections; pg_stop stops it (fast
 #   shutdown; SIGKILL of its own postmaster, by pid, if that fails).
@@ -59,6 +61,17 @@ pg_slowfs_start() {
 	need_slowfs
 	MNT=$T/mnt
 	trap 'umount_fuse "$MNT"; pg_cleanup; cleanup' EXIT
+	pg_init
+	pg_start
+	URL=$PG_SOCK_URL
+}
+
+# pg_local_start [CMD...]: what a test of a shared job on this host alone
+# needs (root, PostgreSQL, network namespaces, and each command named),
+# then a throw-away cluster started; URL is its Unix socket's
+pg_local_start() {
+	pg_need
+	(($#)) && need_cmd "$@"
 	pg_init
 	pg_start
 	URL=$PG_SOCK_URL

@@ -25,11 +25,7 @@
 # Skips, saying why, without root, PostgreSQL, rsync or xxh128sum.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
-pg_need
-need_cmd rsync xxh128sum python3
-pg_init
-pg_start
-URL=$PG_SOCK_URL
+pg_local_start rsync xxh128sum python3
 
 fy() { "$FERRY" --manifest "$URL" -j 4 "$@"; }
 jid() { sql "SELECT id FROM ferry.jobs WHERE name = '$1'"; }

@@ -22,10 +22,7 @@
 # Skips, saying why, without root or PostgreSQL.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
-pg_need
-pg_init
-pg_start
-URL=$PG_SOCK_URL
+pg_local_start
 
 fy() { "$FERRY" --manifest "$URL" --job-name u -j 4 --json "$@" src dst; }
 jid() { sql "SELECT id FROM ferry.jobs WHERE name = 'u'"; }

@@ -24,11 +24,7 @@
 # Skips, saying why, without root, PostgreSQL or rsync.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
-pg_need
-need_cmd rsync
-pg_init
-pg_start
-URL=$PG_SOCK_URL
+pg_local_start rsync
 
 jid() { sql "SELECT id FROM ferry.jobs WHERE name = '$1'"; }
 fy() { "$FERRY" --manifest "$URL" -j 4 "$@"; }
