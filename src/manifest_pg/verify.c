@@ -80,22 +80,21 @@ static const char done_files_sql[] =
  * with the link count (18) and whether the claim that would take one
  * finds it unmarked (19: claims.c); and the directories still to list,
  * as rows of a claim of directories (name NULL) */
-static const char
-        pending_files_sql
-                [] = "SELECT 0::int8, f.id, f.dir, d.path, f.name, "
-                     "f.type::int8, f.size,"
-                     " f.mtime_ns, f.ctime_ns, f.mode::int8, f.uid, f.gid, "
-                     "f.dev, f.ino,"
-                     " f.rdev, " PG_DST_COLS(
-                             "f") ", coalesce(f.nlink, 1),"
-                                  " (f.unmarked OR f.lease_until IS NOT "
-                                  "NULL)::int::int8"
-                                  " FROM files f JOIN dirs d ON d.id = f.dir"
-                                  " WHERE f.job = $1 AND f.state IN "
-                                  "(" MF_SQL_INT(MF_ST_PENDING) ", " MF_SQL_INT(
-                                          MF_ST_FAILED) ") AND f.id > $2::int8 "
-                                                        "ORDER BY f.id"
-                                                        " LIMIT $3::int8";
+static const char pending_files_sql[] =
+        "SELECT 0::int8, f.id, f.dir, d.path, f.name, "
+        "f.type::int8, f.size,"
+        " f.mtime_ns, f.ctime_ns, f.mode::int8, f.uid, f.gid, "
+        "f.dev, f.ino,"
+        " f.rdev, " PG_DST_COLS(
+                "f") ", coalesce(f.nlink, 1),"
+                     " (f.unmarked OR f.lease_until IS NOT "
+                     "NULL)::int::int8"
+                     " FROM files f JOIN dirs d ON d.id = f.dir"
+                     " WHERE f.job = $1 AND f.state IN "
+                     "(" MF_SQL_INT(MF_ST_PENDING) ", " MF_SQL_INT(
+                             MF_ST_FAILED) ") AND f.id > $2::int8 "
+                                           "ORDER BY f.id"
+                                           " LIMIT $3::int8";
 static const char unlisted_dirs_sql[] =
         "SELECT 0::int8, d.id, coalesce(d.parent, 0), d.path, NULL::bytea,"
         " 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8,"

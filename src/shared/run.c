@@ -11,7 +11,8 @@
  * takes batches back, runs the DST barrier (syncfs) and only then
  * completes them with their claim's token (rule 1; a claim whose lease ran
  * out and was taken by another host is refused, and nothing of it is
- * marked), and renews the leases of what it holds every third of a lease.
+ * marked), and renews the leases of what it holds every third of a lease
+ * (lease.c).
  * When no row is pending in the whole job, not even under another host's
  * lease, it applies directories' metadata (finish.c), and the job's counts
  * give the exit code.
@@ -113,88 +114,6 @@ void shared_event(struct shared *s, enum ferry_event ev, const char *dir,
                 return;
         s->opt->event(ev, p, (size_t)n, detail, fail, s->opt->cb_arg);
         free(p);
-}
-
-int shared_claim(struct shared *s, enum ferry_pg_kind kind, size_t max,
-                 struct ferry_pg_claim *c, bool *none)
-{
-        int rc = ferry_pg_claim(s->pg, kind, max, s->lease, c);
-        if (rc)
-                return shared_pg_fail(s, rc);
-        *none = c->n == 0;
-        if (c->moved && !s->moved) {
-                s->moved = true;
-                shared_event(s, FERRY_EV_WARNING, "", 0, "", 0,
-                             "another host ran the job again (a new scan "
-                             "of SRC): this host's part is over",
-                             NULL);
-        }
-        return 0;
-}
-
-static int64_t now_ns(void)
-{
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-/* A claim is this host's for a lease from when the statement that made or
- * renewed it was sent (the server's lease starts later); two thirds of it
- * leave the workers a third of a lease to find the fence moved. */
-static int64_t fence_from(const struct shared *s, int64_t sent)
-{
-        return sent + (int64_t)s->lease * 2 / 3 * 1000000000;
-}
-
-void shared_fence_reset(struct shared *s)
-{
-        if (s->claims_lost && !s->nfl && !s->nscans) {
-                s->claims_lost = false;
-                atomic_store(&s->fence, fence_from(s, now_ns()));
-        }
-}
-
-void shared_fence_claim(struct shared *s)
-{
-        atomic_store(&s->fence, fence_from(s, now_ns()));
-}
-
-int shared_renew(struct shared *s)
-{
-        double now = shared_now();
-        if (now - s->last_renew < s->lease / 3.0)
-                return 0;
-        s->last_renew = now;
-        int64_t *tokens = malloc((s->nfl + s->nscans + 1) * sizeof(*tokens));
-        if (!tokens)
-                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
-        size_t n = 0;
-        uint64_t rows = s->nscans, renewed = 0;
-        for (size_t i = 0; i < s->nfl; i++) {
-                tokens[n++] = s->fl[i].token;
-                rows += s->fl[i].b->n;
-        }
-        for (size_t i = 0; i < s->nscans; i++)
-                tokens[n++] = s->scan_tokens[i];
-        int64_t sent = now_ns();
-        /* with nothing in flight too: last_seen and the counts that
-         * status's rate reads (003_hosts.sql) */
-        int rc = ferry_pg_renew(s->pg, tokens, n, s->lease, &renewed);
-        free(tokens);
-        if (rc)
-                return shared_pg_fail(s, rc);
-        if (renewed < rows && !s->claims_lost) {
-                s->claims_lost = true;
-                shared_event(s, FERRY_EV_WARNING, "", 0, "", 0,
-                             "a lease ran out and another host took the "
-                             "claim: what this host copies of it is not put "
-                             "in place",
-                             NULL);
-        }
-        shared_fence_reset(s);
-        atomic_store(&s->fence, s->claims_lost ? 0 : fence_from(s, sent));
-        return 0;
 }
 
 /* ---- the loop ------------------------------------------------------- */
