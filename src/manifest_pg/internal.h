@@ -44,6 +44,8 @@ struct ferry_pg {
         char *url;
         int wait_s;
         unsigned reconnects;
+        /* reconnects + 1 when a dry run made its table (dryrun.c), 0 */
+        unsigned dry_conn;
         int64_t job;      /* 0 until ferry_pg_job_join */
         int64_t created;  /* its gen's start, whole seconds since the epoch
                            * (rounded down: ctimes from then on are at
@@ -91,6 +93,10 @@ int pg_job_count(struct ferry_pg *pg, const char *sql, enum pg_count_arg arg,
  * naming the side that differs. */
 int pg_job_check_fps(struct ferry_pg *pg, const char *name, const PGresult *r,
                      const char *src_fp, const char *dst_fp);
+/* verify.c: ferry_pg_job_find of job name with DST dst_fp, whatever its
+ * SRC's fingerprint (rerun.c: one a run would take as the job's new SRC). */
+int pg_job_find_any_src(struct ferry_pg *pg, const char *name,
+                        const char *dst_fp);
 /* BEGIN, COMMIT, ROLLBACK (the last ignores failures: after a lost
  * connection there is nothing to roll back). */
 int pg_begin(struct ferry_pg *pg);

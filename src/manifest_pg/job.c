@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "manifest_pg/internal.h"
+#include "manifest_pg/pg_dry.h"
 
 #include "buf.h"
 #include "manifest_types.h"
@@ -460,8 +461,9 @@ int ferry_pg_add_files(struct ferry_pg *pg, int64_t gen,
 /* Each listed file ($3...: the columns of add_files, dir unused) against
  * its row in directory $2 of job $1, in the listing's order: whether a run
  * would copy it (no row, a row not done, or one the listing changes: the
- * CHANGED of add_files_tail), its DST record, and whether the claim
- * that would take it would find it unmarked (claims.c). Reads only. */
+ * CHANGED of add_files_tail), its DST record, whether the claim that
+ * would take it would find it unmarked (claims.c), and its row's id (0:
+ * none). Reads only. */
 /* clang-format off */
 static const char dry_files_head[] =
         "SELECT (files.id IS NULL OR files.state <> " MF_SQL_INT(MF_ST_DONE)
@@ -471,7 +473,7 @@ static const char dry_files_head[] =
         " coalesce(files.unmarked OR files.lease_until IS NOT NULL,"
         " false)::int::int8, coalesce(files.state IN ("
         MF_SQL_INT(MF_ST_PENDING) ", " MF_SQL_INT(MF_ST_FAILED) "),"
-        " false)::int::int8"
+        " false)::int::int8, coalesce(files.id, 0)"
         " FROM (SELECT v.*, 0::int8 AS gen FROM (VALUES ";
 static const char dry_files_tail[] =
         ") v (ord, dir, name, type, size, mtime_ns, ctime_ns, mode, uid, gid,"
@@ -522,6 +524,7 @@ static int dry_step(struct ferry_pg *pg, void *arg)
                 o->dst_mtime_ns = pg_get_i64(r, (int)i, 3);
                 o->unmarked = pg_get_i64(r, (int)i, 4) != 0;
                 o->pending = pg_get_i64(r, (int)i, 5) != 0;
+                o->id = pg_get_i64(r, (int)i, 6);
         }
         PQclear(r);
         return 0;

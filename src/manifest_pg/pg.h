@@ -434,23 +434,6 @@ int ferry_pg_counts(struct ferry_pg *pg, struct ferry_pg_counts *out);
 
 /* ---- a verify (src/shared/verify.c) -------------------------------- */
 
-/* A dry run's verdict on a listed file (ferry_pg_dry_files). */
-struct ferry_pg_dry {
-        bool copy;     /* a run would copy it (new, changed, not done) */
-        bool unmarked; /* a claim of its row ended without a done outcome */
-        bool pending;  /* its row is pending, or failed (a join makes
-                        * those pending again) */
-        int dst_type;  /* its DST record (rule 9), 0: none */
-        uint64_t dst_size;
-        int64_t dst_mtime_ns;
-};
-/* Of the n files listed in directory path of the found job: out[i] for
- * files[i] (their dir is not read), one statement per FERRY_PG_BATCH_MAX.
- * Writes nothing. */
-int ferry_pg_dry_files(struct ferry_pg *pg, const char *path, size_t path_len,
-                       const struct ferry_pg_file *files, size_t n,
-                       struct ferry_pg_dry *out);
-
 /* Opens job name for a verify: as ferry_pg_job_join, but a job that does
  * not exist is FERRY_EPATH ("no job ..."), not made, and the host is not
  * recorded (the handle claims nothing). */
@@ -463,19 +446,13 @@ struct ferry_pg_page {
         struct ferry_pg_row *rows; /* as a PG_FILES claim's, with hash */
         struct pg_result *res;     /* owns what rows point into */
 };
+
 /* The first max (<= FERRY_PG_BATCH_MAX) done file rows whose id is above
  * after, in id order (keyset paging: the next page is after the last
  * row's id); n 0: none is left. page is the caller's, released with
  * ferry_pg_page_release (harmless on an empty one). */
 int ferry_pg_done_files(struct ferry_pg *pg, int64_t after, size_t max,
                         struct ferry_pg_page *page);
-/* The same for a dry run of a job whose run is under way: its pending
- * and failed file rows (with nlink and unmarked as a claim would find
- * them, no hash), and its directories still to list (path, no name). */
-int ferry_pg_pending_files(struct ferry_pg *pg, int64_t after, size_t max,
-                           struct ferry_pg_page *page);
-int ferry_pg_unlisted_dirs(struct ferry_pg *pg, int64_t after, size_t max,
-                           struct ferry_pg_page *page);
 void ferry_pg_page_release(struct ferry_pg_page *page);
 
 /* The done file rows ids[0..n-1] (n <= FERRY_PG_BATCH_MAX; a verify found

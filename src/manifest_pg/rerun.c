@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "manifest_pg/internal.h"
+#include "manifest_pg/pg_dry.h"
 
 #include "manifest_types.h"
 
@@ -63,7 +64,7 @@ static const char new_src_sql[] =
         " over AS (SELECT" JOB_OVER("j.id") " AS ok FROM j),"
         " u AS (UPDATE jobs SET src_fp = $2, gen = jobs.gen + 1,"
         " gen_started = now() FROM j, sim, over WHERE jobs.id = j.id"
-        " AND jobs.gen = j.gen AND over.ok AND sim.total > 0"
+        " AND $5::int8 = 0 AND jobs.gen = j.gen AND over.ok AND sim.total > 0"
         " AND sim.kept * 2 >= sim.total"
         " RETURNING jobs.id, jobs.gen)," ROOT_AGAIN("u", "u.id", "u.gen")
         " SELECT (SELECT count(*) FROM u)::int8, coalesce((SELECT kept FROM"
@@ -79,6 +80,7 @@ struct new_src_args {
         bool taken;
         int64_t kept, total;
         bool over;
+        bool dry; /* a dry run's: changes nothing */
 };
 
 static int new_src_step(struct ferry_pg *pg, void *arg)
@@ -91,6 +93,7 @@ static int new_src_step(struct ferry_pg *pg, void *arg)
         pg_param_text(&p, a->src_fp);
         pg_param_text(&p, a->dst_fp);
         pg_param_hex_array(&p, a->names, a->n);
+        pg_param_int(&p, a->dry);
         int rc = pg_exec(pg, new_src_sql, &p, &r, "new SRC");
         pg_params_release(&p);
         if (rc)
@@ -103,22 +106,14 @@ static int new_src_step(struct ferry_pg *pg, void *arg)
         return 0;
 }
 
-int ferry_pg_job_new_src(struct ferry_pg *pg, const char *name,
-                         const char *src_fp, const char *dst_fp,
-                         const char *const *names, size_t n, bool *taken)
+/* Why a new SRC was not taken (a's verdict), after the join's refusal
+ * was. */
+static void not_taken(struct ferry_pg *pg, const struct new_src_args *a,
+                      const char *was)
 {
-        struct new_src_args a = {name,  src_fp, dst_fp, names, n,
-                                 false, 0,      0,      false};
-        char was[sizeof(pg->errmsg)];
-        snprintf(was, sizeof(was), "%s", pg->errmsg);
-        int rc = pg_retry(pg, new_src_step, &a);
-        *taken = a.taken;
-        if (rc || a.taken)
-                return rc;
-        /* the join's refusal stays, with why this SRC was not taken */
-        if (a.total == 0) /* no such job with this DST, or no rows */
+        if (a->total == 0) /* no such job with this DST, or no rows */
                 pg_fail(pg, "%s", was);
-        else if (!a.over)
+        else if (!a->over)
                 pg_fail(pg,
                         "%s; the job is not over, so it goes on with the "
                         "SRC it began with",
@@ -128,8 +123,49 @@ int ferry_pg_job_new_src(struct ferry_pg *pg, const char *name,
                         "%s; only %lld of the %lld names at the job's "
                         "top level are in this SRC's: not taken as the "
                         "job's SRC changed (a new --job-name copies it)",
-                        was, (long long)a.kept, (long long)a.total);
+                        was, (long long)a->kept, (long long)a->total);
+}
+
+int ferry_pg_job_new_src(struct ferry_pg *pg, const char *name,
+                         const char *src_fp, const char *dst_fp,
+                         const char *const *names, size_t n, bool *taken)
+{
+        struct new_src_args a = {.name = name,
+                                 .src_fp = src_fp,
+                                 .dst_fp = dst_fp,
+                                 .names = names,
+                                 .n = n};
+        char was[sizeof(pg->errmsg)];
+        snprintf(was, sizeof(was), "%s", pg->errmsg);
+        int rc = pg_retry(pg, new_src_step, &a);
+        *taken = a.taken;
+        if (rc || a.taken)
+                return rc;
+        /* the join's refusal stays, with why this SRC was not taken */
+        not_taken(pg, &a, was);
         return 0;
+}
+
+int ferry_pg_job_find_new_src(struct ferry_pg *pg, const char *name,
+                              const char *src_fp, const char *dst_fp,
+                              const char *const *names, size_t n)
+{
+        struct new_src_args a = {.name = name,
+                                 .src_fp = src_fp,
+                                 .dst_fp = dst_fp,
+                                 .names = names,
+                                 .n = n,
+                                 .dry = true};
+        char was[sizeof(pg->errmsg)];
+        snprintf(was, sizeof(was), "%s", pg->errmsg);
+        int rc = pg_retry(pg, new_src_step, &a);
+        if (rc)
+                return rc;
+        /* the rule of new_src_sql's UPDATE */
+        if (a.over && a.total > 0 && a.kept * 2 >= a.total)
+                return pg_job_find_any_src(pg, name, dst_fp);
+        not_taken(pg, &a, was);
+        return FERRY_EPATH;
 }
 
 int64_t ferry_pg_gen(const struct ferry_pg *pg)

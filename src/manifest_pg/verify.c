@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "manifest_pg/internal.h"
+#include "manifest_pg/pg_dry.h"
 
 #include "manifest_types.h"
 
@@ -18,7 +19,7 @@
 #include <string.h>
 
 struct find_args {
-        const char *name, *src_fp, *dst_fp;
+        const char *name, *src_fp, *dst_fp; /* src_fp NULL: the job's */
 };
 
 static int find_step(struct ferry_pg *pg, void *arg)
@@ -45,7 +46,9 @@ static int find_step(struct ferry_pg *pg, void *arg)
                         a->name);
                 return FERRY_EPATH;
         }
-        rc = pg_job_check_fps(pg, a->name, r, a->src_fp, a->dst_fp);
+        rc = pg_job_check_fps(pg, a->name, r,
+                              a->src_fp ? a->src_fp : PQgetvalue(r, 0, 1),
+                              a->dst_fp);
         if (!rc) {
                 pg->job = pg_get_i64(r, 0, 0);
                 pg->created = pg_get_i64(r, 0, 3);
@@ -58,6 +61,13 @@ int ferry_pg_job_find(struct ferry_pg *pg, const char *name, const char *src_fp,
                       const char *dst_fp)
 {
         struct find_args a = {name, src_fp, dst_fp};
+        return pg_retry(pg, find_step, &a);
+}
+
+int pg_job_find_any_src(struct ferry_pg *pg, const char *name,
+                        const char *dst_fp)
+{
+        struct find_args a = {name, NULL, dst_fp};
         return pg_retry(pg, find_step, &a);
 }
 

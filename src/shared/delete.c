@@ -63,8 +63,7 @@ struct del_pass {
         bool deleted;
         /* a case-insensitive DST (or one not known): SRC's other
          * spellings of a removed row's name are kept (names_fold.h) */
-        struct ferry_names *names;
-        struct ferry_fold *fold;
+        struct shared_keep keep;
         bool told_lost;
         /* --max-delete: this claim's share of the gen's limit, the
          * entries of it deleted, and the rows kept for the limit */
@@ -167,18 +166,43 @@ static bool del_done(void *ctx, const struct ferry_tree_job *t)
         return true;
 }
 
-/* Whether the removed row at dir/name is kept from deletion: the job's
- * mark, a path the selection leaves out (never a source deletion), or a
- * name SRC holds under another spelling on a DST that does not tell them
- * apart (its copy there is that file's now). */
+bool shared_delete_keeps(const struct shared *s, struct shared_keep *k,
+                         const char *dir, const char *name, bool is_dir)
+{
+        return is_mark(dir, name) ||
+               shared_select_protects(s, dir, name, is_dir) ||
+               (k->names &&
+                ferry_fold_other_spelling(&k->fold, s->srcfd, k->names, dir,
+                                          name ? name : ""));
+}
+
+int shared_keep_init(const struct shared *s, struct shared_keep *k)
+{
+        /* DST compares names without case, or cannot tell (its root looked
+         * up by another spelling, nothing written): SRC's other
+         * spellings are asked before each deletion */
+        struct ferry_name_rules nr = {.case_insensitive = true};
+        k->names = NULL;
+        k->fold = NULL;
+        return ferry_names_probe_case(s->dstfd) != 0
+                       ? ferry_names_new(&nr, &k->names)
+                       : 0;
+}
+
+void shared_keep_release(struct shared_keep *k)
+{
+        ferry_fold_free(k->fold);
+        ferry_names_free(k->names);
+        k->fold = NULL;
+        k->names = NULL;
+}
+
+/* Whether the removed row at dir/name is kept from deletion
+ * (shared_delete_keeps). */
 static bool keep(struct del_pass *dp, const char *dir, const char *name,
                  bool is_dir)
 {
-        return is_mark(dir, name) ||
-               shared_select_protects(dp->s, dir, name, is_dir) ||
-               (dp->names &&
-                ferry_fold_other_spelling(&dp->fold, dp->s->srcfd, dp->names,
-                                          dir, name ? name : ""));
+        return shared_delete_keeps(dp->s, &dp->keep, dir, name, is_dir);
 }
 
 /* Whether DST holds an entry at dir/name. */
@@ -328,11 +352,9 @@ static int delete_some(struct shared *s, struct del_pass *dp,
         return rc;
 }
 
-/* Says why SRC looks replaced or emptied (coord/guard.c's source_suspect,
- * for the whole job); false when it does not. */
-static bool suspect(const struct shared *s,
-                    const struct ferry_pg_delete_check *k, char *why,
-                    size_t size)
+bool shared_delete_suspect(const struct shared *s,
+                           const struct ferry_pg_delete_check *k, char *why,
+                           size_t size)
 {
         unsigned long long n = k->to_delete;
         if (!k->seen) {
@@ -370,7 +392,7 @@ static int may_delete(struct shared *s, bool *may)
         }
         char why[700];
         if (k.to_delete && !s->opt->delete_anyway &&
-            suspect(s, &k, why, sizeof(why))) {
+            shared_delete_suspect(s, &k, why, sizeof(why))) {
                 s->delete_refused = true;
                 if (!s->err->msg[0])
                         snprintf(s->err->msg, sizeof(s->err->msg),
@@ -454,12 +476,7 @@ int shared_delete(struct shared *s)
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
         dp->s = s;
         dp->limited = s->opt->max_delete >= 0;
-        /* DST compares names without case, or cannot tell (its root looked
-         * up by another spelling, nothing written): SRC's other
-         * spellings are asked before each deletion */
-        struct ferry_name_rules nr = {.case_insensitive = true};
-        if (ferry_names_probe_case(s->dstfd) != 0 &&
-            ferry_names_new(&nr, &dp->names)) {
+        if (shared_keep_init(s, &dp->keep)) {
                 free(dp);
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
         }
@@ -490,8 +507,7 @@ int shared_delete(struct shared *s)
                 shared_idle(&idle);
         }
         bool limited = dp->limited;
-        ferry_fold_free(dp->fold);
-        ferry_names_free(dp->names);
+        shared_keep_release(&dp->keep);
         free(dp);
         if (!rc && limited && !atomic_load(s->stop) && !s->moved)
                 rc = report_held(s);

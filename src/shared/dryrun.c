@@ -22,14 +22,23 @@
  * job that does not exist yet would copy everything; one whose SRC or DST
  * is not this host's is refused as a run is. A name of a hard-link group
  * after the first met is a copy, never an adoption (the run links it).
- * Not yet: --delete (refused: which rows a run would mark removed is the
- * whole job's scan), the new SRC top level a job that is over may take
- * (refused here, as a verify refuses it), and the refusal of a selection
- * other than the run's. Like `ferry status`, it brings the database's
- * schema up to date (ferry_pg_connect).
+ *
+ * With --delete: which rows a run would mark removed is the whole job's
+ * scan, so the ids of the rows this listing finds are kept in a temporary
+ * table of the dry run's own session (manifest_pg/dryrun.c); once the
+ * listing is over (and complete), the rows a run's --delete would claim
+ * are those it does not hold: weighed by the run's guard (SRC emptied or
+ * replaced: nothing would be deleted, exit 25), and each one whose DST
+ * entry is still ferry's copy listed as a deletion, past --max-delete as
+ * one kept, as a single host's dry run lists them (coord/dryrun.c).
+ * A SRC whose top level changed is the job's when a run would take it
+ * (ferry_pg_job_find_new_src, the join's rule). Not yet: the refusal of
+ * a selection other than the run's. Like `ferry status`, it brings the
+ * database's schema up to date (ferry_pg_connect).
  */
 #define _GNU_SOURCE
 #include "shared/internal.h"
+#include "manifest_pg/pg_dry.h"
 
 #include "copy.h"
 #include "fsio.h"
@@ -53,8 +62,9 @@ struct dry {
         size_t n, cap;
         const char *path; /* the directory being listed */
         size_t path_len;
-        bool job;  /* the job exists */
-        bool over; /* ... and its run is over: a run begins a new scan */
+        bool job;    /* the job exists */
+        bool over;   /* ... and its run is over: a run begins a new scan */
+        bool delete; /* --delete of a job that exists: rows seen recorded */
         /* inodes of hard-link groups met (sorted), the first name of
          * each the one a run copies or adopts */
         uint64_t *ino;
@@ -184,6 +194,24 @@ static void judge(struct shared *s, struct dry *d,
         }
 }
 
+/* --delete: the rows of the n files of o that a run's listing would see,
+ * kept for ferry_pg_dry_removed; 0, ENOMEM, or ECANCELED (s failed). */
+static int seen(struct shared *s, const struct ferry_pg_dry *o, size_t n)
+{
+        int64_t *ids = malloc(n * sizeof(*ids));
+        size_t k = 0;
+        if (!ids)
+                return ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (o[i].id)
+                        ids[k++] = o[i].id;
+        int rc = ferry_pg_dry_seen(s->pg, ids, k);
+        free(ids);
+        if (rc)
+                shared_pg_fail(s, rc);
+        return rc ? ECANCELED : 0;
+}
+
 /* A directory's listing (shared_list_fn): its subdirectories to list,
  * its files asked about and judged. */
 static int on_listing(struct shared *s, const struct ferry_pg_dir *dirs,
@@ -211,6 +239,10 @@ static int on_listing(struct shared *s, const struct ferry_pg_dir *dirs,
                 free(o);
                 shared_pg_fail(s, rc);
                 return ECANCELED;
+        }
+        if (d->delete &&(rc = seen(s, o, nf))) {
+                free(o);
+                return rc;
         }
         int sfd = -1, dfd = -1, derr = 0;
         if (ferry_fsio_open_dir(s->srcfd, d->path, &sfd))
@@ -246,10 +278,22 @@ static int find_job(struct shared *s, struct dry *d)
                                    "job '%s'",
                                    s->opt->dst, s->opt->job_name);
         char src_fp[SHARED_FP_LEN], dst_fp[SHARED_FP_LEN];
-        if (shared_src_fp(s, src_fp, NULL, NULL) ||
-            shared_dst_fp(s, dst_fp, NULL))
+        char **names = NULL;
+        size_t nnames = 0;
+        if (shared_src_fp(s, src_fp, &names, &nnames) ||
+            shared_dst_fp(s, dst_fp, NULL)) {
+                shared_names_free(names, nnames);
                 return s->code;
-        if ((rc = ferry_pg_job_find(s->pg, s->opt->job_name, src_fp, dst_fp)))
+        }
+        rc = ferry_pg_job_find(s->pg, s->opt->job_name, src_fp, dst_fp);
+        /* SRC changed at its top level: as a run's join, a job that is
+         * over takes it when most of its top level is still there */
+        if (rc == FERRY_EPATH && ferry_pg_src_differs(s->pg))
+                rc = ferry_pg_job_find_new_src(
+                        s->pg, s->opt->job_name, src_fp, dst_fp,
+                        (const char *const *)names, nnames);
+        shared_names_free(names, nnames);
+        if (rc)
                 return shared_pg_fail(s, rc);
         d->job = true;
         /* the start of the run's scan generation, or of the next one a
@@ -402,6 +446,10 @@ int shared_dry_run(struct shared *s)
         };
         if (open_roots(s) || find_job(s, &d))
                 return s->code;
+        d.delete = d.job && s->opt->delete_removed;
+        int prc = d.delete ? ferry_pg_dry_seen_begin(s->pg) : 0;
+        if (prc)
+                return shared_pg_fail(s, prc);
         int rc = d.job && !d.over ? under_way(s, &d)
                  : push(&d, "", 0)
                          ? shared_fail(s, FERRY_EINTERNAL, "out of memory")
@@ -434,8 +482,13 @@ int shared_dry_run(struct shared *s)
                 free(d.stack[--d.n]);
         free(d.stack);
         free(d.ino);
+        if (!s->code && d.delete)
+                shared_dry_delete(s, d.over);
         if (s->code)
                 return s->code;
+        /* before 23, as a run's (run.c) */
+        if (s->delete_refused || s->delete_held)
+                return FERRY_EDELETE;
         return s->sum->files_failed || s->sum->scan_errors ? FERRY_EPARTIAL
                                                            : FERRY_OK;
 }

@@ -228,6 +228,27 @@ int shared_finish_dirs(struct shared *s);
 /* delete.c: --delete's deletions in DST of the job's removed rows, when
  * the scan was complete and SRC does not look emptied or replaced. */
 int shared_delete(struct shared *s);
+/* delete.c: what --delete keeps of the removed rows (a run's and a dry
+ * run's): the job's mark, a path the selection leaves out (never a source
+ * deletion), or a name SRC holds under another spelling on a DST that
+ * does not tell them apart (its copy there is that file's now). */
+struct shared_keep {
+        struct ferry_names *names; /* NULL: DST tells spellings apart */
+        struct ferry_fold *fold;
+};
+int shared_keep_init(const struct shared *s, struct shared_keep *k);
+bool shared_delete_keeps(const struct shared *s, struct shared_keep *k,
+                         const char *dir, const char *name, bool is_dir);
+void shared_keep_release(struct shared_keep *k);
+/* delete.c: why SRC looks replaced or emptied to k, the guard's counts
+ * (coord/guard.c's source_suspect, for the whole job); false when it
+ * does not. */
+bool shared_delete_suspect(const struct shared *s,
+                           const struct ferry_pg_delete_check *k, char *why,
+                           size_t size);
+/* dry_delete.c: -n --delete, once the dry run's listing is over: what a
+ * run's --delete would delete listed; over: the job's run is over. */
+int shared_dry_delete(struct shared *s, bool over);
 /* delete.c: a host run with --delete records its --max-delete as its
  * gen's, or is refused when the gen has another (FERRY_EUSAGE). */
 int shared_delete_join(struct shared *s);

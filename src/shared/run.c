@@ -18,9 +18,8 @@
  * give the exit code.
  *
  * Live control (`ferry set`: pause, resume, -j, --bwlimit, --window) is
- * read about once a second (control.c). What a shared job does not do yet
- * (refused or said, never silent): --dry-run with --delete (a dry run
- * without it is dryrun.c's). --adopt keeps
+ * read about once a second (control.c). A dry run is dryrun.c's (with
+ * --delete, dry_delete.c's after it). --adopt keeps
  * what DST holds equal to SRC, as on a single host (copy_adopt.c), each
  * host for the rows it claims; a shared job is never re-pointed (its
  * fingerprints, not its paths, say which SRC and DST it is). A big file
@@ -219,11 +218,6 @@ static int copy_loop(struct shared *s)
 
 int shared_check_options(const struct ferry_options *o, struct ferry_error *e)
 {
-        if (o->dry_run && o->delete_removed)
-                return ferry_job_errf(e, FERRY_EUSAGE,
-                                      "--dry-run with --delete is not "
-                                      "supported with a PostgreSQL manifest "
-                                      "yet");
         /* as on a single host (job.c): a verify reads the job as it is */
         if (o->adopt && o->verify)
                 return ferry_job_errf(e, FERRY_EUSAGE,

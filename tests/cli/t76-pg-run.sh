@@ -5,9 +5,8 @@
 # job. Oracles: diff -r, rsync -nc --itemize, getfattr, xxh128sum -c of the
 # hashes the shared manifest recorded, and psql for the rows. Proves:
 #  A. bad input is refused before anything is written: no --job-name,
-#     --job-name without a PostgreSQL manifest, options a shared job does
-#     not honour yet (-n --delete), an unreadable --files-from, a machine
-#     without libpq
+#     --job-name without a PostgreSQL manifest, an unreadable
+#     --files-from, a machine without libpq
 #     (which ferry loads for a shared manifest only: ldd shows none);
 #  B. three hosts at once copy one tree behind bench/slowfs (files, symlinks, a FIFO, an empty
 #     directory, modes, times of files and directories): DST equals
@@ -121,9 +120,6 @@ check "--job-name alone: says it goes with a postgresql:// manifest" \
 	grep -q "postgresql://" "$LOG/err"
 expect_code 1 "$FERRY" --manifest "$SOCK_URL" --job-name x --files-from "$T/no-such-list" src dstA
 check "--files-from naming no file: says so" grep -q -- "cannot read --files-from" "$LOG/err"
-expect_code 1 "$FERRY" --manifest "$SOCK_URL" --job-name x --dry-run --delete src dstA
-check "--dry-run --delete: not supported with a PostgreSQL manifest yet" \
-	grep -q -- "--dry-run with --delete is not supported with a PostgreSQL manifest" "$LOG/err"
 if "$FERRY" --version | grep -q "test build"; then
 	# libpq is loaded when a shared manifest is used, not linked
 	expect_code 3 env FERRY_TEST_LIBPQ=libpq-ferry-none.so.5 "$FERRY" \

@@ -24,8 +24,11 @@
 #    refused (exit 23);
 #  - three names of one inode with --adopt: one listed to adopt, two to
 #    copy; the run adopts one and links two;
-#  - -n --delete: exit 1 (not yet), nothing made; a dry run of the job with
-#    another DST (no job's mark): exit 2, not made there either.
+#  - SRC's top level changed: a job that is over takes it as a run would
+#    (-n lists the new top-level file); a SRC none of whose top level is the
+#    job's: exit 2, saying why (only 0 of its names); a dry run of the job
+#    with another DST (no job's mark): exit 2, nothing made there.
+# -n --delete: t94-pg-dry-delete.
 # Skips, saying why, without root or PostgreSQL.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
@@ -161,11 +164,19 @@ check "the run: one adopted, the same names" \
 	eval 'test "$RC" = 0 && test "$(grep -c "^adopted: " "$LOG/out")" = 1 && cmp -s "$T/dry5" "$T/run5"' ||
 	show "$LOG/out"
 
+# ---- SRC's top level changed -------------------------------------------------------------
+echo "a new top-level file" >src/newtop
+run fy --job-name A -n src dst
+check "-n after a file was added at SRC's top level: exit 0 (got $RC), lists it" \
+	eval 'test "$RC" = 0 && listed "$LOG/out" | grep -qx newtop' ||
+	show "$LOG/out" "$LOG/err"
+mkdir -p srcX/zz
+echo z >srcX/zz/z
+run fy --job-name A -n srcX dst
+check "-n of a SRC none of whose top level is the job's: exit 2 (got $RC), saying why" \
+	eval 'test "$RC" = 2 && grep -q "only 0 of the" "$LOG/err"' || show "$LOG/err"
+
 # ---- refused ----------------------------------------------------------------------------
-run fy --job-name A -n --delete src dst
-check "-n --delete: exit 1 (got $RC)" test "$RC" = 1
-check "... saying it is not supported yet" grep -q -- "--dry-run with --delete is not supported" "$LOG/err" ||
-	show "$LOG/err"
 mkdir other
 run fy --job-name A -n src other
 check "-n of job A into a DST with no job's mark: exit 2 (got $RC)" test "$RC" = 2 || show "$LOG/err"

@@ -1,0 +1,208 @@
+/*
+ * manifest_pg/dryrun.c - what a dry run with --delete asks of a shared
+ * job (pg.h; src/shared/dryrun.c).
+ *
+ * A run marks removed the file rows its scan did not see (rerun.c,
+ * removed_sql: a row of an older gen once every directory of the run's
+ * gen was listed) and then its --delete claims the removed rows not yet
+ * tried in that gen (claims.c, claim_del_files_sql). A dry run writes
+ * none of that: the ids of the rows its own listing finds are kept in a
+ * temporary table of its session (ferry_dry_seen), and the rows a run
+ * would delete are then those of the same two kinds that it does not
+ * hold. The table lives as long as the connection: when pg_retry had to
+ * connect anew it is gone, and the dry run says so instead of listing
+ * every row as removed.
+ *
+ * The run's gen: the job's own while its run is under way, the next one
+ * when it is over (a run of a job that is over begins a new scan).
+ */
+#define _GNU_SOURCE
+#include "manifest_pg/internal.h"
+#include "manifest_pg/pg_dry.h"
+
+#include "manifest_types.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* the rows a run's --delete would claim: $2 (0 or 1) is added to the
+ * job's gen to make the run's; f: files, j: the job */
+#define WOULD_GO                                                               \
+        " (CASE WHEN f.state = " MF_SQL_INT(                                   \
+                MF_ST_REMOVED) " THEN coalesce(f.del_tried, 0) < j.gen + $2"   \
+                               " ELSE f.gen < j.gen + $2 END)"                 \
+                               " AND NOT EXISTS (SELECT 1 FROM "               \
+                               "pg_temp.ferry_dry_seen s"                      \
+                               " WHERE s.id = f.id)"
+
+/* the guard's counts: done is what stays done once the rows that would
+ * go are removed (a run's guard weighs them after its scan marked them) */
+/* clang-format off */
+static const char check_sql[] =
+        "WITH g AS (SELECT count(*) AS n, count(*) FILTER (WHERE f.state = "
+        MF_SQL_INT(MF_ST_DONE) ") AS done FROM files f JOIN jobs j"
+        " ON j.id = f.job WHERE f.job = $1 AND" WOULD_GO ")"
+        " SELECT (SELECT n FROM g)::int8,"
+        " (NOT EXISTS (SELECT 1 FROM dirs d JOIN jobs j ON j.id = d.job"
+        " WHERE d.job = $1 AND $2 = 0 AND d.gen = j.gen AND d.list_state = "
+        MF_SQL_INT(PG_LIST_FAILED) "))::int::int8,"
+        " EXISTS (SELECT 1 FROM files f JOIN jobs j ON j.id = f.job"
+        " WHERE f.job = $1 AND $2 = 0 AND f.gen = j.gen AND f.state <> "
+        MF_SQL_INT(MF_ST_REMOVED) ")::int::int8,"
+        " ((SELECT coalesce(sum(files_done), 0) FROM counts"
+        " WHERE job = $1) - (SELECT done FROM g))::int8";
+
+/* the columns of a PG_FILES claim (pg_get_row), its token's place 0 */
+static const char removed_sql[] =
+        "SELECT 0::int8, f.id, f.dir, d.path, f.name, f.type::int8, f.size,"
+        " f.mtime_ns, f.ctime_ns, f.mode::int8, f.uid, f.gid, f.dev, f.ino,"
+        " f.rdev, " PG_DST_COLS("f") " FROM files f"
+        " JOIN dirs d ON d.id = f.dir JOIN jobs j ON j.id = f.job"
+        " WHERE f.job = $1 AND f.id > $3::int8 AND" WOULD_GO
+        " ORDER BY f.id LIMIT $4::int8";
+/* clang-format on */
+
+/* The table is this connection's: fails when pg_retry made a new one. */
+static int same_conn(struct ferry_pg *pg)
+{
+        if (pg->dry_conn && pg->dry_conn == pg->reconnects + 1)
+                return 0;
+        return pg_fail(pg, "the connection to the database was lost during "
+                           "the dry run: run it again");
+}
+
+static int begin_step(struct ferry_pg *pg, void *arg)
+{
+        (void)arg;
+        int rc = pg_exec(pg,
+                         "CREATE TEMP TABLE IF NOT EXISTS ferry_dry_seen"
+                         " (id bigint PRIMARY KEY)",
+                         NULL, NULL, "dry run's table");
+        return rc ? rc
+                  : pg_exec(pg, "TRUNCATE pg_temp.ferry_dry_seen", NULL, NULL,
+                            "dry run's table");
+}
+
+int ferry_pg_dry_seen_begin(struct ferry_pg *pg)
+{
+        if (!pg->job)
+                return pg_fail(pg, "no job found");
+        int rc = pg_retry(pg, begin_step, NULL);
+        pg->dry_conn = rc ? 0 : pg->reconnects + 1;
+        return rc;
+}
+
+struct seen_args {
+        const int64_t *ids;
+        size_t n;
+};
+
+static int seen_step(struct ferry_pg *pg, void *arg)
+{
+        const struct seen_args *a = arg;
+        int rc = same_conn(pg);
+        if (rc)
+                return rc;
+        struct pg_params p;
+        pg_params_init(&p);
+        pg_param_int_array(&p, a->ids, a->n);
+        rc = p.oom ? pg_fail(pg, "out of memory")
+                   : pg_exec(pg,
+                             "INSERT INTO pg_temp.ferry_dry_seen SELECT"
+                             " unnest($1::int8[]) ON CONFLICT DO NOTHING",
+                             &p, NULL, "dry run's table");
+        pg_params_release(&p);
+        return rc;
+}
+
+int ferry_pg_dry_seen(struct ferry_pg *pg, const int64_t *ids, size_t n)
+{
+        if (!n)
+                return 0;
+        struct seen_args a = {ids, n};
+        return pg_retry(pg, seen_step, &a);
+}
+
+struct check_args {
+        bool over;
+        struct ferry_pg_delete_check *out;
+};
+
+static int check_step(struct ferry_pg *pg, void *arg)
+{
+        struct check_args *a = arg;
+        int rc = same_conn(pg);
+        if (rc)
+                return rc;
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_int(&p, a->over);
+        rc = pg_exec(pg, check_sql, &p, &r, "dry run's delete check");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        a->out->to_delete = (uint64_t)pg_get_i64(r, 0, 0);
+        a->out->complete = pg_get_i64(r, 0, 1) != 0;
+        a->out->seen = pg_get_i64(r, 0, 2) != 0;
+        a->out->done = (uint64_t)pg_get_i64(r, 0, 3);
+        PQclear(r);
+        return 0;
+}
+
+int ferry_pg_dry_removed_check(struct ferry_pg *pg, bool over,
+                               struct ferry_pg_delete_check *out)
+{
+        memset(out, 0, sizeof(*out));
+        struct check_args a = {over, out};
+        return pg_retry(pg, check_step, &a);
+}
+
+struct removed_args {
+        bool over;
+        int64_t after;
+        size_t max;
+        struct ferry_pg_page *page;
+};
+
+static int removed_step(struct ferry_pg *pg, void *arg)
+{
+        struct removed_args *a = arg;
+        int rc = same_conn(pg);
+        if (rc)
+                return rc;
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_int(&p, a->over);
+        pg_param_int(&p, a->after);
+        pg_param_int(&p, (int64_t)a->max);
+        rc = pg_exec(pg, removed_sql, &p, &r, "dry run's removed rows");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        size_t n = (size_t)PQntuples(r);
+        struct ferry_pg_row *rows = n ? calloc(n, sizeof(*rows)) : NULL;
+        if (n && !rows) {
+                PQclear(r);
+                return pg_fail(pg, "out of memory");
+        }
+        for (size_t i = 0; i < n; i++)
+                pg_get_row(r, (int)i, &rows[i]);
+        a->page->n = n;
+        a->page->rows = rows;
+        a->page->res = r;
+        return 0;
+}
+
+int ferry_pg_dry_removed(struct ferry_pg *pg, bool over, int64_t after,
+                         size_t max, struct ferry_pg_page *page)
+{
+        memset(page, 0, sizeof(*page));
+        if (max == 0 || max > FERRY_PG_BATCH_MAX)
+                return pg_fail(pg, "a page of %zu rows: out of range", max);
+        struct removed_args a = {over, after, max, page};
+        return pg_retry(pg, removed_step, &a);
+}

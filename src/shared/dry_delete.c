@@ -1,0 +1,185 @@
+/*
+ * shared/dry_delete.c - what a shared job's run with --delete would delete
+ * (ferry -n --delete, internal.h), after the dry run's listing
+ * (dryrun.c) has recorded the rows it found in SRC.
+ *
+ * The run's own rules, applied to what the dry run sees, in the order a
+ * run applies them (delete.c): nothing when a directory could not be
+ * listed; nothing, and exit 25, when SRC looks emptied or replaced
+ * (shared_delete_suspect, unless --delete-anyway: each entry is then
+ * listed as "--delete refused"); rows a run keeps are not listed
+ * (shared_delete_keeps: a path the selection leaves out, another spelling
+ * on a DST that does not tell them apart; the job's mark is said as a
+ * run says it); a DST entry that is not the row's copy any more is said
+ * and kept (rule 9); past --max-delete N the rest is listed as kept, and
+ * the dry run exits 25, as on a single host (coord/guard.c). As there, a
+ * directory that would be removed is not listed (rmdir removes only an
+ * empty one). A dry run reads no file: a run's deletions happen at its
+ * end, so what DST holds then may differ.
+ */
+#define _GNU_SOURCE
+#include "shared/internal.h"
+#include "manifest_pg/pg_dry.h"
+
+#include "copy.h"
+#include "fsio.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct dry_del {
+        struct shared *s;
+        struct shared_keep keep;
+        bool refused;
+        uint64_t held;
+};
+
+static void say(struct shared *s, enum ferry_event ev, const char *dir,
+                const char *name, const char *what)
+{
+        shared_event(s, ev, dir, strlen(dir), name, strlen(name), what, NULL);
+}
+
+/* Whether the run would find its copy at dir/name (true), an entry ferry
+ * did not put there or changed since (said, false), or nothing to delete
+ * (no entry, a directory: false). */
+static bool ours(struct shared *s, const char *dir, const char *name,
+                 const struct ferry_pg_row *r)
+{
+        struct ferry_stat st;
+        int dfd = -1;
+        if (ferry_fsio_open_dir(s->dstfd, dir, &dfd) ||
+            ferry_fsio_statat(dfd, name, &st) || S_ISDIR(st.mode)) {
+                ferry_fsio_close(&dfd);
+                return false;
+        }
+        ferry_fsio_close(&dfd);
+        struct ferry_dst_rec rec = {
+                .type = (enum ferry_ftype)r->dst_type,
+                .size = r->dst_size,
+                .mtime = shared_time(r->dst_mtime_ns),
+        };
+        if (ferry_copy_matches(&rec, &st))
+                return true;
+        say(s, FERRY_EV_WARNING, dir, name,
+            rec.type ? "not deleted: it was changed since ferry copied it"
+                     : "not deleted: ferry did not write it");
+        return false;
+}
+
+/* Removed row r as a run's --delete would take it. */
+static void would_delete(struct dry_del *dd, const char *dir, const char *name,
+                         const struct ferry_pg_row *r)
+{
+        struct shared *s = dd->s;
+        if (!dir[0] && !strcmp(name, SHARED_MARK)) {
+                say(s, FERRY_EV_WARNING, dir, name,
+                    "is ferry's job mark: not deleted");
+                return;
+        }
+        if (shared_delete_keeps(s, &dd->keep, dir, name, false) ||
+            !ours(s, dir, name, r))
+                return;
+        if (dd->refused) {
+                say(s, FERRY_EV_WOULD_DELETE, dir, name, "--delete refused");
+                return;
+        }
+        if (s->opt->max_delete >= 0 &&
+            s->sum->files_deleted >= (uint64_t)s->opt->max_delete) {
+                char why[64];
+                snprintf(why, sizeof(why), "--max-delete %lld reached",
+                         (long long)s->opt->max_delete);
+                say(s, FERRY_EV_WOULD_DELETE, dir, name, why);
+                dd->held++;
+                return;
+        }
+        s->sum->files_deleted++;
+        say(s, FERRY_EV_WOULD_DELETE, dir, name, NULL);
+}
+
+/* Each row a run's --delete would claim, in id order (as its claims). */
+static int each_removed(struct dry_del *dd, bool over)
+{
+        struct shared *s = dd->s;
+        struct ferry_pg_page page = {0};
+        int rc = 0;
+        for (int64_t after = 0; !rc && !atomic_load(s->stop);) {
+                if ((rc = ferry_pg_dry_removed(s->pg, over, after,
+                                               FERRY_PG_BATCH_MAX, &page)))
+                        rc = shared_pg_fail(s, rc);
+                for (size_t i = 0; !rc && i < page.n; i++) {
+                        const struct ferry_pg_row *r = &page.rows[i];
+                        /* a NUL in a name: no listing makes one, no name
+                         * in DST */
+                        if ((r->path && memchr(r->path, '\0', r->path_len)) ||
+                            (r->name && memchr(r->name, '\0', r->name_len)))
+                                continue;
+                        char *dir =
+                                strndup(r->path ? r->path : "", r->path_len);
+                        char *name =
+                                strndup(r->name ? r->name : "", r->name_len);
+                        if (dir && name)
+                                would_delete(dd, dir, name, r);
+                        else
+                                rc = shared_fail(s, FERRY_EINTERNAL,
+                                                 "out of memory");
+                        free(dir);
+                        free(name);
+                }
+                if (rc || !page.n)
+                        break;
+                after = page.rows[page.n - 1].id;
+                ferry_pg_page_release(&page);
+        }
+        ferry_pg_page_release(&page);
+        if (!rc && atomic_load(s->stop))
+                rc = shared_fail(s, FERRY_EINTR, "%s", "");
+        return rc;
+}
+
+int shared_dry_delete(struct shared *s, bool over)
+{
+        struct ferry_pg_delete_check k;
+        int rc = ferry_pg_dry_removed_check(s->pg, over, &k);
+        if (rc)
+                return shared_pg_fail(s, rc);
+        if (!k.complete || s->sum->scan_errors) {
+                shared_event(s, FERRY_EV_WARNING, "", 0, "", 0,
+                             "--delete: the scan had errors: nothing would "
+                             "be deleted",
+                             NULL);
+                return 0;
+        }
+        k.seen = k.seen || s->sum->files_seen;
+        struct dry_del dd = {.s = s};
+        char why[700];
+        if (k.to_delete && !s->opt->delete_anyway &&
+            shared_delete_suspect(s, &k, why, sizeof(why))) {
+                dd.refused = s->delete_refused = true;
+                if (!s->err->msg[0])
+                        snprintf(s->err->msg, sizeof(s->err->msg),
+                                 "--delete refused: %s; nothing would be "
+                                 "deleted (listed as not deleting); use "
+                                 "--delete-anyway to delete them",
+                                 why);
+        }
+        if (shared_keep_init(s, &dd.keep))
+                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        rc = each_removed(&dd, over);
+        shared_keep_release(&dd.keep);
+        if (rc || !dd.held)
+                return rc;
+        s->delete_held = true;
+        if (!s->err->msg[0])
+                snprintf(s->err->msg, sizeof(s->err->msg),
+                         "--max-delete %lld reached: %llu entries would be "
+                         "deleted, %llu kept (listed as not deleting); the "
+                         "next run with --delete goes on",
+                         (long long)s->opt->max_delete,
+                         (unsigned long long)s->sum->files_deleted,
+                         (unsigned long long)dd.held);
+        return 0;
+}
