@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Rows a delete claim takes. */
 #define DEL_CLAIM 500
@@ -303,6 +304,21 @@ static size_t claim_rows(void)
         return DEL_CLAIM;
 }
 
+/* In test builds, FERRY_PG_DEL_WAIT_MS: a wait after each delete claim
+ * and its share of --max-delete, before the deletions (t87: the other
+ * host claims meanwhile, so that both take shares of the limit). */
+static void claim_wait(void)
+{
+#ifdef FERRY_TESTING
+        const char *e = getenv("FERRY_PG_DEL_WAIT_MS");
+        long ms = e ? strtol(e, NULL, 10) : 0;
+        if (ms > 0 && ms <= 10000) {
+                struct timespec w = {ms / 1000, (ms % 1000) * 1000000L};
+                nanosleep(&w, NULL);
+        }
+#endif
+}
+
 /* One claim of kind: its rows' DST entries deleted on the pool, made
  * durable, recorded; *none when none was claimable. */
 static int delete_some(struct shared *s, struct del_pass *dp,
@@ -320,6 +336,7 @@ static int delete_some(struct shared *s, struct del_pass *dp,
         int rc = 0, prc = 0;
         if (dp->limited && (prc = ferry_pg_del_take(s->pg, c.n, &dp->share)))
                 rc = shared_pg_fail(s, prc);
+        claim_wait();
         if (!rc && (!b || ferry_treework_new(tc, s->pool, del_done, dp, &tw)))
                 rc = shared_fail(s, FERRY_EINTERNAL, "out of memory");
         for (size_t i = 0; i < c.n && !rc; i++)

@@ -8,10 +8,12 @@
 # Proves, DST's entries that SRC lacks counted with find (an oracle apart
 # from ferry), and rsync -anci / diff -r at the end:
 #  - two hosts at once with --delete --max-delete 4 (both joined while the
-#    job is paused), claims of 3 rows (a
-#    test build's hook, so that both take shares of the limit, and one
-#    gives back what a copy already gone did not use): both exit 25,
-#    exactly 4 entries leave DST, the summaries' deletions add up to 4, -v lists
+#    job is paused), claims of 3 rows each followed by a 400 ms wait (a
+#    test build's hooks, so that the other host claims meanwhile: both take
+#    shares of the limit, and one gives back what a copy already gone did
+#    not use): both exit 25, each deletes at least one entry (its
+#    summary), exactly 4 entries leave DST, the summaries' deletions add up
+#    to 4, -v lists
 #    every other one DST holds as "not deleting PATH: --max-delete 4
 #    reached", each host says once how many were deleted and kept; psql:
 #    the job's count of deletions is 4, its kept rows stay removed;
@@ -83,12 +85,12 @@ N=4
 # run over, and run the job again with nothing to delete (exit 0).
 "$FERRY" set --manifest "$URL" --job-name md --pause >"$LOG/set" 2>&1 ||
 	die "ferry set --pause failed: $(cat "$LOG/set")"
-export FERRY_PG_DEL_CLAIM=3
+export FERRY_PG_DEL_CLAIM=3 FERRY_PG_DEL_WAIT_MS=400
 spawn "$T/h1.out" fy -v --delete --max-delete 4
 p1=$SPAWNED
 spawn "$T/h2.out" fy -v --delete --max-delete 4
 p2=$SPAWNED
-unset FERRY_PG_DEL_CLAIM
+unset FERRY_PG_DEL_CLAIM FERRY_PG_DEL_WAIT_MS
 running() { sql "SELECT count(*) FROM ferry.hosts WHERE job = $(jid) AND left_at IS NULL"; }
 for _ in $(seq 1 $((600 * SLOW))); do
 	[[ $(running) == 2 ]] && break
@@ -106,6 +108,10 @@ check "two hosts, --delete --max-delete 4: both exit 25 (got $R1 $R2)" \
 check "... exactly 4 entries left DST (find: 8 of the 12 stay)" test "$(extra)" = 8
 n=$(deleted "$T/h1.out.err" "$T/h2.out.err")
 check "... their summaries' deletions add up to 4 (got $n)" test "$n" = 4
+n1=$(deleted "$T/h1.out.err")
+n2=$(deleted "$T/h2.out.err")
+check "... both hosts deleted: each summary counts at least one (got $n1 and $n2)" \
+	eval 'test "$n1" -ge 1 && test "$n2" -ge 1' || show "$T/h1.out.err"
 k=$(held "$T/h1.out" "$T/h2.out")
 kept=$(sql "SELECT del_held FROM ferry.jobs WHERE id = $(jid)")
 check "... -v lists the entries kept, as many as the job counts (got $k, psql $kept)" \
