@@ -35,28 +35,23 @@
                                "pg_temp.ferry_dry_seen s"                      \
                                " WHERE s.id = f.id)"
 
-/* the guard's counts: done is what stays done once the rows that would
- * go are removed (a run's guard weighs them after its scan marked them) */
+/* what the guard weighs besides the rows that would go (counted by the
+ * dry run: the selection keeps some): whether the run's scan saw a file
+ * so far, and the files done now */
 /* clang-format off */
 static const char check_sql[] =
-        "WITH g AS (SELECT count(*) AS n, count(*) FILTER (WHERE f.state = "
-        MF_SQL_INT(MF_ST_DONE) ") AS done FROM files f JOIN jobs j"
-        " ON j.id = f.job WHERE f.job = $1 AND" WOULD_GO ")"
-        " SELECT (SELECT n FROM g)::int8,"
-        " (NOT EXISTS (SELECT 1 FROM dirs d JOIN jobs j ON j.id = d.job"
-        " WHERE d.job = $1 AND $2 = 0 AND d.gen = j.gen AND d.list_state = "
-        MF_SQL_INT(PG_LIST_FAILED) "))::int::int8,"
-        " EXISTS (SELECT 1 FROM files f JOIN jobs j ON j.id = f.job"
+        "SELECT EXISTS (SELECT 1 FROM files f JOIN jobs j ON j.id = f.job"
         " WHERE f.job = $1 AND $2 = 0 AND f.gen = j.gen AND f.state <> "
         MF_SQL_INT(MF_ST_REMOVED) ")::int::int8,"
-        " ((SELECT coalesce(sum(files_done), 0) FROM counts"
-        " WHERE job = $1) - (SELECT done FROM g))::int8";
+        " (SELECT coalesce(sum(files_done), 0) FROM counts"
+        " WHERE job = $1)::int8";
 
-/* the columns of a PG_FILES claim (pg_get_row), its token's place 0 */
+/* the columns of a PG_FILES claim (pg_get_row), its token's place 0, and
+ * the row's state (18) */
 static const char removed_sql[] =
         "SELECT 0::int8, f.id, f.dir, d.path, f.name, f.type::int8, f.size,"
         " f.mtime_ns, f.ctime_ns, f.mode::int8, f.uid, f.gid, f.dev, f.ino,"
-        " f.rdev, " PG_DST_COLS("f") " FROM files f"
+        " f.rdev, " PG_DST_COLS("f") ", f.state::int8 FROM files f"
         " JOIN dirs d ON d.id = f.dir JOIN jobs j ON j.id = f.job"
         " WHERE f.job = $1 AND f.id > $3::int8 AND" WOULD_GO
         " ORDER BY f.id LIMIT $4::int8";
@@ -143,10 +138,9 @@ static int check_step(struct ferry_pg *pg, void *arg)
         pg_params_release(&p);
         if (rc)
                 return rc;
-        a->out->to_delete = (uint64_t)pg_get_i64(r, 0, 0);
-        a->out->complete = pg_get_i64(r, 0, 1) != 0;
-        a->out->seen = pg_get_i64(r, 0, 2) != 0;
-        a->out->done = (uint64_t)pg_get_i64(r, 0, 3);
+        a->out->complete = true;
+        a->out->seen = pg_get_i64(r, 0, 0) != 0;
+        a->out->done = (uint64_t)pg_get_i64(r, 0, 1);
         PQclear(r);
         return 0;
 }
@@ -189,8 +183,10 @@ static int removed_step(struct ferry_pg *pg, void *arg)
                 PQclear(r);
                 return pg_fail(pg, "out of memory");
         }
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
                 pg_get_row(r, (int)i, &rows[i]);
+                rows[i].state = (int)pg_get_i64(r, (int)i, 18);
+        }
         a->page->n = n;
         a->page->rows = rows;
         a->page->res = r;

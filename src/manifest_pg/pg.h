@@ -233,6 +233,8 @@ struct ferry_pg_row {
          * that host may have renamed its copy into place unmarked
          * (copy.h, written_since) */
         bool unmarked;
+        /* ferry_pg_dry_removed: its state (manifest_types.h) */
+        int state;
 };
 struct ferry_pg_claim {
         int64_t token; /* 0 when n is 0 */

@@ -36,7 +36,8 @@ int ferry_pg_dry_files(struct ferry_pg *pg, const char *path, size_t path_len,
 
 /* A dry run of a job whose run is under way: as ferry_pg_done_files, its
  * pending and failed file rows (with nlink and unmarked as a claim would find
- * them, no hash), and its directories still to list (path, no name). */
+ * them, no hash), and its directories still to list, and those that
+ * failed (a join lists them again), as rows (path, no name). */
 int ferry_pg_pending_files(struct ferry_pg *pg, int64_t after, size_t max,
                            struct ferry_pg_page *page);
 int ferry_pg_unlisted_dirs(struct ferry_pg *pg, int64_t after, size_t max,
@@ -49,14 +50,16 @@ int ferry_pg_unlisted_dirs(struct ferry_pg *pg, int64_t after, size_t max,
 int ferry_pg_dry_seen_begin(struct ferry_pg *pg);
 /* The n rows ids found in SRC by the dry run's listing. */
 int ferry_pg_dry_seen(struct ferry_pg *pg, const int64_t *ids, size_t n);
-/* What the guard of a run's --delete would weigh (struct
- * ferry_pg_delete_check), were the run's scan to find what the dry run's
- * did: over, the job's run is over (a run begins a new scan). complete
- * and seen are of the rows only: the dry run adds its own listing's. */
+/* Of what the guard of a run's --delete would weigh (struct
+ * ferry_pg_delete_check): seen, of the rows (the dry run adds its own
+ * listing's), and the files done now; the dry run counts to_delete itself
+ * (ferry_pg_dry_removed) and weighs complete by its own listing. over: the
+ * job's run is over (a run begins a new scan). */
 int ferry_pg_dry_removed_check(struct ferry_pg *pg, bool over,
                                struct ferry_pg_delete_check *out);
-/* A page (as ferry_pg_done_files's, no hash) of the file rows a run's
- * --delete would claim. FERRY_EMANIFEST when the connection was made
+/* A page (as ferry_pg_done_files's, no hash, with each row's state) of
+ * the file rows a run would mark removed (before its selection keeps
+ * some) or its --delete claim. FERRY_EMANIFEST when the connection was made
  * anew since ferry_pg_dry_seen_begin (the table went with it). */
 int ferry_pg_dry_removed(struct ferry_pg *pg, bool over, int64_t after,
                          size_t max, struct ferry_pg_page *page);

@@ -89,7 +89,8 @@ static const char done_files_sql[] =
  * (a host's join makes those pending again: job.c), as done_files_sql
  * with the link count (18) and whether the claim that would take one
  * finds it unmarked (19: claims.c); and the directories still to list,
- * as rows of a claim of directories (name NULL) */
+ * and those that failed (remaining.c: a join lists them again), as rows
+ * of a claim of directories (name NULL) */
 static const char pending_files_sql[] =
         "SELECT 0::int8, f.id, f.dir, d.path, f.name, "
         "f.type::int8, f.size,"
@@ -109,9 +110,13 @@ static const char unlisted_dirs_sql[] =
         "SELECT 0::int8, d.id, coalesce(d.parent, 0), d.path, NULL::bytea,"
         " 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8,"
         " 0::int8, 0::int8, 0::int8, 0::int8, 0::int8, 0::int8 FROM dirs d"
-        " WHERE d.job = $1 AND d.list_state = " MF_SQL_INT(
-                PG_LIST_PENDING) " AND d.id > $2::int8 ORDER BY d.id LIMIT "
-                                 "$3::int8";
+        " WHERE d.job = $1 AND d.list_state IN (" MF_SQL_INT(
+                PG_LIST_PENDING) ", " MF_SQL_INT(PG_LIST_FAILED) ")"
+                                                                 " AND d.id > "
+                                                                 "$2::int8 "
+                                                                 "ORDER BY "
+                                                                 "d.id LIMIT "
+                                                                 "$3::int8";
 
 enum page_kind { PAGE_DONE, PAGE_PENDING, PAGE_UNLISTED };
 

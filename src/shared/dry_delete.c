@@ -4,17 +4,28 @@
  * (dryrun.c) has recorded the rows it found in SRC.
  *
  * The run's own rules, applied to what the dry run sees, in the order a
- * run applies them (delete.c): nothing when a directory could not be
- * listed; nothing, and exit 25, when SRC looks emptied or replaced
- * (shared_delete_suspect, unless --delete-anyway: each entry is then
- * listed as "--delete refused"); rows a run keeps are not listed
- * (shared_delete_keeps: a path the selection leaves out, another spelling
- * on a DST that does not tell them apart; the job's mark is said as a
- * run says it); a DST entry that is not the row's copy any more is said
- * and kept (rule 9); past --max-delete N the rest is listed as kept, and
- * the dry run exits 25, as on a single host (coord/guard.c). As there, a
- * directory that would be removed is not listed (rmdir removes only an
- * empty one). A dry run reads no file: a run's deletions happen at its
+ * run applies them (finish.c, delete.c):
+ *  - the rows a run would mark removed are its older rows not seen, less
+ *    those the selection leaves out (shared_select_keep: their gen moves
+ *    on, they are neither counted nor deleted), and the removed rows not
+ *    tried in the run's gen; one pass counts them (each_removed);
+ *  - nothing when a directory could not be listed; nothing, and exit 25,
+ *    when SRC looks emptied or replaced (shared_delete_suspect, unless
+ *    --delete-anyway: each entry is then listed as "--delete refused"),
+ *    weighed with what stays done once the run's copies are done too (the
+ *    run's guard comes after them: new_done, the listing's copies of rows
+ *    not done);
+ *  - a second pass lists: rows a run keeps are not listed
+ *    (shared_delete_keeps: a path the selection leaves out, another
+ *    spelling on a DST that does not tell them apart; the job's mark is
+ *    said as a run says it); past --max-delete N, any entry DST holds is
+ *    listed as kept (delete.c's held(), before rule 9), and the dry run
+ *    exits 25; a DST entry that is not the row's copy any more is said and
+ *    kept (rule 9); the rest is listed as deleted.
+ * As on a single host (coord/dryrun.c), a directory that would be removed
+ * is not listed, nor counted against --max-delete (a run counts it: with
+ * as many files to delete as the limit, the run may exit 25 where the dry
+ * run exits 0). A dry run reads no file: a run's deletions happen at its
  * end, so what DST holds then may differ.
  */
 #define _GNU_SOURCE
@@ -23,6 +34,8 @@
 
 #include "copy.h"
 #include "fsio.h"
+#include "manifest_types.h"
+#include "select.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -33,8 +46,10 @@
 struct dry_del {
         struct shared *s;
         struct shared_keep keep;
+        bool listing; /* the second pass (the first counts) */
         bool refused;
         uint64_t held;
+        uint64_t to_delete, done_gone; /* the first pass's */
 };
 
 static void say(struct shared *s, enum ferry_event ev, const char *dir,
@@ -70,6 +85,35 @@ static bool ours(struct shared *s, const char *dir, const char *name,
         return false;
 }
 
+/* Whether DST holds an entry at dir/name (delete.c's dst_has). */
+static bool dst_has(struct shared *s, const char *dir, const char *name)
+{
+        int dfd = -1, rc = ferry_fsio_open_dir(s->dstfd, dir, &dfd);
+        struct ferry_stat st;
+        if (!rc)
+                rc = ferry_fsio_statat(dfd, name, &st);
+        ferry_fsio_close(&dfd);
+        return rc != ENOENT && rc != ENOTDIR;
+}
+
+/* Row r, not removed yet, is one the selection leaves out: a run keeps it
+ * (shared_select_keep), neither counted nor deleted. */
+static bool select_keeps(struct shared *s, const struct ferry_pg_row *r)
+{
+        return r->state != MF_ST_REMOVED && s->select &&
+               ferry_select_keeps(s->select, s->srcfd, r->path, r->path_len,
+                                  r->name, r->name_len, r->type, r->size, true);
+}
+
+/* Row r as the first pass counts it (the guard's counts). */
+static void count(struct dry_del *dd, const struct ferry_pg_row *r)
+{
+        if (select_keeps(dd->s, r))
+                return;
+        dd->to_delete++;
+        dd->done_gone += r->state == MF_ST_DONE;
+}
+
 /* Removed row r as a run's --delete would take it. */
 static void would_delete(struct dry_del *dd, const char *dir, const char *name,
                          const struct ferry_pg_row *r)
@@ -80,15 +124,17 @@ static void would_delete(struct dry_del *dd, const char *dir, const char *name,
                     "is ferry's job mark: not deleted");
                 return;
         }
-        if (shared_delete_keeps(s, &dd->keep, dir, name, false) ||
-            !ours(s, dir, name, r))
+        if (shared_delete_keeps(s, &dd->keep, dir, name, false))
                 return;
         if (dd->refused) {
-                say(s, FERRY_EV_WOULD_DELETE, dir, name, "--delete refused");
+                if (ours(s, dir, name, r))
+                        say(s, FERRY_EV_WOULD_DELETE, dir, name,
+                            "--delete refused");
                 return;
         }
         if (s->opt->max_delete >= 0 &&
-            s->sum->files_deleted >= (uint64_t)s->opt->max_delete) {
+            s->sum->files_deleted >= (uint64_t)s->opt->max_delete &&
+            dst_has(s, dir, name)) {
                 char why[64];
                 snprintf(why, sizeof(why), "--max-delete %lld reached",
                          (long long)s->opt->max_delete);
@@ -96,6 +142,8 @@ static void would_delete(struct dry_del *dd, const char *dir, const char *name,
                 dd->held++;
                 return;
         }
+        if (!ours(s, dir, name, r))
+                return;
         s->sum->files_deleted++;
         say(s, FERRY_EV_WOULD_DELETE, dir, name, NULL);
 }
@@ -112,9 +160,14 @@ static int each_removed(struct dry_del *dd, bool over)
                         rc = shared_pg_fail(s, rc);
                 for (size_t i = 0; !rc && i < page.n; i++) {
                         const struct ferry_pg_row *r = &page.rows[i];
+                        if (!dd->listing) {
+                                count(dd, r);
+                                continue;
+                        }
                         /* a NUL in a name: no listing makes one, no name
                          * in DST */
-                        if ((r->path && memchr(r->path, '\0', r->path_len)) ||
+                        if (select_keeps(s, r) ||
+                            (r->path && memchr(r->path, '\0', r->path_len)) ||
                             (r->name && memchr(r->name, '\0', r->name_len)))
                                 continue;
                         char *dir =
@@ -140,21 +193,26 @@ static int each_removed(struct dry_del *dd, bool over)
         return rc;
 }
 
-int shared_dry_delete(struct shared *s, bool over)
+int shared_dry_delete(struct shared *s, bool over, uint64_t new_done)
 {
-        struct ferry_pg_delete_check k;
-        int rc = ferry_pg_dry_removed_check(s->pg, over, &k);
-        if (rc)
-                return shared_pg_fail(s, rc);
-        if (!k.complete || s->sum->scan_errors) {
+        if (s->sum->scan_errors) {
                 shared_event(s, FERRY_EV_WARNING, "", 0, "", 0,
                              "--delete: the scan had errors: nothing would "
                              "be deleted",
                              NULL);
                 return 0;
         }
-        k.seen = k.seen || s->sum->files_seen;
+        struct ferry_pg_delete_check k;
+        int rc = ferry_pg_dry_removed_check(s->pg, over, &k);
+        if (rc)
+                return shared_pg_fail(s, rc);
         struct dry_del dd = {.s = s};
+        if ((rc = each_removed(&dd, over)))
+                return rc;
+        k.seen = k.seen || s->sum->files_seen;
+        k.to_delete = dd.to_delete;
+        k.done = k.done - (dd.done_gone < k.done ? dd.done_gone : k.done) +
+                 new_done;
         char why[700];
         if (k.to_delete && !s->opt->delete_anyway &&
             shared_delete_suspect(s, &k, why, sizeof(why))) {
@@ -168,6 +226,7 @@ int shared_dry_delete(struct shared *s, bool over)
         }
         if (shared_keep_init(s, &dd.keep))
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        dd.listing = true;
         rc = each_removed(&dd, over);
         shared_keep_release(&dd.keep);
         if (rc || !dd.held)

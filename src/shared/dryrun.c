@@ -65,6 +65,10 @@ struct dry {
         bool job;    /* the job exists */
         bool over;   /* ... and its run is over: a run begins a new scan */
         bool delete; /* --delete of a job that exists: rows seen recorded */
+        /* files a run would copy or adopt whose rows are not done now (a
+         * run's --delete guard weighs them done) */
+        uint64_t new_done;
+        bool vanished; /* a directory to list is gone from SRC */
         /* inodes of hard-link groups met (sorted), the first name of
          * each the one a run copies or adopts */
         uint64_t *ino;
@@ -183,10 +187,12 @@ static void judge(struct shared *s, struct dry *d,
                 shared_event(s, FERRY_EV_WARNING, d->path, d->path_len, f->name,
                              f->name_len, why, NULL);
         } else if (adopt) {
+                d->new_done += !o->id || o->pending;
                 s->sum->files_adopted++;
                 shared_event(s, FERRY_EV_WOULD_ADOPT, d->path, d->path_len,
                              f->name, f->name_len, NULL, NULL);
         } else {
+                d->new_done += !o->id || o->pending;
                 s->sum->files_copied++;
                 s->sum->bytes_copied += it.type == FT_REG ? f->size : 0;
                 shared_event(s, FERRY_EV_WOULD_COPY, d->path, d->path_len,
@@ -466,7 +472,16 @@ int shared_dry_run(struct shared *s)
                         rc = shared_fail(s, FERRY_EINTERNAL, "out of memory");
                 else if (e == ECANCELED && !s->code)
                         rc = shared_fail(s, FERRY_EINTR, "%s", "");
-                else if (e && !s->code) {
+                else if ((e == ENOENT || e == ENOTDIR) && d.path_len) {
+                        /* gone since its row was made: as a run's
+                         * listing finds it (scan.c), not an error */
+                        char why[300];
+                        snprintf(why, sizeof(why), "gone from SRC: %s",
+                                 strerror(e));
+                        d.vanished = true;
+                        shared_event(s, FERRY_EV_VANISHED, path, d.path_len, "",
+                                     0, why, NULL);
+                } else if (e && !s->code) {
                         /* as a run's listing that fails: said, the rest goes
                          * on */
                         char why[300];
@@ -483,12 +498,13 @@ int shared_dry_run(struct shared *s)
         free(d.stack);
         free(d.ino);
         if (!s->code && d.delete)
-                shared_dry_delete(s, d.over);
+                shared_dry_delete(s, d.over, d.new_done);
         if (s->code)
                 return s->code;
         /* before 23, as a run's (run.c) */
         if (s->delete_refused || s->delete_held)
                 return FERRY_EDELETE;
         return s->sum->files_failed || s->sum->scan_errors ? FERRY_EPARTIAL
+               : d.vanished                                ? FERRY_EVANISHED
                                                            : FERRY_OK;
 }

@@ -247,8 +247,10 @@ bool shared_delete_suspect(const struct shared *s,
                            const struct ferry_pg_delete_check *k, char *why,
                            size_t size);
 /* dry_delete.c: -n --delete, once the dry run's listing is over: what a
- * run's --delete would delete listed; over: the job's run is over. */
-int shared_dry_delete(struct shared *s, bool over);
+ * run's --delete would delete listed; over: the job's run is over;
+ * new_done: files the listing found a run would copy or adopt whose rows
+ * are not done now. */
+int shared_dry_delete(struct shared *s, bool over, uint64_t new_done);
 /* delete.c: a host run with --delete records its --max-delete as its
  * gen's, or is refused when the gen has another (FERRY_EUSAGE). */
 int shared_delete_join(struct shared *s);

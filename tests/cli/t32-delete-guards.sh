@@ -27,7 +27,9 @@
 #    would go; --dry-run with --max-delete; above the count: the rest goes,
 #    exit 0, DST equals SRC;
 #  - a legitimate --delete of a few files removes exactly those, exit 0, no
-#    message.
+#    message;
+#  - a directory of 150 files renamed: not refused, by the dry run either
+#    (both weigh the new copies done), the old names listed and deleted.
 . "$(dirname "$0")/lib.sh" || exit 1
 
 REFUSED='ferry: --delete refused: '
@@ -257,7 +259,25 @@ case_few() {
 	check "a few files gone: no refusal" test "$(grep -c "$REFUSED" "$LOG/err")" = 0
 }
 
+# 8. A directory of 150 files renamed: 150 gone, 150 new. A run's guard
+# weighs the new copies done (it comes after them), and so does a dry run.
+case_renamed() {
+	local c=$T/ren
+	mkdir -p "$c/src/old" "$c/src/k"
+	for i in $(seq 1 150); do echo "r $i" >"$c/src/old/f$i"; done
+	echo k >"$c/src/k/k"
+	expect_code 0 "$FERRY" -q "$c/src" "$c/dst" || die "first copy of $c failed"
+	mv "$c/src/old" "$c/src/new"
+	expect_code 0 "$FERRY" -n --delete "$c/src" "$c/dst"
+	check "a directory of 150 renamed: -n --delete lists the 150 old names, not refused" \
+		eval 'test "$(grep -c "^deleting old/" "$LOG/out")" = 150 &&
+		! grep -q "$REFUSED" "$LOG/err"' || show "$LOG/err"
+	expect_code 0 "$FERRY" --delete "$c/src" "$c/dst"
+	check "... the run deletes them: DST equals SRC" diff -r --no-dereference "$c/src" "$c/dst"
+}
+
 case_emptied
+case_renamed
 case_failed_mount
 case_replaced
 case_identity
