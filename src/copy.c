@@ -286,8 +286,10 @@ static int copy_once(struct ferry_copier *c, const char *name,
                                                       step);
         }
         /* a chunked file's temp stays for a resume, unless SRC changed
-         * or the job records no chunks (a shared one: no run resumes it,
-         * and none would remove it) */
+         * or the job is shared: no pass of one removes a temp nobody
+         * resumes, so a host removes its own when its copy stops or fails
+         * (one killed leaves it: the next claim of the row resumes it
+         * from the chunks recorded, shared/chunks.c) */
         if (c->cfg.foreign_rows)
                 keep = false;
         if ((rc || *changed) && !(keep && !*changed))

@@ -3,7 +3,8 @@
  *
  * Owns the temp file of a planned file (made with O_EXCL, or reopened by
  * name without O_CREAT when the plan resumes one, and then trusted only
- * when its device, inode and size are the recorded ones), made its full
+ * when its device (unless another host's: plan->tmp_any_dev), inode and
+ * size are the recorded ones), made its full
  * size at once (ftruncate: a sparse source's holes stay holes), the check
  * that DST has room for it (fstatvfs: a full DST is R_NOSPACE before a
  * byte is copied), the streams that copy chunks at once, and the
@@ -170,7 +171,8 @@ static int open_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                 int rc = ferry_fsio_openat(c->dst_dir, tmp, O_RDWR | O_NOFOLLOW,
                                            0, out);
                 if (!rc && !(rc = ferry_fsio_fstat(*out, &t)) &&
-                    S_ISREG(t.mode) && t.dev == plan->tmp_dev &&
+                    S_ISREG(t.mode) &&
+                    (plan->tmp_any_dev || t.dev == plan->tmp_dev) &&
                     t.ino == plan->tmp_ino && t.size == it->st.size)
                         return 0;
                 ferry_fsio_close(out);
@@ -200,6 +202,7 @@ static int open_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                 return rc;
         /* a retry in this run resumes it too */
         plan->resume = true;
+        plan->tmp_any_dev = false;
         plan->tmp_dev = t.dev;
         plan->tmp_ino = t.ino;
         return 0;

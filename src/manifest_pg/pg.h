@@ -466,6 +466,33 @@ void ferry_pg_page_release(struct ferry_pg_page *page);
 int ferry_pg_files_again(struct ferry_pg *pg, const int64_t *ids, size_t n,
                          uint64_t *n_again);
 
+/* ---- a large file's chunks (chunks.c, 013_chunks.sql) ----------------- */
+
+/* A chunk durable in this host's temp file of row file, copied under the
+ * claim token; for ferry_pg_chunk_plan, the row's SRC only. */
+struct ferry_pg_chunk {
+        int64_t file, token;
+        int32_t idx;
+        uint64_t chunk_size;
+        uint8_t hash[16];
+        uint64_t tmp_ino; /* the temp file (not its device: each host's) */
+        /* SRC as the chunk was read (not its inode: a row may hold
+         * another host's, shared/batches.c) */
+        uint64_t src_size;
+        int64_t src_mtime_ns, src_ctime_ns;
+};
+/* Records c, when its row is still pending under its claim (else nothing:
+ * a late host's); another temp's or SRC's chunks of the row go first. */
+int ferry_pg_record_chunk(struct ferry_pg *pg, const struct ferry_pg_chunk *c);
+/* Marks done in plan (a fresh one of the row's chunk size) the chunks
+ * recorded for row src->file with this chunk size and SRC (src), and
+ * makes it a resume of their temp file (inode and size, any device). */
+struct ferry_chunk_plan;
+int ferry_pg_chunk_plan(struct ferry_pg *pg, const struct ferry_pg_chunk *src,
+                        struct ferry_chunk_plan *plan);
+/* Drops what rows ids[0..n-1] recorded (their files are done). */
+int ferry_pg_chunks_drop(struct ferry_pg *pg, const int64_t *ids, size_t n);
+
 /* ---- what `ferry status` reads (status.c): no job joined, no write ---- */
 
 /* A job of the database. */

@@ -148,11 +148,11 @@ static int let_links_go(struct shared *s, bool *none)
 }
 
 /* A file of at least FERRY_CHUNK_MIN_FILE bytes to copy (not to link):
- * a fresh plan, so that its chunks are copied by several streams at once
- * (copy_chunks.c), as on a single host. None of them is recorded: a
- * shared job keeps no chunks, and a file whose copy stops is copied
- * again from its start. */
-static int put_plan(struct ferry_batch *b, size_t k)
+ * a plan, so that its chunks are copied by several streams at once
+ * (copy_chunks.c), as on a single host; the chunks a claim of its row
+ * recorded before (a host that died, or was cut off: chunks.c) are
+ * done in it, in their temp file. 0, ENOMEM, or ECANCELED (s failed). */
+static int put_plan(struct shared *s, struct ferry_batch *b, size_t k)
 {
         struct ferry_item *it = &b->items[k];
         if (it->type != FT_REG || it->st.size < FERRY_CHUNK_MIN_FILE ||
@@ -168,12 +168,20 @@ static int put_plan(struct ferry_batch *b, size_t k)
                                                 sizeof(struct ferry_chunk_rec),
                                 &off))
                 return ENOMEM;
-        b->items[k].plan_off = off;
+        it = &b->items[k];
+        it->plan_off = off;
         /* (a multiple of 8: ferry_batch_reserve) */
         struct ferry_chunk_plan *plan =
                 (struct ferry_chunk_plan *)(void *)(b->arena + off);
         plan->chunk_size = cs;
         plan->n = n;
+        struct ferry_pg_chunk src;
+        shared_chunk_src(it, &src);
+        int rc = ferry_pg_chunk_plan(s->pg, &src, plan);
+        if (rc) {
+                shared_pg_fail(s, rc);
+                return ECANCELED;
+        }
         return 0;
 }
 
@@ -186,13 +194,17 @@ int shared_hand_out(struct shared *s, bool *none)
         if (*none)
                 return let_links_go(s, none);
         struct ferry_batch *b = ferry_batch_new(WORK_COPY, c.n);
+        int prc = 0;
         for (size_t i = 0; b && i < c.n; i++)
-                if (shared_put_row(b, &c.rows[i]) || put_plan(b, i)) {
+                if (shared_put_row(b, &c.rows[i]) ||
+                    (prc = put_plan(s, b, i))) {
                         ferry_batch_free(b);
                         b = NULL;
                 }
         int64_t token = c.token;
         ferry_pg_claim_release(&c);
+        if (prc == ECANCELED) /* the manifest failed: said */
+                return s->code;
         if (!b || ferry_queue_push(&s->work, b)) {
                 ferry_batch_free(b);
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
@@ -346,6 +358,8 @@ int shared_take_back(struct shared *s, struct ferry_batch *b)
                 else
                         recorded = !refused;
         }
+        if (recorded)
+                rc = shared_chunks_done(s, b, o, at, n);
         /* told once recorded, not before: a claim refused, a barrier or
          * a manifest that failed leaves its rows to another claim */
         for (size_t i = 0; recorded && i < n; i++)

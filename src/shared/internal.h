@@ -246,6 +246,18 @@ void shared_keep_release(struct shared_keep *k);
 bool shared_delete_suspect(const struct shared *s,
                            const struct ferry_pg_delete_check *k, char *why,
                            size_t size);
+/* chunks.c: a large file's chunks. The row and SRC of item it (no
+ * chunk). */
+void shared_chunk_src(const struct ferry_item *it, struct ferry_pg_chunk *c);
+/* Records chunk m (a MSG_CHUNK from the copier) under the claim in flight
+ * that holds its row, and frees it; 0 or s's failure. */
+struct ferry_chunk_msg;
+int shared_chunk_record(struct shared *s, struct ferry_chunk_msg *m);
+/* Drops the chunks of the files of batch b done by outcomes o[0..n-1]
+ * (o[i] is b->items[at[i]]'s), once they are recorded. */
+int shared_chunks_done(struct shared *s, const struct ferry_batch *b,
+                       const struct ferry_pg_outcome *o, const size_t *at,
+                       size_t n);
 /* dry_delete.c: -n --delete, once the dry run's listing is over: what a
  * run's --delete would delete listed; over: the job's run is over;
  * new_done: files the listing found a run would copy or adopt whose rows

@@ -23,7 +23,8 @@
  * what DST holds equal to SRC, as on a single host (copy_adopt.c), each
  * host for the rows it claims; a shared job is never re-pointed (its
  * fingerprints, not its paths, say which SRC and DST it is). A big file
- * is copied in chunks by one host, none recorded (batches.c, put_plan). Hard
+ * is copied in chunks by one host, each chunk recorded for the next claim
+ * of its row to resume (chunks.c; batches.c, put_plan). Hard
  * links: a name of a link group is handed out once the scan is over, linked to
  * the copy of its group's first name (claims.c, 008_links.sql). --verify is
  * verify.c.
@@ -186,8 +187,11 @@ static int copy_loop(struct shared *s)
                 if (out && !ferry_queue_pop(&s->inbox, &msg, busy ? 0 : 200) &&
                     msg) {
                         bool dirs = false;
-                        if (((struct ferry_msg *)msg)->kind == MSG_BATCH)
+                        int kind = ((struct ferry_msg *)msg)->kind;
+                        if (kind == MSG_BATCH)
                                 shared_take_back(s, msg);
+                        else if (kind == MSG_CHUNK)
+                                shared_chunk_record(s, msg);
                         else
                                 shared_scan_done(s, msg, &dirs);
                         /* rows added (here, or by another host's scan) */
@@ -358,14 +362,17 @@ static int start_pool(struct shared *s)
                 .foreign_rows = true,
                 .adopt = o->adopt,
                 .rate = s->rate,
+                /* a large file's chunks, recorded (chunks.c) */
+                .chunk_inbox = &s->inbox,
         };
         s->max_jobs = s->jobs > SHARED_JOBS_MAX ? s->jobs : SHARED_JOBS_MAX;
         s->limit = s->jobs;
         size_t cap = 2 * (size_t)s->max_jobs;
         s->fl = calloc(cap, sizeof(*s->fl));
-        /* the inbox holds every batch and listing in flight at once */
+        /* the inbox holds every batch and listing in flight at once, and
+         * chunks reported meanwhile (a stream waits while it is full) */
         if (!s->fl || ferry_queue_init(&s->work, cap + 1) ||
-            ferry_queue_init(&s->inbox, cap + SHARED_SCANNERS + 1))
+            ferry_queue_init(&s->inbox, cap + SHARED_SCANNERS + 1 + 64))
                 return shared_fail(s, FERRY_EINTERNAL, "out of memory");
         if (ferry_workers_start(&s->ccfg, s->max_jobs, s->jobs, &s->work,
                                 &s->inbox, &s->pool))
@@ -498,6 +505,8 @@ int ferry_shared_copy(const struct ferry_options *opt,
                 while (!ferry_queue_try_pop(&s.inbox, &msg) && msg)
                         if (((struct ferry_msg *)msg)->kind == MSG_BATCH)
                                 ferry_batch_free(msg);
+                        else if (((struct ferry_msg *)msg)->kind == MSG_CHUNK)
+                                free(msg); /* unrecorded: copied again */
                         else
                                 shared_scan_drop(msg);
                 ferry_queue_release(&s.work);
