@@ -202,3 +202,52 @@ int ferry_pg_dry_removed(struct ferry_pg *pg, bool over, int64_t after,
         struct removed_args a = {over, after, max, page};
         return pg_retry(pg, removed_step, &a);
 }
+
+/* ---- what the run under way was given ---------------------------------- */
+
+struct options_args {
+        char **selection;
+        bool *has_limit;
+        int64_t *limit;
+};
+
+static int options_step(struct ferry_pg *pg, void *arg)
+{
+        struct options_args *a = arg;
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        int rc = pg_exec(pg,
+                         "SELECT CASE WHEN selection_gen = gen THEN"
+                         " convert_to(selection, 'UTF8') END,"
+                         " (del_gen IS NOT DISTINCT FROM gen)::int::int8,"
+                         " coalesce(del_limit, -1) FROM jobs WHERE id = $1",
+                         &p, &r, "job's options");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        free(*a->selection);
+        *a->selection = NULL;
+        *a->has_limit = false;
+        if (PQntuples(r) == 1) {
+                size_t len = 0;
+                const char *t = pg_get_bytes(r, 0, 0, &len);
+                if (t && !(*a->selection = strndup(t, len)))
+                        rc = pg_fail(pg, "out of memory");
+                *a->has_limit = pg_get_i64(r, 0, 1) != 0;
+                *a->limit = pg_get_i64(r, 0, 2);
+        }
+        PQclear(r);
+        return rc;
+}
+
+int ferry_pg_dry_gen_options(struct ferry_pg *pg, char **selection,
+                             bool *has_limit, int64_t *limit)
+{
+        *selection = NULL;
+        *has_limit = false;
+        *limit = -1;
+        struct options_args a = {selection, has_limit, limit};
+        return pg_retry(pg, options_step, &a);
+}

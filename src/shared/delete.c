@@ -441,7 +441,13 @@ int shared_delete_join(struct shared *s)
         int rc = ferry_pg_del_limit(s->pg, mine, &theirs, &found);
         if (rc)
                 return shared_pg_fail(s, rc);
-        if (!found || theirs == mine)
+        return found ? shared_delete_limit_check(s, theirs) : 0;
+}
+
+int shared_delete_limit_check(struct shared *s, int64_t theirs)
+{
+        int64_t mine = s->opt->max_delete < 0 ? -1 : s->opt->max_delete;
+        if (theirs == mine)
                 return 0;
         char a[48], b[48];
         return shared_fail(s, FERRY_EUSAGE,

@@ -32,9 +32,10 @@
  * entry is still ferry's copy listed as a deletion, past --max-delete as
  * one kept, as a single host's dry run lists them (coord/dryrun.c).
  * A SRC whose top level changed is the job's when a run would take it
- * (ferry_pg_job_find_new_src, the join's rule). Not yet: the refusal of
- * a selection other than the run's. Like `ferry status`, it brings the
- * database's schema up to date (ferry_pg_connect).
+ * (ferry_pg_job_find_new_src, the join's rule); a selection or a
+ * --max-delete other than those of the run under way is refused, as a
+ * run's join refuses it (same_options). Like `ferry status`, it brings
+ * the database's schema up to date (ferry_pg_connect).
  */
 #define _GNU_SOURCE
 #include "shared/internal.h"
@@ -423,6 +424,25 @@ static int under_way(struct shared *s, struct dry *d)
                   : each_row(s, d, ferry_pg_unlisted_dirs, on_unlisted, &at);
 }
 
+/* A run under way: this host's selection and --max-delete must be its
+ * own, as a run's join requires (shared_select_join, shared_delete_join);
+ * 0 or s's failure. */
+static int same_options(struct shared *s)
+{
+        char *sel = NULL;
+        bool has_limit = false;
+        int64_t limit = -1;
+        int rc = ferry_pg_dry_gen_options(s->pg, &sel, &has_limit, &limit);
+        if (rc)
+                rc = shared_pg_fail(s, rc);
+        if (!rc)
+                rc = shared_select_dry(s, sel);
+        if (!rc && has_limit && s->opt->delete_removed)
+                rc = shared_delete_limit_check(s, limit);
+        free(sel);
+        return rc;
+}
+
 /* SRC, and DST when it exists (a dry run makes none). */
 static int open_roots(struct shared *s)
 {
@@ -451,6 +471,8 @@ int shared_dry_run(struct shared *s)
                        .fence = &never},
         };
         if (open_roots(s) || find_job(s, &d))
+                return s->code;
+        if (d.job && !d.over && same_options(s))
                 return s->code;
         d.delete = d.job && s->opt->delete_removed;
         int prc = d.delete ? ferry_pg_dry_seen_begin(s->pg) : 0;

@@ -263,6 +263,9 @@ int shared_chunks_done(struct shared *s, const struct ferry_batch *b,
  * new_done: files the listing found a run would copy or adopt whose rows
  * are not done now. */
 int shared_dry_delete(struct shared *s, bool over, uint64_t new_done);
+/* delete.c: refused (as shared_delete_join refuses) when theirs, the
+ * --max-delete of the run's deletions (-1: none), is not this host's. */
+int shared_delete_limit_check(struct shared *s, int64_t theirs);
 /* delete.c: a host run with --delete records its --max-delete as its
  * gen's, or is refused when the gen has another (FERRY_EUSAGE). */
 int shared_delete_join(struct shared *s);
@@ -278,6 +281,10 @@ int shared_delete_join(struct shared *s);
 int shared_select_open(struct shared *s);
 void shared_select_free(struct shared *s);
 int shared_select_join(struct shared *s);
+/* select.c: a dry run's shared_select_join: refused (as a run) when
+ * theirs, the selection of the run under way (NULL: none yet), is not
+ * this host's. */
+int shared_select_dry(struct shared *s, const char *theirs);
 bool shared_select_out(const struct shared *s, const char *dir, size_t dlen,
                        const char *name, const struct ferry_stat *st);
 bool shared_select_protects(const struct shared *s, const char *dir,

@@ -80,6 +80,19 @@ static char *selection_text(const struct shared *s)
         return ferry_buf_detach(&b, NULL); /* NULL when out of memory */
 }
 
+/* The refusal of a host whose selection mine is not the gen's, theirs. */
+static int refuse(struct shared *s, const char *mine, const char *theirs)
+{
+        return shared_fail(s, FERRY_EUSAGE,
+                           "job '%s' is scanning SRC with %s%s; this host "
+                           "has %s%s: give every host of a run the same "
+                           "selection (another may start once this one is "
+                           "over)",
+                           s->opt->job_name,
+                           theirs[0] ? "" : "no selection options", theirs,
+                           mine[0] ? "" : "none", mine);
+}
+
 int shared_select_join(struct shared *s)
 {
         char *mine = selection_text(s), *theirs = NULL;
@@ -89,15 +102,18 @@ int shared_select_join(struct shared *s)
         if (rc)
                 rc = shared_pg_fail(s, rc);
         else if (theirs)
-                rc = shared_fail(s, FERRY_EUSAGE,
-                                 "job '%s' is scanning SRC with %s%s; this "
-                                 "host has %s%s: give every host of a run "
-                                 "the same selection (another may start "
-                                 "once this one is over)",
-                                 s->opt->job_name,
-                                 theirs[0] ? "" : "no selection options",
-                                 theirs, mine[0] ? "" : "none", mine);
+                rc = refuse(s, mine, theirs);
         free(theirs);
+        free(mine);
+        return rc;
+}
+
+int shared_select_dry(struct shared *s, const char *theirs)
+{
+        char *mine = selection_text(s);
+        if (!mine)
+                return shared_fail(s, FERRY_EINTERNAL, "out of memory");
+        int rc = theirs && strcmp(mine, theirs) ? refuse(s, mine, theirs) : 0;
         free(mine);
         return rc;
 }

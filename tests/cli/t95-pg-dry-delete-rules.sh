@@ -18,7 +18,11 @@
 #  - a run under way (psql) whose directory to list is gone from SRC: its
 #    files listed, exit 24 (gone, not a scan error);
 #  - a run under way with a directory whose listing failed (psql): listed
-#    again, as a joining run does; the file gone elsewhere listed.
+#    again, as a joining run does; the file gone elsewhere listed;
+#  - a run under way whose first host gave --exclude zz and --max-delete 3
+#    (psql keeps them for the gen): -n with the same options is accepted;
+#    without --exclude, or with another --max-delete, refused with exit 1
+#    and the run's own message, as the run with those options is.
 # Skips, saying why, without root or PostgreSQL.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
@@ -134,5 +138,34 @@ sql "UPDATE ferry.dirs SET list_state = 2, error = 'cannot read directory: Permi
 rm sF/a/f1
 pair "under way, b's listing failed" 0 F sF dF
 check "... a/f1 listed alone" test "$(cat "$T/dry")" = "deleting a/f1"
+
+# ---- a run under way: its selection and --max-delete ------------------------------------
+mkdir -p sG/a
+for i in 1 2 3; do echo "g $i" >"sG/a/f$i"; done
+echo z >sG/zz
+run fy --job-name G --exclude zz --delete --max-delete 3 sG dG
+check "job G with --exclude zz --max-delete 3: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
+begin G
+# the gen keeps what its first host gave (the text the run above recorded)
+sql "UPDATE ferry.jobs SET selection_gen = gen, del_gen = gen, del_used = 0,
+	del_held = 0 WHERE id = $(jid G)" >/dev/null
+rm sG/a/f1
+run fy --job-name G -n --delete --exclude zz --max-delete 3 sG dG
+check "-n with the run's own selection and --max-delete: exit 0 (got $RC), a/f1 listed" \
+	eval 'test "$RC" = 0 && grep -qx "deleting a/f1" "$LOG/out"' || show "$LOG/err"
+for opts in "--max-delete 3" "--exclude zz --max-delete 2"; do
+	# shellcheck disable=SC2086 # the options, split
+	run fy --job-name G -n --delete $opts sG dG
+	drc=$RC
+	cp "$LOG/err" "$T/dry.err"
+	# shellcheck disable=SC2086
+	run fy --job-name G --delete $opts sG dG
+	check "-n --delete $opts: exit 1 as the run's (got $drc and $RC)" \
+		test "$drc $RC" = "1 1" || show "$T/dry.err"
+	check "... with the run's message" \
+		eval 'test "$(grep "^ferry: job" "$T/dry.err")" = "$(grep "^ferry: job" "$LOG/err")" &&
+		test -n "$(grep "^ferry: job" "$LOG/err")"' || show "$T/dry.err" "$LOG/err"
+done
+check "... nothing deleted by either" test -f dG/a/f1
 
 finish
