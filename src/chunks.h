@@ -90,8 +90,9 @@ struct ferry_chunk_plan {
          * identity as recorded (the copier checks it before it trusts one) */
         bool resume;
         uint64_t tmp_dev, tmp_ino;
-        /* ... of another host's mount, whose device number is its own (a
-         * shared job): the inode and size are checked, not the device */
+        /* ... of another host's claim (a shared job): found by its inode
+         * and size (that host's mount has its own device number), and its
+         * chunks copied into a new temp (copy_chunks.c, adopt_temp) */
         bool tmp_any_dev;
         /* a done file whose CH_BAD chunks are rewritten in DST, in place,
          * when DST is still what ferry put there (rule 9) */

@@ -288,11 +288,14 @@ static int copy_once(struct ferry_copier *c, const char *name,
         /* a chunked file's temp stays for a resume, unless SRC changed
          * or the job is shared: no pass of one removes a temp nobody
          * resumes, so a host removes its own when its copy stops or fails
-         * (one killed leaves it: the next claim of the row resumes it
-         * from the chunks recorded, shared/chunks.c) */
+         * (one killed leaves it: the next claim of the row adopts it from
+         * the chunks recorded, copy_chunks.c, or replaces it); but not
+         * past its fence: the row may be another claim's by then, and the
+         * name that claim's temp */
+        bool fenced = c->cfg.foreign_rows && ferry_copier_fenced(&c->cfg);
         if (c->cfg.foreign_rows)
                 keep = false;
-        if ((rc || *changed) && !(keep && !*changed))
+        if ((rc || *changed) && !(keep && !*changed) && !fenced)
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
 out:
         ferry_copier_unborrow(c);

@@ -115,6 +115,8 @@ static int copy_block(struct job *j, struct stream *s, char *buf, uint64_t off,
         *step = &S_COPY; /* --bwlimit, the pause: stopped meanwhile */
         if ((rc = ferry_rate_take(j->c->cfg.rate, got, j->c->cfg.stop)))
                 return rc;
+        if (ferry_copier_fenced(&j->c->cfg)) /* waited past it */
+                return ECANCELED;
         *step = &S_WRITE;
         if ((rc = ferry_fsio_pwrite(j->out, buf, got, (off_t)off)))
                 return rc;

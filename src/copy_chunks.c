@@ -3,8 +3,9 @@
  *
  * Owns the temp file of a planned file (made with O_EXCL, or reopened by
  * name without O_CREAT when the plan resumes one, and then trusted only
- * when its device (unless another host's: plan->tmp_any_dev), inode and
- * size are the recorded ones), made its full
+ * when its device, inode and size are the recorded ones; another host's,
+ * found by inode and size, is copied into a new inode: adopt_temp), made
+ * its full
  * size at once (ftruncate: a sparse source's holes stay holes), the check
  * that DST has room for it (fstatvfs: a full DST is R_NOSPACE before a
  * byte is copied), the streams that copy chunks at once, and the
@@ -157,32 +158,15 @@ static int owner_loop(struct job *j, struct stream *s, XXH3_state_t *whole,
         return 0;
 }
 
-/* Opens the temp of an earlier attempt or run when it is the recorded
- * one (*fresh false), else makes it anew (all chunks to do), preallocated
- * to its size unless SRC is sparse, and its name made durable. */
-static int open_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
-                     const struct ferry_item *it, const char *tmp, bool sparse,
-                     int *out, bool *fresh, const struct step **step)
+/* Makes the temp file anew (O_EXCL; one left by name is replaced), of
+ * the file's size (a sparse source's holes kept), and its name durable;
+ * the plan resumes it from then on. */
+static int new_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
+                    const struct ferry_item *it, const char *tmp, bool sparse,
+                    int *out, const struct step **step)
 {
         struct ferry_stat t;
         *step = &S_CREATE;
-        *fresh = false;
-        if (plan->resume) {
-                int rc = ferry_fsio_openat(c->dst_dir, tmp, O_RDWR | O_NOFOLLOW,
-                                           0, out);
-                if (!rc && !(rc = ferry_fsio_fstat(*out, &t)) &&
-                    S_ISREG(t.mode) &&
-                    (plan->tmp_any_dev || t.dev == plan->tmp_dev) &&
-                    t.ino == plan->tmp_ino && t.size == it->st.size)
-                        return 0;
-                ferry_fsio_close(out);
-                if (ferry_fsio_out_of_fds(rc))
-                        return rc; /* no answer yet: the temp is kept */
-        }
-        *fresh = true;
-        plan->resume = false;
-        for (uint32_t i = 0; i < plan->n; i++)
-                plan->chunks[i].state = CH_TODO;
         int rc = ferry_copier_create_temp_as(c, tmp, O_RDWR, out);
         if (!rc)
                 rc = ferry_fsio_fstat(*out, &t);
@@ -206,6 +190,87 @@ static int open_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
         plan->tmp_dev = t.dev;
         plan->tmp_ino = t.ino;
         return 0;
+}
+
+/* Another host's temp file (plan->tmp_any_dev), open as old: its done
+ * chunks are copied into a new temp of this copy's own under the same
+ * name, and the old inode let go. That host, cut off past its lease but
+ * alive, may still write a last block into the temp it holds open: it
+ * never reaches the file this copy installs. A chunk the old temp cannot
+ * give is copied from SRC instead, and each one kept is read back
+ * against its recorded hash later, as any chunk of an earlier run. */
+static int adopt_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
+                      const struct ferry_item *it, const char *tmp, bool sparse,
+                      int old, int *out, const struct step **step)
+{
+        ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
+        int rc = new_temp(c, plan, it, tmp, sparse, out, step);
+        for (uint32_t i = 0; !rc && i < plan->n; i++) {
+                if (plan->chunks[i].state != CH_DONE)
+                        continue;
+                uint64_t off = (uint64_t)i * plan->chunk_size,
+                         end = off + plan->chunk_size;
+                end = end > it->st.size ? it->st.size : end;
+                while (off < end && !rc) {
+                        size_t want = end - off < c->buf_size
+                                              ? (size_t)(end - off)
+                                              : c->buf_size,
+                               got = 0;
+                        if (ferry_fsio_pread(old, c->buf, want, (off_t)off,
+                                             &got) ||
+                            got == 0) {
+                                plan->chunks[i].state = CH_TODO; /* SRC's */
+                                break;
+                        }
+                        *step = &S_WRITE;
+                        rc = ferry_fsio_pwrite(*out, c->buf, got, (off_t)off);
+                        off += got;
+                        if (!rc && (atomic_load(c->cfg.stop) ||
+                                    ferry_copier_fenced(&c->cfg))) {
+                                *step = &S_COPY;
+                                rc = ECANCELED;
+                        }
+                }
+        }
+        return rc;
+}
+
+/* Opens the temp of an earlier attempt or run when it is the recorded
+ * one (*fresh false; another host's is copied into one of this copy's
+ * own: adopt_temp), else makes it anew (all chunks to do), and its name
+ * made durable. */
+static int open_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
+                     const struct ferry_item *it, const char *tmp, bool sparse,
+                     int *out, bool *fresh, const struct step **step)
+{
+        struct ferry_stat t;
+        *step = &S_CREATE;
+        *fresh = false;
+        if (plan->resume) {
+                int rc = ferry_fsio_openat(c->dst_dir, tmp, O_RDWR | O_NOFOLLOW,
+                                           0, out);
+                if (!rc && !(rc = ferry_fsio_fstat(*out, &t)) &&
+                    S_ISREG(t.mode) &&
+                    (plan->tmp_any_dev || t.dev == plan->tmp_dev) &&
+                    t.ino == plan->tmp_ino && t.size == it->st.size) {
+                        if (!plan->tmp_any_dev)
+                                return 0;
+                        int old = *out;
+                        *out = -1;
+                        rc = adopt_temp(c, plan, it, tmp, sparse, old, out,
+                                        step);
+                        ferry_fsio_close(&old);
+                        return rc;
+                }
+                ferry_fsio_close(out);
+                if (ferry_fsio_out_of_fds(rc))
+                        return rc; /* no answer yet: the temp is kept */
+        }
+        *fresh = true;
+        plan->resume = false;
+        for (uint32_t i = 0; i < plan->n; i++)
+                plan->chunks[i].state = CH_TODO;
+        return new_temp(c, plan, it, tmp, sparse, out, step);
 }
 
 /* A descriptor of its own on SRC's file for a helper stream, so that the

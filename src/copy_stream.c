@@ -85,6 +85,8 @@ static int copy_range(struct job *j, struct stream *s, off_t off, uint64_t len,
                 *step = &S_COPY; /* --bwlimit, the pause: stopped meanwhile */
                 if ((rc = ferry_rate_take(j->c->cfg.rate, got, j->c->cfg.stop)))
                         return rc;
+                if (ferry_copier_fenced(&j->c->cfg)) /* waited past it */
+                        return ECANCELED;
                 *step = &S_WRITE;
                 if ((rc = ferry_fsio_pwrite(j->out, s->buf, got, off)))
                         return rc;

@@ -1,8 +1,10 @@
 -- Version 13. A large file's chunks in a shared job (src/chunks.h, the
 -- SQLite manifest's sql/009_chunks.sql): a host that copies a file of 64
 -- MiB or more in chunks records each chunk once it is durable in the temp
--- file, so that when the host dies or is cut off the host that claims the
--- row next resumes the same temp file instead of starting it again.
+-- file, so that when the host dies the host that claims the row next takes
+-- those chunks from that temp file (into a temp file of its own: a host
+-- only cut off may still write a last block into the one it holds) instead
+-- of reading them from SRC again.
 --
 -- partial: the temp file the chunks are in and SRC as they were read from
 --   it (size and times: not its device or inode, which may differ between

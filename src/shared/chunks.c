@@ -5,9 +5,10 @@
  * The copier reports each chunk once it is durable in the temp file
  * (MSG_CHUNK in the inbox, copy_stream.c), as on a single host; this host
  * records it under the claim of the batch that holds its row, so that a
- * host that claims the row after this one died or was cut off resumes the
- * temp file (batches.c, put_plan: the plan from what was recorded) instead
- * of copying the file again from its start. A chunk whose batch is back
+ * host that claims the row after this one died takes those chunks from
+ * its temp file (batches.c, put_plan: the plan from what was recorded;
+ * copy_chunks.c, adopt_temp: into a temp file of its own) instead of
+ * reading them from SRC again. A chunk whose batch is back
  * already, or whose row another claim holds now, is not recorded: its
  * copy is over, or not this host's any more. Once a file is done, what
  * was recorded of it goes.

@@ -18,7 +18,13 @@
 #    recorded (plus 2 MiB of readahead); psql: the file's chunks dropped
 #    once it is done;
 #  - a recorded chunk whose bytes in the temp file were damaged (dd) is
-#    copied again: DST is SRC (cmp).
+#    copied again: DST is SRC (cmp), and SRC read for it and the chunks
+#    not recorded only;
+#  - a host stopped (SIGSTOP) with two chunks recorded, past its lease: the
+#    next host resumes from them into a temp file of its own (another
+#    inode: stat), DST is SRC; the stopped host, let go on, writes nothing
+#    into the installed file (its mtime is still SRC's) and does not
+#    remove it (cmp).
 # Skips, saying why, without root, PostgreSQL, strace or bench/slowfs.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
@@ -128,11 +134,47 @@ part=$(find dst -name '*.ferry-part' -print -quit)
 [[ -n $part ]] || die "no temp file left by the killed host"
 # the first chunk's first MiB overwritten (the temp is resumed: inode kept)
 dd if=/dev/urandom of="$part" bs=1M count=1 conv=notrunc status=none
+sync
+echo 3 >/proc/sys/vm/drop_caches
+r0=$(counter read_bytes)
 run fy
+r1=$(counter read_bytes)
 check "a recorded chunk damaged in the temp file: exit 0 (got $RC)" test "$RC" = 0 ||
 	show "$LOG/err"
 check "... DST is SRC (cmp): the chunk was copied again" cmp -s src/big dst/big
+most=$((((80 - 16 * (K - 1)) + 2) << 20))
+check "... it read $((r1 - r0)) bytes of SRC: that chunk and those not recorded ($most with readahead)" \
+	eval 'test "$((r1 - r0))" -gt 0 && test "$((r1 - r0))" -le "$most"'
 no_temp_files dst
+
+# ---- a host stopped past its lease, then let go on ------------------------------------
+rm -f dst/big
+sql "UPDATE ferry.files SET state = 0, hash = NULL WHERE id = $big_id" >/dev/null
+spawn "$T/a.out" fy_exec --lease 5 --bwlimit 16M
+pa=$SPAWNED
+wait_until 60 eval '(($(chunks) >= 2))' || die "host A recorded no two chunks"
+kill -STOP "$pa"
+K=$(chunks)
+a_ino=$(find dst -name '*.ferry-part' -printf '%i' -quit)
+sleep 6 # its lease runs out
+sync
+echo 3 >/proc/sys/vm/drop_caches
+r0=$(counter read_bytes)
+run fy
+r1=$(counter read_bytes)
+check "host A stopped with $K chunks recorded, past its lease; host B: exit 0 (got $RC)" \
+	test "$RC" = 0 || show "$LOG/err"
+check "... DST is SRC (cmp)" cmp -s src/big dst/big
+most=$((((80 - 16 * K) + 2) << 20))
+check "... B read $((r1 - r0)) bytes of SRC: the chunks not recorded ($most with readahead)" \
+	eval 'test "$((r1 - r0))" -gt 0 && test "$((r1 - r0))" -le "$most"'
+check "... B's file is another inode than A's temp ($a_ino; stat)" \
+	test "$(stat -c %i dst/big)" != "$a_ino"
+kill -CONT "$pa"
+reap "$pa"
+check "host A let go on: ends (exit $RC), DST's file untouched: SRC's mtime, SRC's content" \
+	eval 'test "$(stat -c %Y.%y dst/big)" = "$(stat -c %Y.%y src/big)" && cmp -s src/big dst/big' ||
+	show "$T/a.out.err"
 
 wrong=$(pg_counts_wrong)
 check "every job's counts are psql's counts of its rows" test -z "$wrong" ||
