@@ -206,6 +206,7 @@ int ferry_pg_dry_removed(struct ferry_pg *pg, bool over, int64_t after,
 /* ---- what the run under way was given ---------------------------------- */
 
 struct options_args {
+        bool *over;
         char **selection;
         bool *has_limit;
         int64_t *limit;
@@ -222,7 +223,9 @@ static int options_step(struct ferry_pg *pg, void *arg)
                          "SELECT CASE WHEN selection_gen = gen THEN"
                          " convert_to(selection, 'UTF8') END,"
                          " (del_gen IS NOT DISTINCT FROM gen)::int::int8,"
-                         " coalesce(del_limit, -1) FROM jobs WHERE id = $1",
+                         " coalesce(del_limit, -1),"
+                         " (" JOB_OVER("$1") ")::int::int8"
+                                             " FROM jobs WHERE id = $1",
                          &p, &r, "job's options");
         pg_params_release(&p);
         if (rc)
@@ -237,17 +240,19 @@ static int options_step(struct ferry_pg *pg, void *arg)
                         rc = pg_fail(pg, "out of memory");
                 *a->has_limit = pg_get_i64(r, 0, 1) != 0;
                 *a->limit = pg_get_i64(r, 0, 2);
+                *a->over = pg_get_i64(r, 0, 3) != 0;
         }
         PQclear(r);
         return rc;
 }
 
-int ferry_pg_dry_gen_options(struct ferry_pg *pg, char **selection,
-                             bool *has_limit, int64_t *limit)
+int ferry_pg_dry_job_state(struct ferry_pg *pg, bool *over, char **selection,
+                           bool *has_limit, int64_t *limit)
 {
+        *over = false;
         *selection = NULL;
         *has_limit = false;
         *limit = -1;
-        struct options_args a = {selection, has_limit, limit};
+        struct options_args a = {over, selection, has_limit, limit};
         return pg_retry(pg, options_step, &a);
 }

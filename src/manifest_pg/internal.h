@@ -93,6 +93,22 @@ int pg_job_count(struct ferry_pg *pg, const char *sql, enum pg_count_arg arg,
  * naming the side that differs. */
 int pg_job_check_fps(struct ferry_pg *pg, const char *name, const PGresult *r,
                      const char *src_fp, const char *dst_fp);
+/* Job j (an SQL expression) has nothing left to do: no directory to list,
+ * no listed one whose metadata is to apply, no file pending (what failed
+ * is not work left), no deletion under a live claim (delete.c: a host
+ * deleting a file SRC has again would delete the next gen's copy): a
+ * host that joins it begins a new scan (rerun.c). */
+/* clang-format off */
+#define JOB_OVER(j) \
+        " NOT EXISTS (SELECT 1 FROM dirs WHERE job = " j " AND (list_state = " \
+        MF_SQL_INT(PG_LIST_PENDING) " OR (state = " \
+        MF_SQL_INT(PG_META_TO_APPLY) " AND list_state = " \
+        MF_SQL_INT(PG_LISTED) ") OR lease_until >= now()))" \
+        " AND NOT EXISTS (SELECT 1 FROM files WHERE job = " j " AND (state = " \
+        MF_SQL_INT(MF_ST_PENDING) " OR (state = " \
+        MF_SQL_INT(MF_ST_REMOVED) " AND lease_until >= now())))"
+/* clang-format on */
+
 /* verify.c: ferry_pg_job_find of job name with DST dst_fp, whatever its
  * SRC's fingerprint (rerun.c: one a run would take as the job's new SRC). */
 int pg_job_find_any_src(struct ferry_pg *pg, const char *name,

@@ -43,13 +43,14 @@ int ferry_pg_pending_files(struct ferry_pg *pg, int64_t after, size_t max,
 int ferry_pg_unlisted_dirs(struct ferry_pg *pg, int64_t after, size_t max,
                            struct ferry_pg_page *page);
 
-/* What the run under way of the found job was given by its first host
- * (a run's join is refused when this host's differ): its selection
- * (*selection NULL when none is recorded for its gen yet, else malloc'd)
- * and its --max-delete (*has_limit false when no host with --delete
- * joined it yet; -1: none). */
-int ferry_pg_dry_gen_options(struct ferry_pg *pg, char **selection,
-                             bool *has_limit, int64_t *limit);
+/* The found job as a run's join would find it: *over, nothing left to do
+ * (the run begins a new scan: JOB_OVER); and what its run under way was
+ * given by its first host (a join is refused when this host's differ):
+ * its selection (*selection NULL when none is recorded for its gen yet,
+ * else malloc'd) and its --max-delete (*has_limit false when no host with
+ * --delete joined it yet; -1: none). */
+int ferry_pg_dry_job_state(struct ferry_pg *pg, bool *over, char **selection,
+                           bool *has_limit, int64_t *limit);
 
 /* -n --delete (src/shared/dryrun.c): which rows a run would mark removed
  * is known once its whole scan is over, so a dry run keeps the ids of the

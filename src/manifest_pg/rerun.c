@@ -19,19 +19,7 @@ bool ferry_pg_src_differs(const struct ferry_pg *pg)
         return pg->src_differs;
 }
 
-/* Job j (an SQL expression) has nothing left to do: no directory to list,
- * no listed one whose metadata is to apply, no file pending (what failed
- * is not work left), no deletion under a live claim (delete.c: a host
- * deleting a file SRC has again would delete the next gen's copy). */
 /* clang-format off */
-#define JOB_OVER(j) \
-        " NOT EXISTS (SELECT 1 FROM dirs WHERE job = " j " AND (list_state = " \
-        MF_SQL_INT(PG_LIST_PENDING) " OR (state = " \
-        MF_SQL_INT(PG_META_TO_APPLY) " AND list_state = " \
-        MF_SQL_INT(PG_LISTED) ") OR lease_until >= now()))" \
-        " AND NOT EXISTS (SELECT 1 FROM files WHERE job = " j " AND (state = " \
-        MF_SQL_INT(MF_ST_PENDING) " OR (state = " \
-        MF_SQL_INT(MF_ST_REMOVED) " AND lease_until >= now())))"
 /* The CTE r: SRC's root of job job, at the gen of from, back on the scan
  * queue with its metadata to apply. */
 #define ROOT_AGAIN(from, job, gen) \

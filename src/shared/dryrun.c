@@ -272,8 +272,6 @@ static int find_job(struct shared *s, struct dry *d)
         struct ferry_pg_job_info *info = NULL;
         size_t n = 0;
         int rc = ferry_pg_jobs(s->pg, s->opt->job_name, &info, &n);
-        d->over = n && !info[0].files_pending && !info[0].dirs_to_list &&
-                  !info[0].meta_to_apply;
         ferry_pg_jobs_free(info, n);
         if (rc)
                 return shared_pg_fail(s, rc);
@@ -303,10 +301,6 @@ static int find_job(struct shared *s, struct dry *d)
         if (rc)
                 return shared_pg_fail(s, rc);
         d->job = true;
-        /* the start of the run's scan generation, or of the next one a
-         * run of a job that is over would begin (now) */
-        d->cc.written_since =
-                d->over ? (int64_t)time(NULL) : ferry_pg_job_created(s->pg);
         return 0;
 }
 
@@ -424,22 +418,27 @@ static int under_way(struct shared *s, struct dry *d)
                   : each_row(s, d, ferry_pg_unlisted_dirs, on_unlisted, &at);
 }
 
-/* A run under way: this host's selection and --max-delete must be its
- * own, as a run's join requires (shared_select_join, shared_delete_join);
- * 0 or s's failure. */
-static int same_options(struct shared *s)
+/* The job found: whether its run is over (a run would begin a new scan)
+ * as a join decides it; if not, this host's selection and --max-delete
+ * must be the run's, as a join requires (shared_select_join,
+ * shared_delete_join). Then the start of the run's scan generation, or of
+ * the next one (now). 0 or s's failure. */
+static int job_state(struct shared *s, struct dry *d)
 {
         char *sel = NULL;
         bool has_limit = false;
         int64_t limit = -1;
-        int rc = ferry_pg_dry_gen_options(s->pg, &sel, &has_limit, &limit);
+        int rc = ferry_pg_dry_job_state(s->pg, &d->over, &sel, &has_limit,
+                                        &limit);
         if (rc)
                 rc = shared_pg_fail(s, rc);
-        if (!rc)
+        if (!rc && !d->over)
                 rc = shared_select_dry(s, sel);
-        if (!rc && has_limit && s->opt->delete_removed)
+        if (!rc && !d->over && has_limit && s->opt->delete_removed)
                 rc = shared_delete_limit_check(s, limit);
         free(sel);
+        d->cc.written_since =
+                d->over ? (int64_t)time(NULL) : ferry_pg_job_created(s->pg);
         return rc;
 }
 
@@ -472,7 +471,7 @@ int shared_dry_run(struct shared *s)
         };
         if (open_roots(s) || find_job(s, &d))
                 return s->code;
-        if (d.job && !d.over && same_options(s))
+        if (d.job && job_state(s, &d))
                 return s->code;
         d.delete = d.job && s->opt->delete_removed;
         int prc = d.delete ? ferry_pg_dry_seen_begin(s->pg) : 0;

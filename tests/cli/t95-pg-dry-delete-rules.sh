@@ -19,6 +19,10 @@
 #    files listed, exit 24 (gone, not a scan error);
 #  - a run under way with a directory whose listing failed (psql): listed
 #    again, as a joining run does; the file gone elsewhere listed;
+#  - a job whose only work left is another host's deletion under a live
+#    lease (psql): not over, as a join finds it (its run goes on, no new
+#    scan), so a new file in SRC is not listed; once the lease is gone,
+#    it is;
 #  - a run under way whose first host gave --exclude zz and --max-delete 3
 #    (psql keeps them for the gen): -n with the same options is accepted;
 #    without --exclude, or with another --max-delete, refused with exit 1
@@ -138,6 +142,22 @@ sql "UPDATE ferry.dirs SET list_state = 2, error = 'cannot read directory: Permi
 rm sF/a/f1
 pair "under way, b's listing failed" 0 F sF dF
 check "... a/f1 listed alone" test "$(cat "$T/dry")" = "deleting a/f1"
+
+# ---- a deletion under another host's live lease ------------------------------------------
+mkdir -p sH/a
+for i in 1 2 3; do echo "h $i" >"sH/a/f$i"; done
+setup H sH dH
+echo new >sH/a/new
+sql "UPDATE ferry.files SET state = 5, lease_until = now() + interval '1 hour',
+	claim_token = 1 WHERE job = $(jid H) AND name = convert_to('f2', 'UTF8')" >/dev/null
+run fy --job-name H -n sH dH
+check "-n while another host's deletion holds a lease: exit 0 (got $RC), a/new not listed" \
+	eval 'test "$RC" = 0 && ! grep -q "a/new" "$LOG/out"' || show "$LOG/out" "$LOG/err"
+sql "UPDATE ferry.files SET lease_until = NULL, claim_token = NULL WHERE job = $(jid H)
+	AND name = convert_to('f2', 'UTF8')" >/dev/null
+run fy --job-name H -n sH dH
+check "... the lease gone: the run is over, a new scan lists a/new" \
+	eval 'test "$RC" = 0 && grep -qx "a/new" "$LOG/out"' || show "$LOG/out" "$LOG/err"
 
 # ---- a run under way: its selection and --max-delete ------------------------------------
 mkdir -p sG/a
