@@ -288,14 +288,14 @@ static int copy_once(struct ferry_copier *c, const char *name,
         /* a chunked file's temp stays for a resume, unless SRC changed
          * or the job is shared: no pass of one removes a temp nobody
          * resumes, so a host removes its own when its copy stops or fails
-         * (one killed leaves it: the next claim of the row adopts it from
-         * the chunks recorded, copy_chunks.c, or replaces it); but not
-         * past its fence: the row may be another claim's by then, and the
-         * name that claim's temp */
-        bool fenced = c->cfg.foreign_rows && ferry_copier_fenced(&c->cfg);
+         * (one killed leaves it: the next claim of the row adopts its
+         * chunks, copy_chunks.c, or replaces it). Past its fence too:
+         * should the name be the next claim's temp by then, that claim's
+         * rename finds nothing and it copies again, where a temp of this
+         * host's left under the name would be installed as its copy. */
         if (c->cfg.foreign_rows)
                 keep = false;
-        if ((rc || *changed) && !(keep && !*changed) && !fenced)
+        if ((rc || *changed) && !(keep && !*changed))
                 ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
 out:
         ferry_copier_unborrow(c);

@@ -163,7 +163,7 @@ static int owner_loop(struct job *j, struct stream *s, XXH3_state_t *whole,
  * the plan resumes it from then on. */
 static int new_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                     const struct ferry_item *it, const char *tmp, bool sparse,
-                    int *out, const struct step **step)
+                    uint64_t room, int *out, const struct step **step)
 {
         struct ferry_stat t;
         *step = &S_CREATE;
@@ -176,7 +176,7 @@ static int new_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
          * after hours of copying; no fallocate (see the head comment) */
         *step = &S_WRITE;
         if (!sparse)
-                rc = ferry_fsio_room(*out, it->st.size);
+                rc = ferry_fsio_room(*out, room);
         if (!rc) /* the size exact, a sparse file's holes kept */
                 rc = ferry_fsio_ftruncate(*out, (off_t)it->st.size);
         *step = &S_FSYNC;
@@ -192,25 +192,41 @@ static int new_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
         return 0;
 }
 
+/* The bytes of chunk i of a file of size bytes: its offset, its end. */
+static void chunk_span(const struct ferry_chunk_plan *plan, uint64_t size,
+                       uint32_t i, uint64_t *off, uint64_t *end)
+{
+        *off = (uint64_t)i * plan->chunk_size;
+        *end = *off + plan->chunk_size > size ? size : *off + plan->chunk_size;
+}
+
 /* Another host's temp file (plan->tmp_any_dev), open as old: its done
  * chunks are copied into a new temp of this copy's own under the same
  * name, and the old inode let go. That host, cut off past its lease but
  * alive, may still write a last block into the temp it holds open: it
- * never reaches the file this copy installs. A chunk the old temp cannot
- * give is copied from SRC instead, and each one kept is read back
- * against its recorded hash later, as any chunk of an earlier run. */
+ * never reaches the file this copy installs. Each chunk copied is
+ * punched out of the old inode, so DST needs room for the new file less
+ * what the old one held, as a resume in place would. A chunk the old
+ * temp cannot give is copied from SRC instead, and each one kept is read
+ * back against its recorded hash later, as any chunk of an earlier run. */
 static int adopt_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                       const struct ferry_item *it, const char *tmp, bool sparse,
                       int old, int *out, const struct step **step)
 {
+        uint64_t held = 0, off, end;
+        for (uint32_t i = 0; i < plan->n; i++)
+                if (plan->chunks[i].state == CH_DONE) {
+                        chunk_span(plan, it->st.size, i, &off, &end);
+                        held += end - off;
+                }
         ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
-        int rc = new_temp(c, plan, it, tmp, sparse, out, step);
+        int rc = new_temp(c, plan, it, tmp, sparse, it->st.size - held, out,
+                          step);
         for (uint32_t i = 0; !rc && i < plan->n; i++) {
                 if (plan->chunks[i].state != CH_DONE)
                         continue;
-                uint64_t off = (uint64_t)i * plan->chunk_size,
-                         end = off + plan->chunk_size;
-                end = end > it->st.size ? it->st.size : end;
+                chunk_span(plan, it->st.size, i, &off, &end);
+                uint64_t start = off;
                 while (off < end && !rc) {
                         size_t want = end - off < c->buf_size
                                               ? (size_t)(end - off)
@@ -231,6 +247,12 @@ static int adopt_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                                 rc = ECANCELED;
                         }
                 }
+                /* (where holes cannot be punched, the old inode's room
+                 * comes back when it is let go) */
+                if (!rc)
+                        (void)fallocate(
+                                old, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                (off_t)start, (off_t)(end - start));
         }
         return rc;
 }
@@ -270,7 +292,7 @@ static int open_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
         plan->resume = false;
         for (uint32_t i = 0; i < plan->n; i++)
                 plan->chunks[i].state = CH_TODO;
-        return new_temp(c, plan, it, tmp, sparse, out, step);
+        return new_temp(c, plan, it, tmp, sparse, it->st.size, out, step);
 }
 
 /* A descriptor of its own on SRC's file for a helper stream, so that the

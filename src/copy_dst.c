@@ -20,6 +20,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,9 +132,36 @@ int ferry_copier_create_temp(struct ferry_copier *c, const char *tmp, int *fd)
         return ferry_copier_create_temp_as(c, tmp, O_WRONLY, fd);
 }
 
+#ifdef FERRY_TESTING
+/* Test builds: with FERRY_TEST_CREATE_STOP=PATH, the first temp file's
+ * creation makes PATH and stops the whole process (SIGSTOP: no lease is
+ * renewed either) until a SIGCONT (t96: a host stalled here past its
+ * lease while another copies the file). */
+static void create_wait(void)
+{
+        static atomic_bool done;
+        const char *p = getenv("FERRY_TEST_CREATE_STOP");
+        if (!p || atomic_exchange(&done, true))
+                return;
+        int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0)
+                close(fd);
+        raise(SIGSTOP);
+}
+#else
+static void create_wait(void)
+{
+}
+#endif
+
 int ferry_copier_create_temp_as(struct ferry_copier *c, const char *tmp,
                                 int access, int *fd)
 {
+        create_wait();
+        /* a shared job's claim past its fence may be another's: the name
+         * may be that claim's temp, neither replaced nor made again */
+        if (ferry_copier_fenced(&c->cfg))
+                return ECANCELED;
         const int flags = access | O_CREAT | O_EXCL | O_NOFOLLOW;
         mode_t mode = c->cfg.meta.perms ? 0600 : 0666 & ~c->cfg.meta.umask;
         int rc = ferry_fsio_openat(c->dst_dir, tmp, flags, mode, fd);
@@ -140,6 +169,8 @@ int ferry_copier_create_temp_as(struct ferry_copier *c, const char *tmp,
                 rc = ferry_fsio_openat(c->dst_dir, tmp, flags, mode, fd);
         if (rc != EEXIST)
                 return rc;
+        if (ferry_copier_fenced(&c->cfg))
+                return ECANCELED;
         ferry_fsio_unlinkat(c->dst_dir, tmp, 0);
         return ferry_fsio_openat(c->dst_dir, tmp, flags, mode, fd);
 }

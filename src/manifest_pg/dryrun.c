@@ -224,8 +224,10 @@ static int options_step(struct ferry_pg *pg, void *arg)
                          " convert_to(selection, 'UTF8') END,"
                          " (del_gen IS NOT DISTINCT FROM gen)::int::int8,"
                          " coalesce(del_limit, -1),"
-                         " (" JOB_OVER("$1") ")::int::int8"
-                                             " FROM jobs WHERE id = $1",
+                         " (EXISTS (SELECT 1 FROM dirs WHERE job = $1"
+                         " AND parent IS NULL) AND" JOB_OVER(
+                                 "$1") ")::int::int8"
+                                       " FROM jobs WHERE id = $1",
                          &p, &r, "job's options");
         pg_params_release(&p);
         if (rc)

@@ -44,7 +44,8 @@ int ferry_pg_unlisted_dirs(struct ferry_pg *pg, int64_t after, size_t max,
                            struct ferry_pg_page *page);
 
 /* The found job as a run's join would find it: *over, nothing left to do
- * (the run begins a new scan: JOB_OVER); and what its run under way was
+ * (the run begins a new scan: rerun.c's test, its root listed once and
+ * JOB_OVER); and what its run under way was
  * given by its first host (a join is refused when this host's differ):
  * its selection (*selection NULL when none is recorded for its gen yet,
  * else malloc'd) and its --max-delete (*has_limit false when no host with
