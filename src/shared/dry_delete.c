@@ -85,17 +85,6 @@ static bool ours(struct shared *s, const char *dir, const char *name,
         return false;
 }
 
-/* Whether DST holds an entry at dir/name (delete.c's dst_has). */
-static bool dst_has(struct shared *s, const char *dir, const char *name)
-{
-        int dfd = -1, rc = ferry_fsio_open_dir(s->dstfd, dir, &dfd);
-        struct ferry_stat st;
-        if (!rc)
-                rc = ferry_fsio_statat(dfd, name, &st);
-        ferry_fsio_close(&dfd);
-        return rc != ENOENT && rc != ENOTDIR;
-}
-
 /* Row r, not removed yet, is one the selection leaves out: a run keeps it
  * (shared_select_keep), neither counted nor deleted. */
 static bool select_keeps(struct shared *s, const struct ferry_pg_row *r)
@@ -134,7 +123,7 @@ static void would_delete(struct dry_del *dd, const char *dir, const char *name,
         }
         if (s->opt->max_delete >= 0 &&
             s->sum->files_deleted >= (uint64_t)s->opt->max_delete &&
-            dst_has(s, dir, name)) {
+            shared_dst_has(s, dir, name)) {
                 char why[64];
                 snprintf(why, sizeof(why), "--max-delete %lld reached",
                          (long long)s->opt->max_delete);
