@@ -206,7 +206,9 @@ static bool keep(struct del_pass *dp, const char *dir, const char *name,
         return shared_delete_keeps(dp->s, &dp->keep, dir, name, is_dir);
 }
 
-bool shared_dst_has(const struct shared *s, const char *dir, const char *name)
+/* Whether DST holds an entry at dir/name (an error other than its
+ * absence: yes). */
+static bool dst_has(const struct shared *s, const char *dir, const char *name)
 {
         int dfd = -1, rc = ferry_fsio_open_dir(s->dstfd, dir, &dfd);
         struct ferry_stat st;
@@ -230,7 +232,7 @@ static bool held(struct del_pass *dp, struct ferry_treework *tw,
                 return false;
         if (dp->used + ferry_treework_pending(tw) >= dp->share)
                 ferry_treework_drain(tw);
-        if (dp->used < dp->share || !shared_dst_has(dp->s, dir, name))
+        if (dp->used < dp->share || !dst_has(dp->s, dir, name))
                 return false;
         char why[64];
         snprintf(why, sizeof(why), "--max-delete %lld reached",

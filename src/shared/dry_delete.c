@@ -50,6 +50,10 @@ struct dry_del {
         bool refused;
         uint64_t held;
         uint64_t to_delete, done_gone; /* the first pass's */
+        /* DST's directory of the last row listed (rows come in id order:
+         * a directory's together), derr why it is not open */
+        char *at;
+        int dfd, derr;
 };
 
 static void say(struct shared *s, enum ferry_event ev, const char *dir,
@@ -58,20 +62,31 @@ static void say(struct shared *s, enum ferry_event ev, const char *dir,
         shared_event(s, ev, dir, strlen(dir), name, strlen(name), what, NULL);
 }
 
+/* DST's entry dir/name into *st: 0 or why not (ENOENT, ENOTDIR: none),
+ * the directory opened once for its rows. */
+static int dst_stat(struct dry_del *dd, const char *dir, const char *name,
+                    struct ferry_stat *st)
+{
+        if (!dd->at || strcmp(dd->at, dir)) {
+                ferry_fsio_close(&dd->dfd);
+                free(dd->at);
+                if (!(dd->at = strdup(dir)))
+                        return ENOMEM;
+                dd->derr = ferry_fsio_open_dir(dd->s->dstfd, dir, &dd->dfd);
+        }
+        return dd->derr ? dd->derr : ferry_fsio_statat(dd->dfd, name, st);
+}
+
 /* Whether the run would find its copy at dir/name (true), an entry ferry
  * did not put there or changed since (said, false), or nothing to delete
  * (no entry, a directory: false). */
-static bool ours(struct shared *s, const char *dir, const char *name,
+static bool ours(struct dry_del *dd, const char *dir, const char *name,
                  const struct ferry_pg_row *r)
 {
+        struct shared *s = dd->s;
         struct ferry_stat st;
-        int dfd = -1;
-        if (ferry_fsio_open_dir(s->dstfd, dir, &dfd) ||
-            ferry_fsio_statat(dfd, name, &st) || S_ISDIR(st.mode)) {
-                ferry_fsio_close(&dfd);
+        if (dst_stat(dd, dir, name, &st) || S_ISDIR(st.mode))
                 return false;
-        }
-        ferry_fsio_close(&dfd);
         struct ferry_dst_rec rec = {
                 .type = (enum ferry_ftype)r->dst_type,
                 .size = r->dst_size,
@@ -116,14 +131,17 @@ static void would_delete(struct dry_del *dd, const char *dir, const char *name,
         if (shared_delete_keeps(s, &dd->keep, dir, name, false))
                 return;
         if (dd->refused) {
-                if (ours(s, dir, name, r))
+                if (ours(dd, dir, name, r))
                         say(s, FERRY_EV_WOULD_DELETE, dir, name,
                             "--delete refused");
                 return;
         }
+        /* past the limit, any entry DST holds is kept (delete.c, held) */
+        struct ferry_stat st;
+        int err = 0;
         if (s->opt->max_delete >= 0 &&
             s->sum->files_deleted >= (uint64_t)s->opt->max_delete &&
-            shared_dst_has(s, dir, name)) {
+            (err = dst_stat(dd, dir, name, &st)) != ENOENT && err != ENOTDIR) {
                 char why[64];
                 snprintf(why, sizeof(why), "--max-delete %lld reached",
                          (long long)s->opt->max_delete);
@@ -131,7 +149,7 @@ static void would_delete(struct dry_del *dd, const char *dir, const char *name,
                 dd->held++;
                 return;
         }
-        if (!ours(s, dir, name, r))
+        if (!ours(dd, dir, name, r))
                 return;
         s->sum->files_deleted++;
         say(s, FERRY_EV_WOULD_DELETE, dir, name, NULL);
@@ -195,7 +213,7 @@ int shared_dry_delete(struct shared *s, bool over, uint64_t new_done)
         int rc = ferry_pg_dry_removed_check(s->pg, over, &k);
         if (rc)
                 return shared_pg_fail(s, rc);
-        struct dry_del dd = {.s = s};
+        struct dry_del dd = {.s = s, .dfd = -1};
         if ((rc = each_removed(&dd, over)))
                 return rc;
         k.seen = k.seen || s->sum->files_seen;
@@ -218,6 +236,8 @@ int shared_dry_delete(struct shared *s, bool over, uint64_t new_done)
         dd.listing = true;
         rc = each_removed(&dd, over);
         shared_keep_release(&dd.keep);
+        ferry_fsio_close(&dd.dfd);
+        free(dd.at);
         if (rc || !dd.held)
                 return rc;
         s->delete_held = true;

@@ -240,9 +240,6 @@ int shared_keep_init(const struct shared *s, struct shared_keep *k);
 bool shared_delete_keeps(const struct shared *s, struct shared_keep *k,
                          const char *dir, const char *name, bool is_dir);
 void shared_keep_release(struct shared_keep *k);
-/* delete.c: whether DST holds an entry at dir/name (an error other than
- * its absence: yes). */
-bool shared_dst_has(const struct shared *s, const char *dir, const char *name);
 /* delete.c: why SRC looks replaced or emptied to k, the guard's counts
  * (coord/guard.c's source_suspect, for the whole job); false when it
  * does not. */
