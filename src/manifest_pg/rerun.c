@@ -50,15 +50,17 @@ static const char new_src_sql[] =
         " sim AS (SELECT count(*) AS total, count(*) FILTER (WHERE"
         " n = ANY($4::text[])) AS kept FROM top),"
         " over AS (SELECT" JOB_OVER("j.id") " AS ok FROM j),"
+        " take AS (SELECT over.ok AND sim.total > 0"
+        " AND sim.kept * 2 >= sim.total AS ok FROM over, sim),"
         " u AS (UPDATE jobs SET src_fp = $2, gen = jobs.gen + 1,"
-        " gen_started = now() FROM j, sim, over WHERE jobs.id = j.id"
-        " AND $5::int8 = 0 AND jobs.gen = j.gen AND over.ok AND sim.total > 0"
-        " AND sim.kept * 2 >= sim.total"
+        " gen_started = now() FROM j, take WHERE jobs.id = j.id"
+        " AND $5::int8 = 0 AND jobs.gen = j.gen AND take.ok"
         " RETURNING jobs.id, jobs.gen)," ROOT_AGAIN("u", "u.id", "u.gen")
         " SELECT (SELECT count(*) FROM u)::int8, coalesce((SELECT kept FROM"
         " sim), 0)::int8, coalesce((SELECT total FROM sim), 0)::int8,"
         " coalesce((SELECT ok FROM over), false)::int::int8,"
-        " (SELECT count(*) FROM r)::int8";
+        " (SELECT count(*) FROM r)::int8,"
+        " coalesce((SELECT ok FROM take), false)::int::int8";
 /* clang-format on */
 
 struct new_src_args {
@@ -68,7 +70,8 @@ struct new_src_args {
         bool taken;
         int64_t kept, total;
         bool over;
-        bool dry; /* a dry run's: changes nothing */
+        bool would; /* the rule says take it (a dry run's answer) */
+        bool dry;   /* a dry run's: changes nothing */
 };
 
 static int new_src_step(struct ferry_pg *pg, void *arg)
@@ -90,6 +93,7 @@ static int new_src_step(struct ferry_pg *pg, void *arg)
         a->kept = pg_get_i64(r, 0, 1);
         a->total = pg_get_i64(r, 0, 2);
         a->over = pg_get_i64(r, 0, 3) != 0;
+        a->would = pg_get_i64(r, 0, 5) != 0;
         PQclear(r);
         return 0;
 }
@@ -114,6 +118,14 @@ static void not_taken(struct ferry_pg *pg, const struct new_src_args *a,
                         was, (long long)a->kept, (long long)a->total);
 }
 
+/* Asks new_src_sql (a dry run's: changing nothing); *was: the join's
+ * refusal, kept for not_taken. */
+static int ask(struct ferry_pg *pg, struct new_src_args *a, char *was)
+{
+        snprintf(was, sizeof(pg->errmsg), "%s", pg->errmsg);
+        return pg_retry(pg, new_src_step, a);
+}
+
 int ferry_pg_job_new_src(struct ferry_pg *pg, const char *name,
                          const char *src_fp, const char *dst_fp,
                          const char *const *names, size_t n, bool *taken)
@@ -124,8 +136,7 @@ int ferry_pg_job_new_src(struct ferry_pg *pg, const char *name,
                                  .names = names,
                                  .n = n};
         char was[sizeof(pg->errmsg)];
-        snprintf(was, sizeof(was), "%s", pg->errmsg);
-        int rc = pg_retry(pg, new_src_step, &a);
+        int rc = ask(pg, &a, was);
         *taken = a.taken;
         if (rc || a.taken)
                 return rc;
@@ -145,12 +156,10 @@ int ferry_pg_job_find_new_src(struct ferry_pg *pg, const char *name,
                                  .n = n,
                                  .dry = true};
         char was[sizeof(pg->errmsg)];
-        snprintf(was, sizeof(was), "%s", pg->errmsg);
-        int rc = pg_retry(pg, new_src_step, &a);
+        int rc = ask(pg, &a, was);
         if (rc)
                 return rc;
-        /* the rule of new_src_sql's UPDATE */
-        if (a.over && a.total > 0 && a.kept * 2 >= a.total)
+        if (a.would)
                 return pg_job_find_any_src(pg, name, dst_fp);
         not_taken(pg, &a, was);
         return FERRY_EPATH;
