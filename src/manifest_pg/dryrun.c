@@ -175,21 +175,10 @@ static int removed_step(struct ferry_pg *pg, void *arg)
         pg_param_int(&p, (int64_t)a->max);
         rc = pg_exec(pg, removed_sql, &p, &r, "dry run's removed rows");
         pg_params_release(&p);
-        if (rc)
+        if (rc || (rc = pg_page_of_result(pg, r, a->page)))
                 return rc;
-        size_t n = (size_t)PQntuples(r);
-        struct ferry_pg_row *rows = n ? calloc(n, sizeof(*rows)) : NULL;
-        if (n && !rows) {
-                PQclear(r);
-                return pg_fail(pg, "out of memory");
-        }
-        for (size_t i = 0; i < n; i++) {
-                pg_get_row(r, (int)i, &rows[i]);
-                rows[i].state = (int)pg_get_i64(r, (int)i, 18);
-        }
-        a->page->n = n;
-        a->page->rows = rows;
-        a->page->res = r;
+        for (size_t i = 0; i < a->page->n; i++)
+                a->page->rows[i].state = (int)pg_get_i64(r, (int)i, 18);
         return 0;
 }
 

@@ -109,6 +109,12 @@ int pg_job_check_fps(struct ferry_pg *pg, const char *name, const PGresult *r,
         MF_SQL_INT(MF_ST_REMOVED) " AND lease_until >= now())))"
 /* clang-format on */
 
+/* verify.c: page's rows from r (columns 0-17 as pg_get_row reads them;
+ * the page owns r, cleared at once when it has no row); 0, or the
+ * failure of no memory (r cleared). */
+struct ferry_pg_page;
+int pg_page_of_result(struct ferry_pg *pg, PGresult *r,
+                      struct ferry_pg_page *page);
 /* verify.c: ferry_pg_job_find of job name with DST dst_fp, whatever its
  * SRC's fingerprint (rerun.c: one a run would take as the job's new SRC). */
 int pg_job_find_any_src(struct ferry_pg *pg, const char *name,

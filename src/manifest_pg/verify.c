@@ -142,8 +142,24 @@ static int page_step(struct ferry_pg *pg, void *arg)
                                                    : unlisted_dirs_sql,
                          &p, &r, "read of rows");
         pg_params_release(&p);
-        if (rc)
+        if (rc || (rc = pg_page_of_result(pg, r, a->page)))
                 return rc;
+        struct ferry_pg_row *rows = a->page->rows;
+        for (size_t i = 0; i < a->page->n; i++) {
+                if (a->kind == PAGE_DONE)
+                        rows[i].hash =
+                                pg_get_bytes(r, (int)i, 18, &rows[i].hash_len);
+                if (a->kind == PAGE_PENDING) {
+                        rows[i].nlink = (uint64_t)pg_get_i64(r, (int)i, 18);
+                        rows[i].unmarked = pg_get_i64(r, (int)i, 19) != 0;
+                }
+        }
+        return 0;
+}
+
+int pg_page_of_result(struct ferry_pg *pg, PGresult *r,
+                      struct ferry_pg_page *page)
+{
         size_t n = (size_t)PQntuples(r);
         if (n == 0) {
                 PQclear(r);
@@ -154,19 +170,11 @@ static int page_step(struct ferry_pg *pg, void *arg)
                 PQclear(r);
                 return pg_fail(pg, "out of memory");
         }
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n; i++)
                 pg_get_row(r, (int)i, &rows[i]);
-                if (a->kind == PAGE_DONE)
-                        rows[i].hash =
-                                pg_get_bytes(r, (int)i, 18, &rows[i].hash_len);
-                if (a->kind == PAGE_PENDING) {
-                        rows[i].nlink = (uint64_t)pg_get_i64(r, (int)i, 18);
-                        rows[i].unmarked = pg_get_i64(r, (int)i, 19) != 0;
-                }
-        }
-        a->page->n = n;
-        a->page->rows = rows;
-        a->page->res = r;
+        page->n = n;
+        page->rows = rows;
+        page->res = r;
         return 0;
 }
 
