@@ -118,6 +118,25 @@ int ferry_pg_dry_seen(struct ferry_pg *pg, const int64_t *ids, size_t n)
         return pg_retry(pg, seen_step, &a);
 }
 
+/* Runs sql with $1 the job, $2 over, and when paging, $3 after and $4
+ * max (page: the table must still be this connection's). */
+static int dry_exec(struct ferry_pg *pg, const char *sql, bool over,
+                    const int64_t *page, PGresult **r, const char *what)
+{
+        int rc = page ? same_conn(pg) : 0;
+        if (rc)
+                return rc;
+        struct pg_params p;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_int(&p, over);
+        for (int i = 0; page && i < 2; i++)
+                pg_param_int(&p, page[i]);
+        rc = pg_exec(pg, sql, &p, r, what);
+        pg_params_release(&p);
+        return rc;
+}
+
 struct check_args {
         bool over;
         struct ferry_pg_delete_check *out;
@@ -126,16 +145,9 @@ struct check_args {
 static int check_step(struct ferry_pg *pg, void *arg)
 {
         struct check_args *a = arg;
-        int rc = same_conn(pg);
-        if (rc)
-                return rc;
-        struct pg_params p;
         PGresult *r = NULL;
-        pg_params_init(&p);
-        pg_param_int(&p, pg->job);
-        pg_param_int(&p, a->over);
-        rc = pg_exec(pg, check_sql, &p, &r, "dry run's delete check");
-        pg_params_release(&p);
+        int rc = dry_exec(pg, check_sql, a->over, NULL, &r,
+                          "dry run's delete check");
         if (rc)
                 return rc;
         a->out->complete = true;
@@ -163,18 +175,10 @@ struct removed_args {
 static int removed_step(struct ferry_pg *pg, void *arg)
 {
         struct removed_args *a = arg;
-        int rc = same_conn(pg);
-        if (rc)
-                return rc;
-        struct pg_params p;
+        int64_t page[2] = {a->after, (int64_t)a->max};
         PGresult *r = NULL;
-        pg_params_init(&p);
-        pg_param_int(&p, pg->job);
-        pg_param_int(&p, a->over);
-        pg_param_int(&p, a->after);
-        pg_param_int(&p, (int64_t)a->max);
-        rc = pg_exec(pg, removed_sql, &p, &r, "dry run's removed rows");
-        pg_params_release(&p);
+        int rc = dry_exec(pg, removed_sql, a->over, page, &r,
+                          "dry run's removed rows");
         if (rc || (rc = pg_page_of_result(pg, r, a->page)))
                 return rc;
         for (size_t i = 0; i < a->page->n; i++)
