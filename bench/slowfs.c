@@ -38,7 +38,9 @@
  * exact totals.
  *
  * The --writable operations are in slowfs_rw.c, the writing of
- * --stats-file in slowfs_stats.c, what they share in slowfs.h.
+ * --stats-file in slowfs_stats.c, what they share in slowfs.h. Lookups
+ * and readdirs of one directory run in parallel, as on a share's client
+ * (slowfs_init.c works around libfuse before 3.17.1 not asking for it).
  *
  * Inode numbers are passed through (use_ino), so tools still see hardlinks.
  * Attributes and entries are cached for 1 s, as CIFS does by default; pass
@@ -376,6 +378,10 @@ static int serve(struct fuse_args *args, struct slowfs *fs)
                 goto out;
         if (fuse_mount(f, opts.mountpoint) != 0)
                 goto out;
+        if (slowfs_parallel_dirops(f) != 0) {
+                fuse_unmount(f);
+                goto out;
+        }
         if (fuse_daemonize(opts.foreground) == 0 &&
             fuse_set_signal_handlers(fuse_get_session(f)) == 0) {
                 rc = run_loop(f, fs, opts.singlethread) == 0 ? 0 : 1;

@@ -81,4 +81,8 @@ void slowfs_stats_final(struct slowfs *fs);
 /* --writable: adds the operations that write to ops. */
 void slowfs_add_rw_ops(struct fuse_operations *ops);
 
+/* Between fuse_mount() and the loop: the kernel may send the lookups and
+ * readdirs of one directory in parallel (slowfs_init.c). 0 or -errno. */
+int slowfs_parallel_dirops(struct fuse *f);
+
 #endif
