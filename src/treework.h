@@ -142,4 +142,11 @@ void ferry_treework_free(struct ferry_treework *tw);
  * tree work was stopped meanwhile. */
 void ferry_treework_run(struct ferry_tree_job *t);
 
+/* The probe's verdict after probed jobs run on the calling thread took
+ * probe_ns in all: slow (the pool takes over, at once once their time
+ * passes the probe's budget), fast (all of the probe's jobs ran within
+ * it: the calling thread goes on, and probes again), or going on. */
+enum ferry_tree_probe { PROBE_GOING, PROBE_FAST, PROBE_SLOW };
+enum ferry_tree_probe ferry_treework_probe(long long probe_ns, unsigned probed);
+
 #endif

@@ -7,7 +7,8 @@
  * nested directories are all removed (a parent's rmdir after its
  * children's); every job comes back once, in the order it was added; a
  * done callback that says stop gets nothing more; a job keeps its own
- * copy of the directory row (the walk's chunk is gone when it runs).
+ * copy of the directory row (the walk's chunk is gone when it runs);
+ * the probe's verdict on the calling thread's jobs.
  */
 #define _GNU_SOURCE
 #include "unit.h"
@@ -287,6 +288,21 @@ static void test_pool_serves_again(void)
         teardown(&fx);
 }
 
+/* The probe hands the jobs to the pool as soon as its time passes its
+ * budget (32 jobs of 0.3 ms), not after its 32nd job: a SRC or DST at
+ * 5 ms a round trip gets the pool after 2 directories, not 32. */
+static void test_probe(void)
+{
+        const long long ms = 1000000;
+        CHECK_EQ(ferry_treework_probe(ms / 10, 1), PROBE_GOING);
+        CHECK_EQ(ferry_treework_probe(31 * ms / 10, 31), PROBE_GOING);
+        CHECK_EQ(ferry_treework_probe(32 * ms / 10, 32), PROBE_FAST);
+        CHECK_EQ(ferry_treework_probe(5 * ms, 1), PROBE_GOING);
+        CHECK_EQ(ferry_treework_probe(10 * ms, 2), PROBE_SLOW);
+        CHECK_EQ(ferry_treework_probe(10 * ms, 32), PROBE_SLOW);
+        CHECK_EQ(ferry_treework_probe(96 * ms / 10, 3), PROBE_SLOW);
+}
+
 int main(int argc, char **argv)
 {
         unit_init(argc, argv);
@@ -296,5 +312,6 @@ int main(int argc, char **argv)
         RUN(test_delete_nested);
         RUN(test_stop);
         RUN(test_pool_serves_again);
+        RUN(test_probe);
         return unit_done();
 }
