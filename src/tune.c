@@ -15,8 +15,15 @@
 #define TUNE_GAIN_DEAR 0.25
 #define TUNE_MOVED     0.35 /* a held rate this far off: the source changed */
 #define TUNE_MOVES     2    /* ... for this many intervals in a row */
-#define PROBE_EVERY    6    /* held intervals between probes */
-#define PROBE_STEP     1.5  /* a probe's factor; a climb's is 2 */
+/* A held rate that fell for TUNE_MOVES intervals while each unit of
+ * work took more than TUNE_SLOWER times as long as it did is a source
+ * whose round trip grew (a share at 200 us that went to 5 ms): the
+ * climb's first step multiplies the copies by that factor, the copies it
+ * takes to keep as many round trips in flight per second (Little's law),
+ * instead of doubling them. */
+#define TUNE_SLOWER 2.0
+#define PROBE_EVERY 6   /* held intervals between probes */
+#define PROBE_STEP  1.5 /* a probe's factor; a climb's is 2 */
 /* busy below this share of the limit: the copies lacked work (the scan
  * had not found enough), and the interval says nothing about the limit */
 #define STARVED 0.8
@@ -30,8 +37,11 @@ static double gain(unsigned n, unsigned m)
 /* n moved by factor f in direction dir, at least by one, within range. */
 static unsigned step(const struct ferry_tune *t, unsigned n, int dir, double f)
 {
-        /* rounded up going up, down going down; no libm in the library */
-        unsigned m = dir > 0 ? (unsigned)(n * f + 0.999) : (unsigned)(n / f);
+        /* rounded up going up, down going down; no libm in the library;
+         * a factor past the range (a unit of work 1000 times slower)
+         * stops at its top */
+        double x = dir > 0 ? n * f + 0.999 : n / f;
+        unsigned m = x >= t->hi ? t->hi : (unsigned)x;
         if (dir > 0 && m <= n)
                 m = n + 1;
         if (dir < 0 && m >= n)
@@ -53,18 +63,20 @@ static void set_cur(struct ferry_tune *t, unsigned n)
 static void hold(struct ferry_tune *t, unsigned n, double rate)
 {
         t->state = TUNE_HOLD;
+        if (n != t->held)
+                t->ref_time = 0; /* set by the first interval held */
         t->held = n;
         t->ref = rate;
         t->quiet = t->moved = 0;
         set_cur(t, n);
 }
 
-/* A climb from n (whose rate is rate) in direction dir; flipped: the
- * other direction was tried already. */
-static void climb(struct ferry_tune *t, unsigned n, double rate, int dir,
-                  bool flipped)
+/* A climb from n (whose rate is rate) in direction dir, its first step by
+ * factor f; flipped: the other direction was tried already. */
+static void climb_by(struct ferry_tune *t, unsigned n, double rate, int dir,
+                     bool flipped, double f)
 {
-        unsigned next = step(t, n, dir, 2.0);
+        unsigned next = step(t, n, dir, f);
         if (next == n && !flipped) {
                 dir = -dir; /* at a bound: the other way */
                 flipped = true;
@@ -81,6 +93,12 @@ static void climb(struct ferry_tune *t, unsigned n, double rate, int dir,
         t->best_n = n;
         t->best_rate = rate;
         set_cur(t, next);
+}
+
+static void climb(struct ferry_tune *t, unsigned n, double rate, int dir,
+                  bool flipped)
+{
+        climb_by(t, n, rate, dir, flipped, 2.0);
 }
 
 void ferry_tune_init(struct ferry_tune *t, unsigned lo, unsigned hi,
@@ -123,18 +141,28 @@ static void on_climb(struct ferry_tune *t, double rate)
         hold(t, t->best_n, t->best_rate > 0 ? t->best_rate : rate);
 }
 
-static void on_hold(struct ferry_tune *t, double rate)
+static void on_hold(struct ferry_tune *t, double rate, double busy)
 {
         double off = t->ref > 0 ? rate / t->ref - 1 : 0;
         off = off < 0 ? -off : off;
+        /* each unit of work's time, now over at the held limit */
+        double time = busy > 0 && rate > 0 ? busy / rate : 0;
+        double slower = time > 0 && t->ref_time > 0 ? time / t->ref_time : 0;
         if (off > TUNE_MOVED) {
                 if (++t->moved >= TUNE_MOVES) {
-                        climb(t, t->cur, rate, 1, false); /* re-adapt */
+                        /* re-adapt: as many more copies as each unit of
+                         * work got slower, or twice as many */
+                        bool grew = rate < t->ref && slower > TUNE_SLOWER;
+                        climb_by(t, t->cur, rate, 1, false,
+                                 grew ? slower : 2.0);
                         return;
                 }
         } else {
                 t->moved = 0;
                 t->ref = t->ref > 0 ? 0.7 * t->ref + 0.3 * rate : rate;
+                t->ref_time = t->ref_time > 0 && time > 0
+                                      ? 0.7 * t->ref_time + 0.3 * time
+                                      : time;
         }
         if (++t->quiet < PROBE_EVERY)
                 return;
@@ -170,7 +198,7 @@ unsigned ferry_tune_step(struct ferry_tune *t, double rate, double busy)
         t->intervals++;
         switch (t->state) {
         case TUNE_CLIMB: on_climb(t, rate); break;
-        case TUNE_HOLD: on_hold(t, rate); break;
+        case TUNE_HOLD: on_hold(t, rate, busy); break;
         case TUNE_PROBE: on_probe(t, rate); break;
         }
         return t->cur;

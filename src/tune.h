@@ -9,7 +9,9 @@
  * memory, by more than TUNE_GAIN_DEAR), then holds the best; every few
  * intervals it probes one step up or down (alternating) and keeps the step when
  * it pays; a rate that moves far from what the limit gave before (the source
- * slowed down or sped up) starts a climb again from where it is. Intervals in
+ * slowed down or sped up) starts a climb again from where it is, by as many
+ * times the copies as each unit of work got slower when its round trip
+ * grew (busy / rate: Little's law), else by doubling. Intervals in
  * which the workers lacked work (busy well below the limit) teach nothing about
  * the limit and are not judged: while the scan is what holds a run back,
  * more copies would only compete with it for the source.
@@ -43,6 +45,7 @@ struct ferry_tune {
         double best_rate;
         unsigned held;      /* TUNE_HOLD/PROBE: the limit held */
         double ref;         /* the held limit's rate (a moving average) */
+        double ref_time;    /* ... and busy / rate then: a unit's time */
         unsigned quiet;     /* intervals held since the last probe */
         unsigned moved;     /* intervals in a row far from ref */
         int probe_dir;      /* the next probe's direction */

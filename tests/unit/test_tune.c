@@ -124,6 +124,45 @@ static void test_readapts(void)
         CHECK(mean >= 0.85 * hump(8, 8));
 }
 
+/* Copies through a share: each has one round trip of lat in flight, and
+ * the machine completes at most cpu per unit of time. */
+static double share(unsigned n, double lat, double cpu)
+{
+        double r = n / lat;
+        return r < cpu ? r : cpu;
+}
+
+/* The share's round trip grows 25 times (200 us to 5 ms, bench/jauto's
+ * mid-run case): once the rate has moved for TUNE_MOVES intervals, the
+ * first step takes the copies up by as many times as each unit of work
+ * got slower, not by two: at the cap within 3 intervals of the change
+ * (doubling from 16 took 6). A slower source whose units of work take as
+ * long as before (fewer served at once) is climbed by doubling. */
+static void test_round_trip_grows(void)
+{
+        struct ferry_tune t;
+        ferry_tune_init(&t, 1, 256, 16);
+        for (int i = 0; i < 30; i++)
+                ferry_tune_step(&t, share(t.cur, 0.2, 80), t.cur);
+        CHECK(t.held >= 16 && t.held <= 32);
+        unsigned before = t.cur;
+        for (int i = 0; i < 3; i++)
+                ferry_tune_step(&t, share(t.cur, 5, 80), t.cur);
+        CHECK_EQ(t.cur, 256);
+        CHECK(t.cur > before);
+
+        ferry_tune_init(&t, 1, 256, 16);
+        for (int i = 0; i < 30; i++)
+                ferry_tune_step(&t, plateau(t.cur, 16), t.cur);
+        before = t.held;
+        CHECK(before >= 16 && before <= 32);
+        /* the rate halves at the same time per unit: fewer units served
+         * at once, so busy falls with it (not starved: all copies ran) */
+        ferry_tune_step(&t, plateau(t.cur, 16) / 2, t.cur);
+        ferry_tune_step(&t, plateau(t.cur, 16) / 2, t.cur);
+        CHECK(t.cur <= 2 * before);
+}
+
 /* Intervals in which the workers lacked work move nothing. */
 static void test_starved_not_judged(void)
 {
@@ -178,6 +217,7 @@ int main(int argc, char **argv)
         RUN(test_converges_on_hump_64);
         RUN(test_converges_low_and_high);
         RUN(test_readapts);
+        RUN(test_round_trip_grows);
         RUN(test_starved_not_judged);
         RUN(test_flat_noise_does_not_climb);
         RUN(test_range);
