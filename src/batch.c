@@ -6,6 +6,7 @@
 #include "batch.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,6 +85,7 @@ struct ferry_batch *ferry_batch_new(int work, size_t cap)
                 return NULL;
         b->msg.kind = MSG_BATCH;
         b->work = work;
+        b->given_back = SIZE_MAX; /* none, whatever n becomes */
         b->items = calloc(cap, sizeof(*b->items));
         if (!b->items) {
                 free(b);

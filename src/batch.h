@@ -158,6 +158,12 @@ struct ferry_batch {
         char *arena;
         size_t arena_len, arena_cap;
         struct ferry_batch *next; /* the coordinator's lists */
+        /* A single host's first pass (coord/handout.c): once the batch has
+         * run this long, its worker starts no more of its items and gives
+         * them back (R_NONE from given_back on) to be handed out again in
+         * batches sized for how slow items now are. 0: never. */
+        uint64_t give_back_ns;
+        size_t given_back; /* the first item given back; n: none */
 };
 
 /* Both return NULL when out of memory. Caller frees with the _free call. */

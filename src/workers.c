@@ -55,15 +55,29 @@ static uint64_t mono_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Items i on of b, not started: given back to the coordinator. */
+static bool give_back(struct ferry_batch *b, size_t i, uint64_t start)
+{
+        if (!b->give_back_ns || !i || mono_ns() - start < b->give_back_ns)
+                return false;
+        b->given_back = i;
+        for (; i < b->n; i++)
+                b->items[i].result = R_NONE;
+        return true;
+}
+
 static void run_batch(struct worker *w, struct ferry_batch *b)
 {
         struct ferry_workers *p = w->pool;
+        uint64_t start = mono_ns();
         for (size_t i = 0; i < b->n; i++) {
                 struct ferry_item *it = &b->items[i];
                 if (atomic_load(p->stop)) {
                         it->result = R_NONE;
                         continue;
                 }
+                if (give_back(b, i, start))
+                        return;
                 uint64_t t0 = mono_ns();
                 if (b->work & WORK_COPY)
                         ferry_copier_copy(w->copier, b, it);

@@ -17,10 +17,12 @@
  * coordinator's side: when to hand out, and to whom.
  */
 #define _GNU_SOURCE
+#include "chunks.h"
 #include "config.h"
 #include "internal.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* While the scan runs, scan results are committed for a hand-out at most
@@ -193,6 +195,29 @@ static bool ready_to_hand_out(struct coord *c)
         return !c->stop_code && !c->dirty;
 }
 
+/* A batch with a file copied in chunks (credit_resumed counts a resumed
+ * one's chunks once it is handed out) gives nothing back. The first pass
+ * hands given-back rows out again soon (note_low; beyond LOW_ROWS, the
+ * second pass does). */
+static bool has_plan(const struct ferry_batch *b)
+{
+        for (size_t i = 0; i < b->n; i++)
+                if (ferry_item_plan(b, &b->items[i]))
+                        return true;
+        return false;
+}
+
+static uint64_t give_back_ns(void)
+{
+#ifdef FERRY_TESTING
+        /* t97: every batch gives back all but its first item */
+        const char *env = getenv("FERRY_GIVE_BACK_NS");
+        if (env && *env)
+                return strtoull(env, NULL, 10);
+#endif
+        return (uint64_t)(GIVE_BACK_SECONDS * 1e9);
+}
+
 static bool handing_out(const struct coord *c)
 {
         return c->ho.hand_out && phase_hands_out(c->phase);
@@ -229,6 +254,8 @@ void refill(struct coord *c)
                         manifest_error(c);
                         return;
                 }
+                if (h->work_kind == WORK_COPY && h->pass == 1 && !has_plan(b))
+                        b->give_back_ns = give_back_ns();
                 h->outstanding += b->n;
                 h->in_flight++;
                 if (h->work_kind == WORK_COPY)

@@ -66,8 +66,14 @@ struct ferry_chunk_msg;
 /* batches in flight per copy allowed (jobs.c, follow_limit) */
 #define BATCHES_PER_COPY 4
 #define MAX_OUTSTANDING  4096 /* items handed out but not yet committed */
-#define LOW_ROWS         4096 /* changed rows the pass went past */
-#define MAX_PASSES       4
+/* A first-pass batch still running after this many seconds gives back
+ * the items it has not started (struct ferry_batch's give_back_ns): the
+ * batches are sized to take 50 ms (jobs.c), so the source got slower
+ * since, and 32 items at 10 ms each behind one copy would keep the copies
+ * that -j auto adds for it idle (bench/jauto's 200 us -> 5 ms case). */
+#define GIVE_BACK_SECONDS 0.1
+#define LOW_ROWS          4096 /* changed rows the pass went past */
+#define MAX_PASSES        4
 #define RESUME_CREDITS                                                         \
         64 /* resumed big files in flight whose earlier                        \
               chunks count done (progress.c) */
