@@ -16,14 +16,18 @@
 #define TUNE_MOVED     0.35 /* a held rate this far off: the source changed */
 #define TUNE_MOVES     2    /* ... for this many intervals in a row */
 /* A held rate that fell for TUNE_MOVES intervals while each unit of
- * work took more than TUNE_SLOWER times as long as it did is a source
- * whose round trip grew (a share at 200 us that went to 5 ms): the
- * climb's first step multiplies the copies by that factor, the copies it
- * takes to keep as many round trips in flight per second (Little's law),
- * instead of doubling them. */
-#define TUNE_SLOWER 2.0
-#define PROBE_EVERY 6   /* held intervals between probes */
-#define PROBE_STEP  1.5 /* a probe's factor; a climb's is 2 */
+ * work took more than TUNE_SLOWER times as long as it did, the files as
+ * large as before (within a factor of 2, or TUNE_SIZE_SLACK bytes) and
+ * no --bwlimit in force, is a source whose round trip grew (a share at
+ * 200 us that went to 5 ms): the climb's first step multiplies the copies
+ * by that factor, the copies it takes to keep as many round trips in
+ * flight per second (Little's law), instead of doubling them. A rate
+ * that fell because the files got larger, or a limit was set, is not a
+ * round trip: more copies would only cost memory. */
+#define TUNE_SLOWER     2.0
+#define TUNE_SIZE_SLACK 65536.0
+#define PROBE_EVERY     6   /* held intervals between probes */
+#define PROBE_STEP      1.5 /* a probe's factor; a climb's is 2 */
 /* busy below this share of the limit: the copies lacked work (the scan
  * had not found enough), and the interval says nothing about the limit */
 #define STARVED 0.8
@@ -65,6 +69,8 @@ static void hold(struct ferry_tune *t, unsigned n, double rate)
         t->state = TUNE_HOLD;
         if (n != t->held)
                 t->ref_time = 0; /* set by the first interval held */
+        /* kept when a probe returns to the same limit, and cleared by a
+         * re-adapt (on_hold), whose climb may end at the same limit */
         t->held = n;
         t->ref = rate;
         t->quiet = t->moved = 0;
@@ -141,6 +147,13 @@ static void on_climb(struct ferry_tune *t, double rate)
         hold(t, t->best_n, t->best_rate > 0 ? t->best_rate : rate);
 }
 
+/* Files of about the same size: a mean of bytes per item within a
+ * factor of 2 of the other, or TUNE_SIZE_SLACK apart (small files). */
+static bool alike(double a, double b)
+{
+        return a <= 2 * b + TUNE_SIZE_SLACK && b <= 2 * a + TUNE_SIZE_SLACK;
+}
+
 static void on_hold(struct ferry_tune *t, double rate, double busy)
 {
         double off = t->ref > 0 ? rate / t->ref - 1 : 0;
@@ -152,17 +165,22 @@ static void on_hold(struct ferry_tune *t, double rate, double busy)
                 if (++t->moved >= TUNE_MOVES) {
                         /* re-adapt: as many more copies as each unit of
                          * work got slower, or twice as many */
-                        bool grew = rate < t->ref && slower > TUNE_SLOWER;
+                        bool grew = rate < t->ref && slower > TUNE_SLOWER &&
+                                    !t->capped && alike(t->size, t->ref_size);
+                        t->ref_time = 0;
                         climb_by(t, t->cur, rate, 1, false,
                                  grew ? slower : 2.0);
                         return;
                 }
         } else {
+                bool first = !(t->ref_time > 0);
                 t->moved = 0;
                 t->ref = t->ref > 0 ? 0.7 * t->ref + 0.3 * rate : rate;
-                t->ref_time = t->ref_time > 0 && time > 0
+                t->ref_time = !first && time > 0
                                       ? 0.7 * t->ref_time + 0.3 * time
                                       : time;
+                t->ref_size =
+                        first ? t->size : 0.7 * t->ref_size + 0.3 * t->size;
         }
         if (++t->quiet < PROBE_EVERY)
                 return;
@@ -189,6 +207,13 @@ static void on_probe(struct ferry_tune *t, double rate)
         }
         t->probe_dir = -dir;
         hold(t, t->held, t->ref);
+}
+
+void ferry_tune_context(struct ferry_tune *t, double bytes_per_item,
+                        bool capped)
+{
+        t->size = bytes_per_item;
+        t->capped = capped;
 }
 
 unsigned ferry_tune_step(struct ferry_tune *t, double rate, double busy)

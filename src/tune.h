@@ -11,7 +11,8 @@
  * it pays; a rate that moves far from what the limit gave before (the source
  * slowed down or sped up) starts a climb again from where it is, by as many
  * times the copies as each unit of work got slower when its round trip
- * grew (busy / rate: Little's law), else by doubling. Intervals in
+ * grew (busy / rate: Little's law; files of the same size, no --bwlimit),
+ * else by doubling. Intervals in
  * which the workers lacked work (busy well below the limit) teach nothing about
  * the limit and are not judged: while the scan is what holds a run back,
  * more copies would only compete with it for the source.
@@ -46,6 +47,9 @@ struct ferry_tune {
         unsigned held;      /* TUNE_HOLD/PROBE: the limit held */
         double ref;         /* the held limit's rate (a moving average) */
         double ref_time;    /* ... and busy / rate then: a unit's time */
+        double ref_size;    /* ... and bytes per file then */
+        double size;        /* this interval's bytes per file */
+        bool capped;        /* a --bwlimit is in force */
         unsigned quiet;     /* intervals held since the last probe */
         unsigned moved;     /* intervals in a row far from ref */
         int probe_dir;      /* the next probe's direction */
@@ -59,5 +63,11 @@ void ferry_tune_init(struct ferry_tune *t, unsigned lo, unsigned hi,
  * busy is the mean number of copies that were running, 0 when unknown.
  * Returns the limit for the next interval (also t->cur). */
 unsigned ferry_tune_step(struct ferry_tune *t, double rate, double busy);
+/* Before a step, what else the interval says (0 and false until called):
+ * the mean bytes per file it finished, and whether a --bwlimit was in
+ * force. A re-adapt multiplies the copies by how much slower each unit of
+ * work got only for files alike in size and with no limit. */
+void ferry_tune_context(struct ferry_tune *t, double bytes_per_item,
+                        bool capped);
 
 #endif

@@ -130,8 +130,10 @@ void tune_tick(struct coord *c, double t)
         /* judged only while every copy allowed has a batch: at the end
          * of a hand-out the rate falls for want of work, not of copies */
         if (items && tuning(c) && c->ho.in_flight >= j->limit) {
-                double work = (double)items +
-                              (double)(s.bytes - j->at.bytes) / BYTES_PER_ITEM;
+                double bytes = (double)(s.bytes - j->at.bytes);
+                double work = (double)items + bytes / BYTES_PER_ITEM;
+                ferry_tune_context(&j->tune, bytes / (double)items,
+                                   c->ctl.want.bwlimit > 0);
                 set_limit(c, ferry_tune_step(&j->tune, work / dt, busy / dt));
         }
         j->since = t;
