@@ -11,7 +11,8 @@
  * thread takes, and every tool's scan of a large directory was bound by
  * that, not by the latency a share has.
  *
- * On such a libfuse, slowfs reads and writes /dev/fuse through
+ * On such a libfuse (3.13 to 3.16, which have custom I/O), slowfs reads
+ * and writes /dev/fuse through
  * fuse_session_custom_io(): the read hook notes the FUSE_INIT request
  * (its unique id, and whether the kernel offers parallel dirops), and the
  * writev hook adds the flag to that request's reply. Everything else
@@ -29,7 +30,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#if FUSE_MAJOR_VERSION == 3 && FUSE_MINOR_VERSION < 17
+#if FUSE_MAJOR_VERSION == 3 && FUSE_MINOR_VERSION >= 13 &&                     \
+        FUSE_MINOR_VERSION < 17
 
 static _Atomic uint64_t init_unique; /* FUSE_INIT's id, 0 once answered */
 
@@ -38,7 +40,9 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
         (void)userdata;
         ssize_t n = read(fd, buf, len);
         const struct fuse_in_header *in = buf;
-        if (n >= (ssize_t)(sizeof(*in) + sizeof(struct fuse_init_in)) &&
+        /* an older kernel's fuse_init_in ends after flags */
+        if (n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags) +
+                           sizeof(uint32_t)) &&
             in->opcode == FUSE_INIT) {
                 const struct fuse_init_in *arg = (const void *)(in + 1);
                 if (arg->flags & FUSE_PARALLEL_DIROPS)
@@ -75,7 +79,8 @@ int slowfs_parallel_dirops(struct fuse *f)
 
 #else
 
-/* libfuse 3.17.1 and later send the flag themselves. */
+/* libfuse 3.17.1 and later send the flag themselves; 3.12 has no custom
+ * I/O (lookups of one directory stay serialized there). */
 int slowfs_parallel_dirops(struct fuse *f)
 {
         (void)f;

@@ -163,7 +163,7 @@ struct ferry_batch {
          * them back (R_NONE from given_back on) to be handed out again in
          * batches sized for how slow items now are. 0: never. */
         uint64_t give_back_ns;
-        size_t given_back; /* the first item given back; n: none */
+        size_t given_back; /* the first item given back; SIZE_MAX: none */
 };
 
 /* Both return NULL when out of memory. Caller frees with the _free call. */
