@@ -8,8 +8,9 @@
 # Proves, DST's entries that SRC lacks counted with find (an oracle apart
 # from ferry), and rsync -anci / diff -r at the end:
 #  - two hosts at once with --delete --max-delete 4 (both joined while the
-#    job is paused), claims of 3 rows each followed by a 400 ms wait (a
-#    test build's hooks, so that the other host claims meanwhile: both take
+#    job is paused), claims of 3 rows each followed by a wait of 400 ms
+#    times SLOW (a test build's hooks, so that the other host, slower to
+#    get there under a sanitizer, claims meanwhile: both take
 #    shares of the limit, and one gives back what a copy already gone did
 #    not use): both exit 25, each deletes at least one entry (its
 #    summary), exactly 4 entries leave DST, the summaries' deletions add up
@@ -85,7 +86,7 @@ N=4
 # run over, and run the job again with nothing to delete (exit 0).
 "$FERRY" set --manifest "$URL" --job-name md --pause >"$LOG/set" 2>&1 ||
 	die "ferry set --pause failed: $(cat "$LOG/set")"
-export FERRY_PG_DEL_CLAIM=3 FERRY_PG_DEL_WAIT_MS=400
+export FERRY_PG_DEL_CLAIM=3 FERRY_PG_DEL_WAIT_MS=$((400 * SLOW))
 spawn "$T/h1.out" fy -v --delete --max-delete 4
 p1=$SPAWNED
 spawn "$T/h2.out" fy -v --delete --max-delete 4
