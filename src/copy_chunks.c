@@ -250,9 +250,8 @@ static int adopt_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                 /* (where holes cannot be punched, the old inode's room
                  * comes back when it is let go) */
                 if (!rc)
-                        (void)fallocate(
-                                old, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                                (off_t)start, (off_t)(end - start));
+                        (void)ferry_fsio_punch_hole(old, (off_t)start,
+                                                    (off_t)(end - start));
         }
         return rc;
 }

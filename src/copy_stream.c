@@ -124,13 +124,10 @@ static int copy_sparse(struct job *j, struct stream *s, off_t off, uint64_t len,
                 if (data > off) {
                         hash_zeros(s->xxh, whole, s->buf, s->len,
                                    (uint64_t)(data - off));
-                        if (fallocate(j->out,
-                                      FALLOC_FL_PUNCH_HOLE |
-                                              FALLOC_FL_KEEP_SIZE,
-                                      off, data - off) &&
-                            errno != EOPNOTSUPP) {
+                        rc = ferry_fsio_punch_hole(j->out, off, data - off);
+                        if (rc && rc != EOPNOTSUPP) {
                                 *step = &S_WRITE;
-                                return errno;
+                                return rc;
                         }
                 }
                 if ((off = data) >= end)

@@ -408,6 +408,16 @@ int ferry_fsio_ftruncate(int fd, off_t len)
         return r ? errno : 0;
 }
 
+int ferry_fsio_punch_hole(int fd, off_t off, off_t len)
+{
+        int r;
+        do
+                r = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                              off, len);
+        while (r && errno == EINTR);
+        return r ? errno : 0;
+}
+
 int ferry_fsio_renameat(int dirfd, const char *from, const char *to)
 {
         FAULT(FSIO_RENAME);

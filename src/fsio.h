@@ -198,6 +198,10 @@ enum ferry_fs_sync ferry_fsio_fs_sync(int fd);
  * before the call. 0 or an errno (fault ops "syncfs", "fsync"). */
 int ferry_fsio_sync_device(int fd, bool *covered);
 int ferry_fsio_ftruncate(int fd, off_t len);
+/* Frees len bytes of fd at off, its size kept (a hole reads as zeros):
+ * 0, or an errno (EOPNOTSUPP where the file system cannot). No fault op
+ * of its own: the writes around it are what tests count. */
+int ferry_fsio_punch_hole(int fd, off_t off, off_t len);
 int ferry_fsio_renameat(int dirfd, const char *from, const char *to);
 /* Renames from to to unless to exists: EEXIST then, and nothing changed.
  * Where the file system cannot say (no RENAME_NOREPLACE), it looks first:
