@@ -55,10 +55,11 @@ static uint64_t mono_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Items i on of b, not started: given back to the coordinator. */
-static bool give_back(struct ferry_batch *b, size_t i, uint64_t start)
+/* Items i on of b, not started after the batch ran for ran ns: given
+ * back to the coordinator. */
+static bool give_back(struct ferry_batch *b, size_t i, uint64_t ran)
 {
-        if (!b->give_back_ns || !i || mono_ns() - start < b->give_back_ns)
+        if (!b->give_back_ns || !i || ran < b->give_back_ns)
                 return false;
         b->given_back = i;
         for (; i < b->n; i++)
@@ -76,9 +77,9 @@ static void run_batch(struct worker *w, struct ferry_batch *b)
                         it->result = R_NONE;
                         continue;
                 }
-                if (give_back(b, i, start))
-                        return;
                 uint64_t t0 = mono_ns();
+                if (give_back(b, i, t0 - start))
+                        return;
                 if (b->work & WORK_COPY)
                         ferry_copier_copy(w->copier, b, it);
                 else

@@ -520,9 +520,8 @@ void on_batch(struct coord *c, struct ferry_batch *b)
                 return;
         }
         /* rows whose copy never started: pending as they were */
-        for (size_t i = b->given_back; i < b->n; i++)
-                if (!c->stop_code)
-                        note_low(c, b->items[i].id);
+        for (size_t i = b->given_back; !c->stop_code && i < b->n; i++)
+                note_low(c, b->items[i].id);
         b->next = NULL;
         if (c->bar.tail)
                 c->bar.tail->next = b;
