@@ -98,9 +98,11 @@ run_progressed() {
 	(($(files_in_place) > IN_PLACE_BEFORE)) || ! kill -0 "$BG_PID" 2>/dev/null
 }
 
-# run_committed: this run has listed a copied file (-v lines are printed
-# as their done marks are committed), or has ended. The manifest itself is
-# not polled: the kill loop must not depend on concurrent readers.
+# run_committed: this run has listed a copied file, or has ended. -v lines
+# are printed as their done marks are recorded, just before the COMMIT,
+# which kill_one_run waits out (it takes longer under a sanitizer on a
+# loaded machine: once, 10 such kills all came before it). The manifest
+# itself is not polled: the kill loop must not depend on concurrent readers.
 run_committed() {
 	[[ -s $LOG/bg.out ]] || ! kill -0 "$BG_PID" 2>/dev/null
 }
@@ -109,8 +111,9 @@ run_committed() {
 #   N % 3 == 0: after a plain random 20-300 ms (scanning, opening, anything);
 #   N % 3 == 1: 0-150 ms after this run put its first file in place
 #               (copying, barrier, before the first commit);
-#   N % 3 == 2: 20-170 ms after this run committed its first done marks
-#               (so that the job progresses however slow the build is).
+#   N % 3 == 2: 20-170 ms (times SLOW) after this run listed its first
+#               done files (so that the job progresses however slow the
+#               build is).
 kill_one_run() {
 	local delay
 	delay=$(printf '0.%03d' $((RANDOM % 150)))
@@ -122,7 +125,8 @@ kill_one_run() {
 	1) wait_until 120 run_progressed ;;
 	2)
 		wait_until 120 run_committed
-		delay=$(printf '0.%03d' $((RANDOM % 150 + 20)))
+		delay=$(((RANDOM % 150 + 20) * SLOW))
+		delay=$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))
 		;;
 	esac
 	sleep "$delay"
