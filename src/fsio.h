@@ -277,6 +277,10 @@ int ferry_fsio_probe_dir(int dirfd);
 /* Removes the tree at name under dirfd (used when a type changed). */
 int ferry_fsio_remove_tree(int dirfd, const char *name);
 
+/* The entries of directory dirfd but "." and ".." into *n (a dry run's
+ * guess whether rmdir would find it empty); dirfd stays open. */
+int ferry_fsio_count_entries(int dirfd, uint64_t *n);
+
 #ifdef FERRY_TESTING
 /* Test builds: called before each ferry_fsio_pread (a unit test counts
  * which descriptor is read, and how much). Not thread-safe to set while

@@ -294,3 +294,24 @@ int ferry_fsio_remove_tree(int dirfd, const char *name)
         rc = ferry_fsio_rmdirat(dirfd, name);
         return rc == ENOENT ? 0 : rc;
 }
+
+int ferry_fsio_count_entries(int dirfd, uint64_t *n)
+{
+        *n = 0;
+        int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+        DIR *d = fd < 0 ? NULL : fdopendir(fd);
+        if (!d) {
+                int e = errno;
+                if (fd >= 0)
+                        close(fd);
+                return e;
+        }
+        rewinddir(d); /* the duplicate shares dirfd's offset */
+        errno = 0;
+        for (struct dirent *de; (de = readdir(d)); errno = 0)
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        (*n)++;
+        int rc = errno;
+        closedir(d);
+        return rc;
+}

@@ -8,8 +8,12 @@
  * would hash DST's entry to adopt it (would_adopt: by the run's own test,
  * ferry_adopt_would_hash, and a symlink's target; the run hashes both
  * sides, a dry run reads no file), and each removed row as a would-be
- * deletion. Its one transaction is rolled back: the manifest stays as it
- * was.
+ * deletion; then each removed directory as a would-be deletion when the
+ * run's rmdir would find it empty: every entry in it one that the dry run
+ * deletes (a removed row, a removed directory below) or a stale temp the
+ * run removes first (its rows' counts, emptied), as the run lists and
+ * counts it, --max-delete included. Its one transaction is rolled back:
+ * the manifest stays as it was.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -21,6 +25,8 @@
 #include "owner.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +130,69 @@ static void would_copy(struct coord *c, const struct ferry_batch *b,
         emit_item(c, FERRY_EV_WOULD_COPY, b, it, NULL, NULL);
 }
 
+/* A DST directory and how many of its entries the run would remove. */
+struct emptied {
+        uint64_t n;
+        char *path;
+};
+
+static int cmp_emptied(const void *a, const void *b)
+{
+        return strcmp(((const struct emptied *)a)->path,
+                      ((const struct emptied *)b)->path);
+}
+
+static void free_emptied(void *p)
+{
+        struct emptied *e = p;
+        free(e->path);
+        free(e);
+}
+
+/* How many entries of DST's directory path the run would remove. */
+static uint64_t emptied(struct coord *c, const char *path)
+{
+        struct emptied key = {.path = (char *)path};
+        struct emptied **e = tfind(&key, &c->fin.emptied, cmp_emptied);
+        return e ? (*e)->n : 0;
+}
+
+/* One more entry of DST's directory path (len bytes) that the run would
+ * remove. */
+static void empties(struct coord *c, const char *path, size_t len)
+{
+        struct emptied *e = calloc(1, sizeof(*e)), **at = NULL;
+        if (e && (e->path = strndup(path, len)))
+                at = tsearch(e, &c->fin.emptied, cmp_emptied);
+        if (!at) {
+                if (e)
+                        free(e->path);
+                free(e);
+                set_error(c, FERRY_EINTERNAL, "out of memory");
+                return;
+        }
+        if (*at != e)
+                free_emptied(e); /* known: its count goes up */
+        (*at)->n++;
+}
+
+/* A stale temp of a row (an earlier run's, killed): the run removes it
+ * before its deletions (finish.c), so it leaves its directory. */
+static void would_remove_temp(struct coord *c, const struct ferry_batch *b,
+                              const struct ferry_item *it)
+{
+        const char *dir = ferry_batch_at(b, it->dir_off);
+        char tmp[NAME_MAX + 1];
+        struct ferry_stat st;
+        int dfd = -1;
+        ferry_copy_temp_name(ferry_batch_at(b, it->name_off), it->id, tmp);
+        if (c->cfg->dstfd >= 0 &&
+            !ferry_fsio_open_dir(c->cfg->dstfd, dir, &dfd) &&
+            !ferry_fsio_statat(dfd, tmp, &st))
+                empties(c, dir, strlen(dir));
+        ferry_fsio_close(&dfd);
+}
+
 static void would_delete(struct coord *c, const struct ferry_batch *b,
                          const struct ferry_item *it)
 {
@@ -155,6 +224,47 @@ static void would_delete(struct coord *c, const struct ferry_batch *b,
                 return;
         c->sum->files_deleted++;
         emit(c, FERRY_EV_WOULD_DELETE, dir, name, NULL);
+        empties(c, dir, strlen(dir));
+}
+
+/* A removed directory, deepest first, as the run's delete_dir (finish.c)
+ * and its rmdir would treat it: deleted when every entry in it goes. */
+static void would_delete_dir(struct coord *c, const struct ferry_dir_row *d,
+                             void *arg)
+{
+        (void)arg;
+        const char *path = d->path;
+        if (protected_path(c, "", path, true) || other_spelling(c, "", path))
+                return;
+        int dfd = -1;
+        int rc = c->cfg->dstfd < 0
+                         ? ENOENT
+                         : ferry_fsio_open_dir(c->cfg->dstfd, path, &dfd);
+        uint64_t n = 0;
+        if (!rc)
+                rc = ferry_fsio_count_entries(dfd, &n);
+        ferry_fsio_close(&dfd);
+        if (rc == ENOENT)
+                return; /* nothing there that a deletion would remove */
+        if (c->fin.refused) {
+                emit(c, FERRY_EV_WOULD_DELETE, "", path, "--delete refused");
+                return;
+        }
+        if (delete_held(c, "", path, true))
+                return;
+        if (!rc && n != emptied(c, path))
+                rc = ENOTEMPTY;
+        if (rc) {
+                char why[256];
+                snprintf(why, sizeof(why), "directory not deleted: %s",
+                         strerror(rc));
+                emit(c, FERRY_EV_WARNING, "", path, why);
+                return;
+        }
+        c->sum->files_deleted++;
+        emit(c, FERRY_EV_WOULD_DELETE, "", path, NULL);
+        const char *slash = strrchr(path, '/');
+        empties(c, path, slash ? (size_t)(slash - path) : 0);
 }
 
 int dry_run(struct coord *c)
@@ -167,10 +277,14 @@ int dry_run(struct coord *c)
                 each_row(c, PASS_DRY_RUN, would_copy);
                 if (c->opt->delete_removed && !c->sum->scan_errors) {
                         check_delete(c);
+                        each_row(c, PASS_STALE_TEMPS, would_remove_temp);
                         each_row(c, PASS_REMOVED, would_delete);
+                        each_dir(c, DIRS_REMOVED, would_delete_dir, NULL);
                         report_held(c);
                 }
         }
+        tdestroy(c->fin.emptied, free_emptied);
+        c->fin.emptied = NULL;
         int code = result_code(c);
         ferry_manifest_rollback(c->m);
         return code;

@@ -180,6 +180,8 @@ struct finish {
         struct ferry_fold *fold; /* SRC's other spellings, NULL until used */
         struct ferry_treework *tree; /* finish_tree's DST work, or NULL */
         uint64_t tree_jobs;          /* DST work done: none, no syncfs owed */
+        void *emptied; /* a dry run's DST directories and how many entries
+                          its deletions take from each (dryrun.c, tsearch) */
 };
 
 struct ferry_treework;

@@ -22,11 +22,11 @@
  *    listed as kept (delete.c's held(), before rule 9), and the dry run
  *    exits 25; a DST entry that is not the row's copy any more is said and
  *    kept (rule 9); the rest is listed as deleted.
- * As on a single host (coord/dryrun.c), a directory that would be removed
- * is not listed, nor counted against --max-delete (a run counts it: with
- * as many files to delete as the limit, the run may exit 25 where the dry
- * run exits 0). A dry run reads no file: a run's deletions happen at its
- * end, so what DST holds then may differ.
+ * A directory that would be removed is not listed, nor counted against
+ * --max-delete (a run counts it: with as many files to delete as the
+ * limit, the run may exit 25 where the dry run exits 0); a single host's
+ * dry run lists and counts it (coord/dryrun.c). A dry run reads no file:
+ * a run's deletions happen at its end, so what DST holds then may differ.
  */
 #define _GNU_SOURCE
 #include "shared/internal.h"

@@ -9,7 +9,14 @@
 #    and the removed files, and changes neither DST (inodes, ctimes) nor the
 #    manifest (its bytes, and those of its -wal file if any);
 #  - the real run that follows still copies exactly the changed files: the
-#    dry run marked nothing done.
+#    dry run marked nothing done;
+#  - with a subtree gone from SRC, -n --delete lists exactly what the run's
+#    --delete then removes from DST (find before and after), directories
+#    included: nested ones, one left a stale temp by a killed run (removed
+#    first), not one that keeps a file ferry did not write (warned about
+#    on both runs); and with --max-delete below that, the dry run and the
+#    run list the same deleted and kept entries, count them alike, and both
+#    exit 25.
 . "$(dirname "$0")/lib.sh" || exit 1
 
 gen_tree src --seed 1212 --files 300 --no-links
@@ -74,6 +81,87 @@ check_dry_run_after_changes() {
 	same_set "the real run after -n copies exactly the changed files" "$LOG/want" "$LOG/got"
 }
 
+# dst_entries: every path under dst, sorted.
+dst_entries() {
+	(cd dst && find . -mindepth 1 -printf '%P\n' | sort)
+}
+
+# deleted_count: the "N deleted" of the last run's summary line.
+deleted_count() {
+	sed -n 's/.* \([0-9]*\) deleted,.*/\1/p' -- "$LOG/err"
+}
+
+# not_empty_warnings: the last run's warnings of a directory kept.
+not_empty_warnings() {
+	grep -c 'directory not deleted: Directory not empty' -- "$LOG/err"
+}
+
+# A subtree gone from SRC: -n --delete lists and counts its directories as
+# the run that follows deletes them (find before and after: the oracle).
+check_dry_run_removed_dirs() {
+	local n
+	mkdir -p src/gone/deep/er src/kept/in src/tmpd
+	echo 1 >src/gone/f
+	echo 2 >src/gone/deep/g
+	echo 3 >src/gone/deep/er/h
+	ln -s f src/gone/l
+	echo 4 >src/kept/in/i
+	expect_code 0 "$FERRY" -q src dst
+	head -c 300000 /dev/urandom >src/tmpd/big
+	expect_code 86 env "$(crash_env)" FERRY_CRASH=after_write:1 "$FERRY" -q src dst
+	check "the killed run left a temp in dst/tmpd" \
+		test -n "$(find dst/tmpd -name '*.ferry-part')"
+	echo foreign >dst/kept/in/not-ours
+	rm -r src/gone src/kept src/tmpd
+
+	dst_entries >"$LOG/before"
+	expect_code 0 "$FERRY" -v -n --delete src dst
+	verbose_deleted "$LOG/out" >"$LOG/dry"
+	local dry_count dry_warned
+	dry_count=$(deleted_count) dry_warned=$(not_empty_warnings)
+	check "-n deleted nothing" cmp -s "$LOG/before" <(dst_entries)
+	expect_code 0 "$FERRY" -v --delete src dst
+	dst_entries | comm -23 "$LOG/before" - | grep -v '\.ferry-part$' >"$LOG/gone"
+	same_set "-n --delete listed what the run deleted, directories too" \
+		"$LOG/gone" "$LOG/dry"
+	check "the run deleted the removed subtree's directories" \
+		test ! -e dst/gone -a ! -e dst/tmpd
+	check "the run kept the directories that hold a file ferry did not write" \
+		test -f dst/kept/in/not-ours
+	check "-n and the run warned of those two directories ($dry_warned, $(not_empty_warnings))" \
+		test "$dry_warned" = 2 -a "$(not_empty_warnings)" = 2
+	n=$(wc -l <"$LOG/gone")
+	check "-n and the run counted $n deleted ($dry_count, $(deleted_count))" \
+		test "$dry_count" = "$n" -a "$(deleted_count)" = "$n"
+}
+
+# --max-delete below what would go: the dry run lists the same deleted and
+# kept entries as the run, directories too, and both exit 25.
+check_dry_run_max_delete() {
+	mkdir -p src/m/a/b src/m/c
+	echo 1 >src/m/a/b/f
+	echo 2 >src/m/a/g
+	echo 3 >src/m/c/h
+	expect_code 0 "$FERRY" -q src dst
+	rm -r src/m
+	dst_entries >"$LOG/before"
+	expect_code 25 "$FERRY" -v -n --delete --max-delete 4 src dst
+	verbose_deleted "$LOG/out" >"$LOG/dry"
+	grep '^not deleting ' "$LOG/out" | sort >"$LOG/dry.kept"
+	expect_code 25 "$FERRY" -v --delete --max-delete 4 src dst
+	verbose_deleted "$LOG/out" >"$LOG/real"
+	grep '^not deleting ' "$LOG/out" | sort >"$LOG/real.kept"
+	dst_entries | comm -23 "$LOG/before" - >"$LOG/gone"
+	same_set "--max-delete 4: -n listed what the run deleted" "$LOG/gone" "$LOG/dry"
+	check "--max-delete 4: the run deleted 4 entries, one a directory" \
+		test "$(wc -l <"$LOG/gone")" = 4 -a -n "$(grep -x 'm/a/b\|m/c' "$LOG/gone")"
+	same_set "--max-delete 4: -n and the run kept the same entries" \
+		"$LOG/real.kept" "$LOG/dry.kept"
+	check "--max-delete 4: some entries were kept" test -s "$LOG/real.kept"
+}
+
 check_first_dry_run
 check_dry_run_after_changes
+check_dry_run_removed_dirs
+check_dry_run_max_delete
 finish
