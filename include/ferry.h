@@ -123,6 +123,8 @@ enum ferry_event {
         FERRY_EV_ADOPTED,          /* --adopt: DST's entry found equal, kept */
         FERRY_EV_WOULD_ADOPT,      /* dry run, --adopt: DST holds a file of
                                       the size and mtime (not read) */
+        FERRY_EV_WOULD_META,       /* dry run: metadata alone would be
+                                      applied in place */
 };
 
 /*

@@ -237,6 +237,7 @@ static const char *event_name(enum ferry_event ev)
         case FERRY_EV_LINKED: return "linked";
         case FERRY_EV_ADOPTED: return "adopted";
         case FERRY_EV_WOULD_ADOPT: return "would_adopt";
+        case FERRY_EV_WOULD_META: return "would_apply_metadata";
         case FERRY_EV_VERIFIED: return "verified";
         }
         return "other";

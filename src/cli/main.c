@@ -230,6 +230,7 @@ static void on_event(enum ferry_event ev, const char *path, size_t len,
                 break;
         case FERRY_EV_WOULD_COPY: put_listed(o, "", path, len); break;
         case FERRY_EV_WOULD_ADOPT: put_listed(o, "adopt: ", path, len); break;
+        case FERRY_EV_WOULD_META: put_listed(o, "metadata: ", path, len); break;
         case FERRY_EV_WOULD_DELETE:
                 /* with a reason: kept (--max-delete, a refused --delete),
                  * listed as a dry run lists, and under -v */

@@ -122,6 +122,11 @@ static void would_copy(struct coord *c, const struct ferry_batch *b,
         }
         if (it->need == MF_NEED_META) { /* in place: no data would move */
                 c->sum->meta_applied++;
+                emit_item(c, FERRY_EV_WOULD_META, b, it, NULL, NULL);
+                return;
+        }
+        if (it->follower) { /* a later name of a link group: linked */
+                c->sum->files_linked++;
                 emit_item(c, FERRY_EV_WOULD_COPY, b, it, NULL, NULL);
                 return;
         }

@@ -16,7 +16,11 @@
 #    first), not one that keeps a file ferry did not write (warned about
 #    on both runs); and with --max-delete below that, the dry run and the
 #    run list the same deleted and kept entries, count them alike, and both
-#    exit 25.
+#    exit 25;
+#  - on a tree with hard links, changed, added, removed and chmod'ed files
+#    and removed directories, -n -v --delete lists what the run's -v lists
+#    (a mode changed alone as "metadata: PATH") and its summary counts the
+#    same (later names of a link group are linked, not copied).
 . "$(dirname "$0")/lib.sh" || exit 1
 
 gen_tree src --seed 1212 --files 300 --no-links
@@ -160,8 +164,40 @@ check_dry_run_max_delete() {
 	check "--max-delete 4: some entries were kept" test -s "$LOG/real.kept"
 }
 
+# summary_counts: the last run's summary line without "dry run: ", its
+# verb and its time.
+summary_counts() {
+	tail -n 1 -- "$LOG/err" |
+		sed 's/^ferry: //; s/^dry run: //; s/ to copy / copied /; s/, [0-9.]* s$//'
+}
+
+# Dry run and run side by side on a second job with every kind of change.
+check_dry_run_matches_run() {
+	gen_tree src2 --seed 1213 --files 600 --median 2K
+	echo a >src2/meta-a
+	echo b >src2/meta-b
+	chmod 644 src2/meta-a src2/meta-b
+	expect_code 0 "$FERRY" -q src2 dst2
+	(cd src2 && find . -mindepth 2 -type d | sort | sed -n '2p;11p') |
+		while IFS= read -r d; do rm -r "src2/$d"; done
+	gen_tree src2 --mutate 10 --add 40 --delete-pct 10 --seed 1214 --median 2K
+	chmod 600 src2/meta-a src2/meta-b
+	expect_code 0 "$FERRY" -v -n --delete src2 dst2
+	sort "$LOG/out" >"$LOG/dry2"
+	summary_counts >"$LOG/dry2.sum"
+	expect_code 0 "$FERRY" -v --delete src2 dst2
+	sort "$LOG/out" >"$LOG/real2"
+	same_set "-n -v --delete lists what the run's -v lists" "$LOG/real2" "$LOG/dry2"
+	check "-n listed a mode changed alone as metadata" \
+		grep -qx 'metadata: meta-a' "$LOG/dry2"
+	check "-n's summary counts what the run's does ($(cat "$LOG/dry2.sum"))" \
+		test "$(cat "$LOG/dry2.sum")" = "$(summary_counts)"
+	tree_equal src2 dst2
+}
+
 check_first_dry_run
 check_dry_run_after_changes
 check_dry_run_removed_dirs
 check_dry_run_max_delete
+check_dry_run_matches_run
 finish
