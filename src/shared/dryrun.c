@@ -194,8 +194,12 @@ static void judge(struct shared *s, struct dry *d,
                              f->name, f->name_len, NULL, NULL);
         } else {
                 d->new_done += !o->id || o->pending;
-                s->sum->files_copied++;
-                s->sum->bytes_copied += it.type == FT_REG ? f->size : 0;
+                if (it.follower) /* linked to the first name, no data */
+                        s->sum->files_linked++;
+                else {
+                        s->sum->files_copied++;
+                        s->sum->bytes_copied += it.type == FT_REG ? f->size : 0;
+                }
                 shared_event(s, FERRY_EV_WOULD_COPY, d->path, d->path_len,
                              f->name, f->name_len, NULL, NULL);
         }

@@ -167,7 +167,7 @@ check_dry_run_max_delete() {
 # summary_counts: the last run's summary line without "dry run: ", its
 # verb and its time.
 summary_counts() {
-	tail -n 1 -- "$LOG/err" |
+	grep -E '^ferry: (dry run: )?[0-9]+ files' -- "$LOG/err" |
 		sed 's/^ferry: //; s/^dry run: //; s/ to copy / copied /; s/, [0-9.]* s$//'
 }
 

@@ -158,11 +158,15 @@ check "-n --adopt, three names of one inode over a cp -a'd DST: exit 0 (got $RC)
 check "... one listed to adopt, the others to copy (the run links them)" \
 	test "$(grep -c '^adopt: ' "$LOG/out") $(grep -vc '^adopt: ' "$LOG/out")" = "1 2"
 listed "$LOG/out" >"$T/dry5"
+counts() { grep -E '^ferry: (dry run: )?[0-9]+ files' "$LOG/err" | sed 's/^ferry: //; s/^dry run: //; s/ to copy / copied /; s/, [0-9.]* s$//'; }
+counts >"$T/dry5.sum"
 run fy --job-name L --adopt -v srcL dstL
 listed "$LOG/out" >"$T/run5"
 check "the run: one adopted, the same names" \
 	eval 'test "$RC" = 0 && test "$(grep -c "^adopted: " "$LOG/out")" = 1 && cmp -s "$T/dry5" "$T/run5"' ||
 	show "$LOG/out"
+check "... and the same counts: the links are not files to copy ($(cat "$T/dry5.sum"))" \
+	test "$(cat "$T/dry5.sum")" = "$(counts)" || show "$LOG/err"
 
 # ---- SRC's top level changed -------------------------------------------------------------
 echo "a new top-level file" >src/newtop
