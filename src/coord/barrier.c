@@ -519,9 +519,15 @@ void on_batch(struct coord *c, struct ferry_batch *b)
                 ferry_batch_free(b);
                 return;
         }
-        /* rows whose copy never started: pending as they were */
-        for (size_t i = b->given_back; !c->stop_code && i < b->n; i++)
-                note_low(c, b->items[i].id);
+        /* rows whose copy never started: pending as they were, handed
+         * out again, and no longer this batch's (neither out nor waiting
+         * for the barrier) */
+        if (b->given_back < b->n) {
+                for (size_t i = b->given_back; !c->stop_code && i < b->n; i++)
+                        note_low(c, b->items[i].id);
+                c->ho.outstanding -= b->n - b->given_back;
+                b->n = b->given_back;
+        }
         b->next = NULL;
         if (c->bar.tail)
                 c->bar.tail->next = b;
