@@ -27,6 +27,7 @@
 #ifndef FERRY_FSIO_H
 #define FERRY_FSIO_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -276,6 +277,10 @@ int ferry_fsio_probe_dir(int dirfd);
 
 /* Removes the tree at name under dirfd (used when a type changed). */
 int ferry_fsio_remove_tree(int dirfd, const char *name);
+
+/* A stream of directory dirfd's entries of its own, from the first
+ * (dirfd stays open and where it was); closedir ends it. 0 or an errno. */
+int ferry_fsio_opendir(int dirfd, DIR **d);
 
 /* The entries of directory dirfd but "." and ".." into *n (a dry run's
  * guess whether rmdir would find it empty); dirfd stays open. */

@@ -295,23 +295,30 @@ int ferry_fsio_remove_tree(int dirfd, const char *name)
         return rc == ENOENT ? 0 : rc;
 }
 
+int ferry_fsio_opendir(int dirfd, DIR **d)
+{
+        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        *d = fd < 0 ? NULL : fdopendir(fd);
+        if (*d)
+                return 0;
+        int e = errno;
+        if (fd >= 0)
+                close(fd);
+        return e;
+}
+
 int ferry_fsio_count_entries(int dirfd, uint64_t *n)
 {
         *n = 0;
-        int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-        DIR *d = fd < 0 ? NULL : fdopendir(fd);
-        if (!d) {
-                int e = errno;
-                if (fd >= 0)
-                        close(fd);
-                return e;
-        }
-        rewinddir(d); /* the duplicate shares dirfd's offset */
+        DIR *d;
+        int rc = ferry_fsio_opendir(dirfd, &d);
+        if (rc)
+                return rc;
         errno = 0;
         for (struct dirent *de; (de = readdir(d)); errno = 0)
                 if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
                         (*n)++;
-        int rc = errno;
+        rc = errno;
         closedir(d);
         return rc;
 }

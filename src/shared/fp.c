@@ -110,17 +110,12 @@ static int stat_all(int dirfd, struct ent *v, size_t n)
  * errno. */
 static int read_root(int srcfd, struct ent **out, size_t *nout)
 {
-        int fd = openat(srcfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d = fd < 0 ? NULL : fdopendir(fd);
-        if (!d) {
-                int e = errno;
-                if (fd >= 0)
-                        close(fd);
-                return e;
-        }
+        DIR *d;
+        int rc = ferry_fsio_opendir(srcfd, &d);
+        if (rc)
+                return rc;
         struct ent *v = NULL;
         size_t n = 0, cap = 0;
-        int rc = 0;
         struct dirent *de;
         while (!rc && (errno = 0, de = readdir(d))) {
                 const char *nm = de->d_name;
