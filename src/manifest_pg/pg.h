@@ -130,10 +130,22 @@ int64_t ferry_pg_gen(const struct ferry_pg *pg);
  * once. Then the job's gen and its start, whoever moved it. Called before
  * ferry_pg_retry_failed. */
 int ferry_pg_rerun(struct ferry_pg *pg);
+/* A row marked removed that was not done: a host killed while it copied
+ * the file may have left the row's temp in DST (its directory and name;
+ * the bytes may hold a NUL, which no listing makes). */
+struct ferry_pg_temp {
+        int64_t id;
+        char *path, *name;
+        size_t path_len, name_len;
+};
 /* Once the job's scan is over: the file rows of older gens, which this
  * gen's listings did not see, are removed (state 5) if every directory
- * of this gen was listed; nothing at gen 1. *n: rows marked. */
-int ferry_pg_mark_removed(struct ferry_pg *pg, uint64_t *n);
+ * of this gen was listed; nothing at gen 1. *n: rows marked; *temps (*nt
+ * of them, in directory order; ferry_pg_temps_free) those of them that
+ * were not done. Another host's call marks none again. */
+int ferry_pg_mark_removed(struct ferry_pg *pg, uint64_t *n,
+                          struct ferry_pg_temp **temps, size_t *nt);
+void ferry_pg_temps_free(struct ferry_pg_temp *t, size_t n);
 /* Directories this gen's scan saw that were gone from SRC when their turn
  * to be listed came (listed as empty, the error kept): *n. */
 int ferry_pg_dirs_vanished(struct ferry_pg *pg, uint64_t *n);

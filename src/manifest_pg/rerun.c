@@ -13,6 +13,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 bool ferry_pg_src_differs(const struct ferry_pg *pg)
 {
@@ -226,21 +227,99 @@ int ferry_pg_rerun(struct ferry_pg *pg)
 
 /* Rows that gen's scan did not see are removed from SRC: only once no
  * directory is left to list, and only if every one of gen could be
- * listed (a directory not read hides its rows, and its subdirectories'). */
+ * listed (a directory not read hides its rows, and its subdirectories').
+ * One row of the count alone when no row marked was not done; else one
+ * per such row, each with the count, its id, directory and name. */
 /* clang-format off */
 static const char removed_sql[] =
-        "WITH f AS (UPDATE files f SET state = " MF_SQL_INT(MF_ST_REMOVED) ","
-        " claim_token = NULL, lease_until = NULL FROM jobs j"
-        " WHERE j.id = $1 AND j.gen = $2 AND f.job = $1 AND f.gen < j.gen"
-        " AND f.state <> " MF_SQL_INT(MF_ST_REMOVED)
+        "WITH old AS (SELECT f.id, f.state FROM files f JOIN jobs j"
+        " ON j.id = f.job WHERE j.id = $1 AND j.gen = $2 AND f.job = $1"
+        " AND f.gen < j.gen AND f.state <> " MF_SQL_INT(MF_ST_REMOVED)
         " AND NOT EXISTS (SELECT 1 FROM dirs d WHERE d.job = $1 AND"
         " d.gen = j.gen AND d.list_state <> " MF_SQL_INT(PG_LISTED) ")"
-        " RETURNING 1) SELECT count(*)::int8 FROM f";
+        " FOR UPDATE OF f),"
+        " upd AS (UPDATE files f SET state = " MF_SQL_INT(MF_ST_REMOVED) ","
+        " claim_token = NULL, lease_until = NULL FROM old WHERE f.id = old.id"
+        " RETURNING f.id, f.dir, f.name, old.state)"
+        " SELECT c.n, t.id, t.path, t.name FROM"
+        " (SELECT count(*)::int8 AS n FROM upd) c LEFT JOIN"
+        " (SELECT u.id, d.path, u.name FROM upd u JOIN dirs d ON d.id = u.dir"
+        " WHERE u.state <> " MF_SQL_INT(MF_ST_DONE) ") t ON true"
+        " ORDER BY t.path, t.id";
 /* clang-format on */
 
-int ferry_pg_mark_removed(struct ferry_pg *pg, uint64_t *n)
+struct removed_args {
+        uint64_t *n;
+        struct ferry_pg_temp **temps;
+        size_t *nt;
+};
+
+void ferry_pg_temps_free(struct ferry_pg_temp *t, size_t n)
+{
+        for (size_t i = 0; t && i < n; i++) {
+                free(t[i].path);
+                free(t[i].name);
+        }
+        free(t);
+}
+
+/* A copy of column col of row k: a bytea, NUL-terminated. */
+static char *get_bytes_dup(const PGresult *r, int k, int col, size_t *len)
+{
+        const char *p = pg_get_bytes(r, k, col, len);
+        char *d = malloc(*len + 1);
+        if (d) {
+                if (*len)
+                        memcpy(d, p, *len);
+                d[*len] = '\0';
+        }
+        return d;
+}
+
+static int removed_step(struct ferry_pg *pg, void *arg)
+{
+        struct removed_args *a = arg;
+        struct pg_params p;
+        PGresult *r = NULL;
+        pg_params_init(&p);
+        pg_param_int(&p, pg->job);
+        pg_param_int(&p, pg->gen);
+        int rc = pg_exec(pg, removed_sql, &p, &r, "removed rows");
+        pg_params_release(&p);
+        if (rc)
+                return rc;
+        int rows = PQntuples(r);
+        *a->n = rows ? (uint64_t)pg_get_i64(r, 0, 0) : 0;
+        struct ferry_pg_temp *t = NULL;
+        size_t nt = 0;
+        if (rows && !PQgetisnull(r, 0, 1))
+                t = calloc((size_t)rows, sizeof(*t));
+        for (int k = 0; t && k < rows; k++) {
+                struct ferry_pg_temp *e = &t[nt++];
+                e->id = pg_get_i64(r, k, 1);
+                e->path = get_bytes_dup(r, k, 2, &e->path_len);
+                e->name = get_bytes_dup(r, k, 3, &e->name_len);
+                if (!e->path || !e->name) {
+                        ferry_pg_temps_free(t, nt);
+                        t = NULL;
+                        nt = 0;
+                }
+        }
+        PQclear(r);
+        /* out of memory: the rows are marked; their temps stay (as a
+         * host that dies here leaves them) */
+        ferry_pg_temps_free(*a->temps, *a->nt);
+        *a->temps = t;
+        *a->nt = nt;
+        return 0;
+}
+
+int ferry_pg_mark_removed(struct ferry_pg *pg, uint64_t *n,
+                          struct ferry_pg_temp **temps, size_t *nt)
 {
         *n = 0;
+        *temps = NULL;
+        *nt = 0;
         if (!pg->job)
                 return pg_fail(pg, "no job joined");
         if (pg->gen <= 1)
@@ -248,7 +327,8 @@ int ferry_pg_mark_removed(struct ferry_pg *pg, uint64_t *n)
         /* (only while the job is at this host's gen: a host late at the
          * end of gen g, whose selection may not be g + 1's, marks nothing
          * of g + 1's) */
-        return pg_job_count(pg, removed_sql, PG_AND_GEN, n, "removed rows");
+        struct removed_args a = {n, temps, nt};
+        return pg_retry(pg, removed_step, &a);
 }
 
 /* (a listing of a row of an older gen, a failed one retried, that finds

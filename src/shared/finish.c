@@ -1,7 +1,10 @@
 /*
  * shared/finish.c - the end of a shared job: once no directory is left to
  * list and no file to copy (none pending, none leased), the hosts that
- * get there mark the rows this gen's scan did not see removed, run
+ * get there mark the rows this gen's scan did not see removed (the one
+ * that marks them removes the temps those not done may have left: a host
+ * killed while it copied one, and no claim of the row came after; as a
+ * single host's stale temps, coord/finish.c), run
  * --delete's deletions when they were given it (delete.c: they change
  * directories' times, so they come first), then claim the listed
  * directories whose metadata is still to apply
@@ -16,9 +19,12 @@
 #define _GNU_SOURCE
 #include "shared/internal.h"
 
+#include "copy.h"
 #include "failure.h"
+#include "fsio.h"
 #include "treework.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +126,33 @@ static int apply_some(struct shared *s, const struct ferry_tree_cfg *tc,
         return rc;
 }
 
+/* The temps the rows just marked removed may have left in DST, each
+ * directory opened once (t comes in directory order). A row with a NUL
+ * in its path or name has no name in DST. What fails stays, as a single
+ * host's remove_temp leaves it. */
+static void remove_temps(struct shared *s, const struct ferry_pg_temp *t,
+                         size_t n)
+{
+        int dfd = -1;
+        const char *at = NULL;
+        for (size_t i = 0; i < n && !atomic_load(s->stop); i++) {
+                if (strlen(t[i].path) != t[i].path_len ||
+                    strlen(t[i].name) != t[i].name_len)
+                        continue;
+                if (!at || strcmp(at, t[i].path)) {
+                        ferry_fsio_close(&dfd);
+                        at = t[i].path;
+                        if (ferry_fsio_open_dir(s->dstfd, at, &dfd))
+                                dfd = -1;
+                }
+                char tmp[NAME_MAX + 1];
+                ferry_copy_temp_name(t[i].name, t[i].id, tmp);
+                if (dfd >= 0)
+                        ferry_fsio_unlinkat(dfd, tmp, 0);
+        }
+        ferry_fsio_close(&dfd);
+}
+
 int shared_finish_dirs(struct shared *s)
 {
         struct ferry_tree_cfg tc = {
@@ -135,10 +168,14 @@ int shared_finish_dirs(struct shared *s)
         mp->s = s;
         /* a job run again: what its scan did not see is gone from SRC */
         uint64_t removed = 0;
+        struct ferry_pg_temp *temps = NULL;
+        size_t nt = 0;
         /* except what the selection leaves out (not seen, not gone) */
         int rc = shared_select_keep(s);
-        if (!rc && (rc = ferry_pg_mark_removed(s->pg, &removed)))
+        if (!rc && (rc = ferry_pg_mark_removed(s->pg, &removed, &temps, &nt)))
                 rc = shared_pg_fail(s, rc);
+        remove_temps(s, temps, nt);
+        ferry_pg_temps_free(temps, nt);
         /* deletions first: they change their directories' times */
         if (!rc)
                 rc = shared_delete(s);
