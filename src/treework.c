@@ -73,7 +73,9 @@ static void delete_file(const struct ferry_tree_cfg *cfg,
         else if (cfg->fsync_deletes)
                 t->sync_rc = ferry_fsio_fsync(dfd);
         ferry_fsio_close(&dfd);
-        if (out == DD_ERROR && rc == ENOENT)
+        /* no entry, or no directory where its parent was (SRC's
+         * directory became a file, copied over DST's tree): gone */
+        if (out == DD_ERROR && (rc == ENOENT || rc == ENOTDIR))
                 out = DD_GONE;
         t->found = out;
         t->rc = rc;
@@ -84,20 +86,27 @@ static void delete_file(const struct ferry_tree_cfg *cfg,
 static void delete_dir(const struct ferry_tree_cfg *cfg,
                        struct ferry_tree_job *t)
 {
-        t->rc = ferry_fence_passed(cfg->fence)
-                        ? ECANCELED
-                        : ferry_fsio_rmdirat(cfg->dstfd, t->dir);
-        if (t->rc || !cfg->fsync_deletes)
+        if (ferry_fence_passed(cfg->fence)) {
+                t->rc = ECANCELED;
                 return;
+        }
+        /* from its parent, opened as every DST directory is (no symbolic
+         * link on the way: one put in place of a directory of the tree
+         * must not lead the rmdir out of DST) */
         const char *slash = strrchr(t->dir, '/');
         char *parent = strndup(t->dir, slash ? (size_t)(slash - t->dir) : 0);
         int fd = -1;
-        t->sync_rc =
-                !parent ? ENOMEM : ferry_fsio_open_dir(cfg->dstfd, parent, &fd);
-        if (!t->sync_rc)
+        t->rc = !parent ? ENOMEM : ferry_fsio_open_dir(cfg->dstfd, parent, &fd);
+        free(parent);
+        if (!t->rc)
+                t->rc = ferry_fsio_rmdirat(fd, slash ? slash + 1 : t->dir);
+        /* a file or a symbolic link where it or its parent was (SRC's
+         * directory became a file, copied over it): gone */
+        if (t->rc == ENOTDIR)
+                t->rc = ENOENT;
+        if (!t->rc && cfg->fsync_deletes)
                 t->sync_rc = ferry_fsio_fsync(fd);
         ferry_fsio_close(&fd);
-        free(parent);
 }
 
 /* Reads the xattrs of SRC's directory t->row.path (opened on its own,
