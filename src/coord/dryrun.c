@@ -32,6 +32,100 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* A DST directory and how many of its entries the run would remove. */
+struct emptied {
+        uint64_t n;
+        char *path;
+};
+
+static int cmp_emptied(const void *a, const void *b)
+{
+        return strcmp(((const struct emptied *)a)->path,
+                      ((const struct emptied *)b)->path);
+}
+
+static void free_emptied(void *p)
+{
+        struct emptied *e = p;
+        free(e->path);
+        free(e);
+}
+
+/* How many entries of DST's directory path the run would remove. */
+static uint64_t emptied(struct coord *c, const char *path)
+{
+        struct emptied key = {.path = (char *)path};
+        struct emptied **e = tfind(&key, &c->fin.emptied, cmp_emptied);
+        return e ? (*e)->n : 0;
+}
+
+/* One more entry of DST's directory path (len bytes) that the run would
+ * remove. */
+static void empties(struct coord *c, const char *path, size_t len)
+{
+        struct emptied *e = calloc(1, sizeof(*e)), **at = NULL;
+        if (e && (e->path = strndup(path, len)))
+                at = tsearch(e, &c->fin.emptied, cmp_emptied);
+        if (!at) {
+                if (e)
+                        free(e->path);
+                free(e);
+                set_error(c, FERRY_EINTERNAL, "out of memory");
+                return;
+        }
+        if (*at != e)
+                free_emptied(e); /* known: its count goes up */
+        (*at)->n++;
+}
+
+/* DST's entry path would go to make way for a copy, with all below it. */
+static void clears(struct coord *c, const char *path)
+{
+        struct emptied *e = calloc(1, sizeof(*e)), **at = NULL;
+        if (e && (e->path = strdup(path)))
+                at = tsearch(e, &c->fin.cleared, cmp_emptied);
+        if (!at || *at != e) {
+                if (e)
+                        free(e->path);
+                free(e);
+        }
+        if (!at)
+                set_error(c, FERRY_EINTERNAL, "out of memory");
+}
+
+/* Whether dir/name (name NULL: dir), or a directory above it, would go to
+ * make way for a copy: the run's deletion would find nothing there. */
+static bool under_cleared(struct coord *c, const char *dir, const char *name)
+{
+        if (!c->fin.cleared)
+                return false;
+        size_t dl = strlen(dir), nl = name ? strlen(name) : 0;
+        char *full = malloc(dl + nl + 2);
+        if (!full)
+                return false;
+        memcpy(full, dir, dl);
+        size_t len = dl;
+        if (name) {
+                if (dl)
+                        full[len++] = '/';
+                memcpy(full + len, name, nl);
+                len += nl;
+        }
+        full[len] = '\0';
+        bool found = false;
+        for (size_t i = 1; i <= len && !found; i++) {
+                if (i < len && full[i] != '/')
+                        continue;
+                char keep = full[i];
+                full[i] = '\0';
+                struct emptied key = {.path = full};
+                found = tfind(&key, &c->fin.cleared, cmp_emptied) != NULL;
+                full[i] = keep;
+        }
+        free(full);
+        return found;
+}
+
 /* --adopt: the run would hash this item's DST entry st to adopt it: the
  * run's own test (copy.h: ferry_adopt_would_hash), and for a symlink the
  * same target (the dry run reads no file: a file's content is left to
@@ -100,6 +194,7 @@ static bool would_place(struct coord *c, const struct ferry_batch *b,
         if (!rc && what) {
                 c->sum->files_deleted++;
                 emit(c, FERRY_EV_WOULD_DELETE, "", what, NULL);
+                clears(c, what);
         }
         free(what);
         if (!rc)
@@ -135,52 +230,6 @@ static void would_copy(struct coord *c, const struct ferry_batch *b,
         emit_item(c, FERRY_EV_WOULD_COPY, b, it, NULL, NULL);
 }
 
-/* A DST directory and how many of its entries the run would remove. */
-struct emptied {
-        uint64_t n;
-        char *path;
-};
-
-static int cmp_emptied(const void *a, const void *b)
-{
-        return strcmp(((const struct emptied *)a)->path,
-                      ((const struct emptied *)b)->path);
-}
-
-static void free_emptied(void *p)
-{
-        struct emptied *e = p;
-        free(e->path);
-        free(e);
-}
-
-/* How many entries of DST's directory path the run would remove. */
-static uint64_t emptied(struct coord *c, const char *path)
-{
-        struct emptied key = {.path = (char *)path};
-        struct emptied **e = tfind(&key, &c->fin.emptied, cmp_emptied);
-        return e ? (*e)->n : 0;
-}
-
-/* One more entry of DST's directory path (len bytes) that the run would
- * remove. */
-static void empties(struct coord *c, const char *path, size_t len)
-{
-        struct emptied *e = calloc(1, sizeof(*e)), **at = NULL;
-        if (e && (e->path = strndup(path, len)))
-                at = tsearch(e, &c->fin.emptied, cmp_emptied);
-        if (!at) {
-                if (e)
-                        free(e->path);
-                free(e);
-                set_error(c, FERRY_EINTERNAL, "out of memory");
-                return;
-        }
-        if (*at != e)
-                free_emptied(e); /* known: its count goes up */
-        (*at)->n++;
-}
-
 /* A stale temp of a row (an earlier run's, killed): the run removes it
  * before its deletions (finish.c), so it leaves its directory. */
 static void would_remove_temp(struct coord *c, const struct ferry_batch *b,
@@ -203,17 +252,23 @@ static void would_delete(struct coord *c, const struct ferry_batch *b,
 {
         const char *dir = ferry_batch_at(b, it->dir_off);
         const char *name = ferry_batch_at(b, it->name_off);
-        if (protected_path(c, dir, name, false) || other_spelling(c, dir, name))
+        if (protected_path(c, dir, name, false) ||
+            other_spelling(c, dir, name) || under_cleared(c, dir, name))
                 return;
         struct ferry_stat st;
-        int dfd = -1;
-        if (c->cfg->dstfd < 0 ||
-            ferry_fsio_open_dir(c->cfg->dstfd, dir, &dfd) ||
-            ferry_fsio_statat(dfd, name, &st) || S_ISDIR(st.mode)) {
-                ferry_fsio_close(&dfd);
-                return; /* nothing there that a deletion would remove */
-        }
+        int dfd = -1, rc = ENOENT;
+        if (c->cfg->dstfd >= 0 &&
+            !(rc = ferry_fsio_open_dir(c->cfg->dstfd, dir, &dfd)))
+                rc = ferry_fsio_statat(dfd, name, &st);
         ferry_fsio_close(&dfd);
+        if (rc == ENOENT || rc == ENOTDIR || (!rc && S_ISDIR(st.mode)))
+                return; /* nothing there that a deletion would remove */
+        if (rc) {       /* as the run's deleted_file says it */
+                char why[256];
+                snprintf(why, sizeof(why), "cannot delete: %s", strerror(rc));
+                emit(c, FERRY_EV_WARNING, dir, name, why);
+                return;
+        }
         if (!ferry_copy_matches(&it->dst, &st)) { /* as delete_file */
                 emit(c, FERRY_EV_WARNING, dir, name,
                      it->dst.type ? "not deleted: it was changed since "
@@ -239,18 +294,30 @@ static void would_delete_dir(struct coord *c, const struct ferry_dir_row *d,
 {
         (void)arg;
         const char *path = d->path;
-        if (protected_path(c, "", path, true) || other_spelling(c, "", path))
+        if (protected_path(c, "", path, true) || other_spelling(c, "", path) ||
+            under_cleared(c, path, NULL))
                 return;
-        int dfd = -1;
-        int rc = c->cfg->dstfd < 0
+        /* as the run's rmdir gets there: its parent opened first (no
+         * symbolic link on the way), then the directory itself */
+        const char *slash = strrchr(path, '/');
+        char *parent = strndup(path, slash ? (size_t)(slash - path) : 0);
+        int pfd = -1, dfd = -1;
+        int rc = !parent ? ENOMEM
+                 : c->cfg->dstfd < 0
                          ? ENOENT
-                         : ferry_fsio_open_dir(c->cfg->dstfd, path, &dfd);
+                         : ferry_fsio_open_dir(c->cfg->dstfd, parent, &pfd);
+        free(parent);
         uint64_t n = 0;
+        if (!rc)
+                rc = ferry_fsio_open_dir(pfd, slash ? slash + 1 : path, &dfd);
+        if (rc == ELOOP && pfd >= 0)
+                rc = ENOTDIR; /* a symbolic link in its place: rmdir's */
         if (!rc)
                 rc = ferry_fsio_count_entries(dfd, &n);
         ferry_fsio_close(&dfd);
-        if (rc == ENOENT)
-                return; /* nothing there that a deletion would remove */
+        ferry_fsio_close(&pfd);
+        if (rc == ENOENT || rc == ENOTDIR)
+                return; /* no directory there: the run finds it gone */
         if (c->fin.refused) {
                 emit(c, FERRY_EV_WOULD_DELETE, "", path, "--delete refused");
                 return;
@@ -268,7 +335,6 @@ static void would_delete_dir(struct coord *c, const struct ferry_dir_row *d,
         }
         c->sum->files_deleted++;
         emit(c, FERRY_EV_WOULD_DELETE, "", path, NULL);
-        const char *slash = strrchr(path, '/');
         empties(c, path, slash ? (size_t)(slash - path) : 0);
 }
 
@@ -289,7 +355,8 @@ int dry_run(struct coord *c)
                 }
         }
         tdestroy(c->fin.emptied, free_emptied);
-        c->fin.emptied = NULL;
+        tdestroy(c->fin.cleared, free_emptied);
+        c->fin.emptied = c->fin.cleared = NULL;
         int code = result_code(c);
         ferry_manifest_rollback(c->m);
         return code;

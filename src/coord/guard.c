@@ -72,8 +72,8 @@ static bool source_suspect(struct coord *c, char *why, size_t size)
         /* a run weighs this after its copies (finish_tree): a dry run
          * counts the rows they would make done */
         if (c->opt->dry_run)
-                done += c->sum->files_copied + c->sum->files_adopted +
-                        c->sum->meta_applied;
+                done += c->sum->files_copied + c->sum->files_linked +
+                        c->sum->files_adopted + c->sum->meta_applied;
         if (n <= done)
                 return false;
         snprintf(why, size,

@@ -182,6 +182,8 @@ struct finish {
         uint64_t tree_jobs;          /* DST work done: none, no syncfs owed */
         void *emptied; /* a dry run's DST directories and how many entries
                           its deletions take from each (dryrun.c, tsearch) */
+        void *cleared; /* a dry run's DST entries its copies would remove
+                          to make way (a directory where SRC has a file) */
 };
 
 struct ferry_treework;

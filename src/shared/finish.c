@@ -135,7 +135,7 @@ static void remove_temps(struct shared *s, const struct ferry_pg_temp *t,
 {
         int dfd = -1;
         const char *at = NULL;
-        for (size_t i = 0; i < n && !atomic_load(s->stop); i++) {
+        for (size_t i = 0; i < n; i++) { /* a stop too: none is found again */
                 if (strlen(t[i].path) != t[i].path_len ||
                     strlen(t[i].name) != t[i].name_len)
                         continue;

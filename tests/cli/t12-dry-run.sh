@@ -20,7 +20,16 @@
 #  - on a tree with hard links, changed, added, removed and chmod'ed files
 #    and removed directories, -n -v --delete lists what the run's -v lists
 #    (a mode changed alone as "metadata: PATH") and its summary counts the
-#    same (later names of a link group are linked, not copied).
+#    same (later names of a link group are linked, not copied);
+#  - a removed directory that SRC now has a file in place of: -n lists
+#    what the run deletes once, as the run (nothing under it again), and
+#    neither warns of its rows; a removed subtree whose DST directory a
+#    user replaced by a symbolic link to a directory outside DST: the run
+#    removes nothing through the link (the outside directory stays, find)
+#    and warns of the file row below it, as -n does;
+#  - a SRC whose old files are gone, in place of them a file with 160
+#    names: -n --delete and --delete both go ahead (the names count as
+#    files that stay done).
 . "$(dirname "$0")/lib.sh" || exit 1
 
 gen_tree src --seed 1212 --files 300 --no-links
@@ -195,9 +204,60 @@ check_dry_run_matches_run() {
 	tree_equal src2 dst2
 }
 
+# A directory replaced by a file in SRC, and a removed one replaced by a
+# symbolic link in DST.
+check_dry_run_replaced() {
+	mkdir -p src3/a/sub src3/keep src3/ln/b
+	echo 1 >src3/a/x
+	echo 2 >src3/a/sub/y
+	echo 3 >src3/keep/k
+	echo 4 >src3/ln/b/f
+	expect_code 0 "$FERRY" -q src3 dst3
+	rm -r src3/a src3/ln
+	echo "now a file" >src3/a
+	mkdir -p outside/b
+	rm -r dst3/ln
+	ln -s "$PWD/outside" dst3/ln
+	expect_code 0 "$FERRY" -v -n --delete src3 dst3
+	sort "$LOG/out" >"$LOG/dry3"
+	summary_counts >"$LOG/dry3.sum"
+	grep -c 'Not a directory' "$LOG/err" >"$LOG/dry3.notdir"
+	grep 'symbolic links' "$LOG/err" | sed 's/^ferry: warning: //' >"$LOG/dry3.link"
+	expect_code 0 "$FERRY" -v --delete src3 dst3
+	sort "$LOG/out" >"$LOG/real3"
+	same_set "a directory replaced by a file: -n lists what the run does" \
+		"$LOG/real3" "$LOG/dry3"
+	check "... 'deleting a' once" test "$(grep -cx 'deleting a' "$LOG/dry3")" = 1
+	check "... and the same counts ($(cat "$LOG/dry3.sum"))" \
+		test "$(cat "$LOG/dry3.sum")" = "$(summary_counts)"
+	check "... neither warns 'Not a directory'" \
+		test "$(cat "$LOG/dry3.notdir")" = 0 -a "$(grep -c 'Not a directory' "$LOG/err")" = 0
+	check "a symbolic link in DST: the run removed nothing through it (find)" \
+		test -d outside/b
+	check "... and warned of the file below it as -n did ($(cat "$LOG/dry3.link"))" \
+		grep -qF "'ln/b/f'" "$LOG/dry3.link" -a \
+		"$(grep 'symbolic links' "$LOG/err" | sed 's/^ferry: warning: //')" = "$(cat "$LOG/dry3.link")"
+}
+
+# Old files gone, in their place one file with many names: the names are
+# files the run makes done, so --delete's guard lets it delete.
+check_dry_run_guard_links() {
+	mkdir -p src4/old src4/new
+	for i in $(seq 1 150); do echo "$i" >"src4/old/f$i"; done
+	expect_code 0 "$FERRY" -q src4 dst4
+	rm -r src4/old
+	echo one >src4/new/l0
+	for i in $(seq 1 160); do ln src4/new/l0 "src4/new/l$i"; done
+	expect_code 0 "$FERRY" -n --delete src4 dst4
+	expect_code 0 "$FERRY" --delete src4 dst4
+	tree_equal src4 dst4
+}
+
 check_first_dry_run
 check_dry_run_after_changes
 check_dry_run_removed_dirs
 check_dry_run_max_delete
 check_dry_run_matches_run
+check_dry_run_replaced
+check_dry_run_guard_links
 finish
