@@ -191,7 +191,9 @@ static bool would_place(struct coord *c, const struct ferry_batch *b,
                 rc = ferry_owner_clear_way(c->m, c->cfg->dstfd, c->cfg->names,
                                            dir, name, err, false, &what, &claim,
                                            why, sizeof(why));
-        if (!rc && what) {
+        /* once: the run clears it for the first copy below it, the next
+         * ones find the way clear */
+        if (!rc && what && !under_cleared(c, what, NULL)) {
                 c->sum->files_deleted++;
                 emit(c, FERRY_EV_WOULD_DELETE, "", what, NULL);
                 clears(c, what);

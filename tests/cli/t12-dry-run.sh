@@ -21,8 +21,9 @@
 #    and removed directories, -n -v --delete lists what the run's -v lists
 #    (a mode changed alone as "metadata: PATH") and its summary counts the
 #    same (later names of a link group are linked, not copied);
-#  - a removed directory that SRC now has a file in place of: -n lists
-#    what the run deletes once, as the run (nothing under it again), and
+#  - a removed directory that SRC now has a file in place of, and a file
+#    that SRC now has a directory of files in place of: -n lists what the
+#    run deletes once, as the run (nothing under it again), and
 #    neither warns of its rows; a removed subtree whose DST directory a
 #    user replaced by a symbolic link to a directory outside DST: the run
 #    removes nothing through the link (the outside directory stays, find)
@@ -208,6 +209,7 @@ check_dry_run_matches_run() {
 # symbolic link in DST.
 check_dry_run_replaced() {
 	mkdir -p src3/a/sub src3/keep src3/ln/b
+	echo 0 >src3/x
 	echo 1 >src3/a/x
 	echo 2 >src3/a/sub/y
 	echo 3 >src3/keep/k
@@ -215,6 +217,10 @@ check_dry_run_replaced() {
 	expect_code 0 "$FERRY" -q src3 dst3
 	rm -r src3/a src3/ln
 	echo "now a file" >src3/a
+	rm src3/x
+	mkdir -p src3/x/y
+	echo 5 >src3/x/f1
+	echo 6 >src3/x/y/f2
 	mkdir -p outside/b
 	rm -r dst3/ln
 	ln -s "$PWD/outside" dst3/ln
@@ -225,18 +231,20 @@ check_dry_run_replaced() {
 	grep 'symbolic links' "$LOG/err" | sed 's/^ferry: warning: //' >"$LOG/dry3.link"
 	expect_code 0 "$FERRY" -v --delete src3 dst3
 	sort "$LOG/out" >"$LOG/real3"
-	same_set "a directory replaced by a file: -n lists what the run does" \
+	grep 'symbolic links' "$LOG/err" | sed 's/^ferry: warning: //' >"$LOG/real3.link"
+	same_set "a directory replaced by a file, a file by a directory: -n lists what the run does" \
 		"$LOG/real3" "$LOG/dry3"
-	check "... 'deleting a' once" test "$(grep -cx 'deleting a' "$LOG/dry3")" = 1
+	check "... 'deleting a' and 'deleting x' once each" \
+		test "$(grep -cx 'deleting [ax]' "$LOG/dry3")" = 2
 	check "... and the same counts ($(cat "$LOG/dry3.sum"))" \
 		test "$(cat "$LOG/dry3.sum")" = "$(summary_counts)"
 	check "... neither warns 'Not a directory'" \
 		test "$(cat "$LOG/dry3.notdir")" = 0 -a "$(grep -c 'Not a directory' "$LOG/err")" = 0
 	check "a symbolic link in DST: the run removed nothing through it (find)" \
 		test -d outside/b
-	check "... and warned of the file below it as -n did ($(cat "$LOG/dry3.link"))" \
-		grep -qF "'ln/b/f'" "$LOG/dry3.link" -a \
-		"$(grep 'symbolic links' "$LOG/err" | sed 's/^ferry: warning: //')" = "$(cat "$LOG/dry3.link")"
+	check "... -n warned of the file below it ($(cat "$LOG/dry3.link"))" \
+		grep -qF "'ln/b/f'" "$LOG/dry3.link"
+	check "... and the run warned as -n did" cmp -s "$LOG/dry3.link" "$LOG/real3.link"
 }
 
 # Old files gone, in their place one file with many names: the names are
