@@ -189,12 +189,19 @@ static int open_by_components(int rootfd, const char *rel, int flags,
  * ferry never follows a symlink, not even in the middle of a path: a
  * directory replaced by a symlink between scan and copy must not lead the
  * copy outside SRC or DST. openat2(RESOLVE_NO_SYMLINKS) says so for every
- * component; without it, only the last one is protected by O_NOFOLLOW.
+ * component; without it (Linux before 5.6), a path is walked a component
+ * at a time, each directory on the way opened with O_NOFOLLOW, and the
+ * last one as flags say (O_NOFOLLOW where the caller asks it).
  */
 static int open_nofollow(int dirfd, const char *name, int flags, mode_t mode)
 {
 #ifdef USE_OPENAT2
         static atomic_bool no_openat2;
+#ifdef FERRY_TESTING
+        /* tests: as on a kernel before Linux 5.6, which has no openat2 */
+        if (getenv("FERRY_NO_OPENAT2"))
+                atomic_store(&no_openat2, true);
+#endif
         if (!atomic_load(&no_openat2)) {
                 struct open_how how = {
                         .flags = (uint64_t)(flags | O_CLOEXEC),
@@ -208,7 +215,17 @@ static int open_nofollow(int dirfd, const char *name, int flags, mode_t mode)
                 atomic_store(&no_openat2, true);
         }
 #endif
-        return openat(dirfd, name, flags | O_CLOEXEC, mode);
+        if (!strchr(name, '/'))
+                return openat(dirfd, name, flags | O_CLOEXEC, mode);
+        /* each directory on the way opened with O_NOFOLLOW */
+        int fd = -1;
+        int rc = open_by_components(dirfd, name, flags | O_CLOEXEC, mode, false,
+                                    &fd);
+        if (rc) {
+                errno = rc;
+                return -1;
+        }
+        return fd;
 }
 
 int ferry_fsio_openat(int dirfd, const char *name, int flags, mode_t mode,
