@@ -14,6 +14,8 @@
  *       _exit(86) the nth time the named crash point is passed
  *   FERRY_FD_WAIT_MS=N
  *       give up waiting for a free descriptor after N ms (default 60 s)
+ *   FERRY_NO_OPENAT2 (any value)
+ *       open paths as on a kernel without openat2 (fsio_open.c)
  *
  * ops: open read write fsync syncfs rename mkdir utimens chmod chown link
  * symlink stat unlink rmdir seek xattr, readdir (the scanner's, one call per
