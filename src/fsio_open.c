@@ -143,10 +143,21 @@ static int open_by_components(int rootfd, const char *rel, int flags,
                 }
                 memcpy(name, p, len);
                 name[len] = '\0';
+                if (!strcmp(name, "..")) { /* out of rootfd: as openat2's
+                                              RESOLVE_BENEATH refuses it */
+                        rc = EXDEV;
+                        break;
+                }
                 int fl = last ? flags
                               : (O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
                                  O_CLOEXEC);
                 int next = open_waiting(cur, name, fl, mode);
+                /* a symlink on the way: ELOOP, as openat2 says it */
+                struct stat ls;
+                if (next < 0 && errno == ENOTDIR && !last &&
+                    !fstatat(cur, name, &ls, AT_SYMLINK_NOFOLLOW) &&
+                    S_ISLNK(ls.st_mode))
+                        errno = ELOOP;
                 /* a file or symlink where the source has a directory:
                  * ENOTDIR; whether it may go is the coordinator's to say
                  * (rule 9), it knows what ferry put there */

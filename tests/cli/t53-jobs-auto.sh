@@ -78,7 +78,7 @@ if have_strace; then
 
 	# openers TRACE: the threads that opened SRC's files for reading
 	openers() {
-		grep -E 'openat2?\([0-9]+, "f-[0-9]{4}", \{?flags=O_RDONLY' "$1" |
+		grep -E 'openat2?\([0-9]+, "f-[0-9]{4}", \{?(flags=)?O_RDONLY' "$1" |
 			awk '{ print $1 }' | sort -u | wc -l
 	}
 	for j in 4 1; do
