@@ -130,9 +130,8 @@ int64_t ferry_pg_gen(const struct ferry_pg *pg);
  * once. Then the job's gen and its start, whoever moved it. Called before
  * ferry_pg_retry_failed. */
 int ferry_pg_rerun(struct ferry_pg *pg);
-/* A row marked removed that was not done: a host killed while it copied
- * the file may have left the row's temp in DST (its directory and name;
- * the bytes may hold a NUL, which no listing makes). */
+/* A row marked removed that was not done: a killed host may have left its
+ * temp in DST (path and name may hold a NUL, which no listing makes). */
 struct ferry_pg_temp {
         int64_t id;
         char *path, *name;
