@@ -59,38 +59,37 @@ static uint64_t emptied(struct coord *c, const char *path)
         return e ? (*e)->n : 0;
 }
 
-/* One more entry of DST's directory path (len bytes) that the run would
- * remove. */
-static void empties(struct coord *c, const char *path, size_t len)
+/* The node of path (len bytes) in tree, made with a count of 0 when new;
+ * NULL when out of memory (said: the run stops). */
+static struct emptied *node_of(struct coord *c, void **tree, const char *path,
+                               size_t len)
 {
         struct emptied *e = calloc(1, sizeof(*e)), **at = NULL;
         if (e && (e->path = strndup(path, len)))
-                at = tsearch(e, &c->fin.emptied, cmp_emptied);
-        if (!at) {
-                if (e)
-                        free(e->path);
-                free(e);
-                set_error(c, FERRY_EINTERNAL, "out of memory");
-                return;
-        }
-        if (*at != e)
-                free_emptied(e); /* known: its count goes up */
-        (*at)->n++;
-}
-
-/* DST's entry path would go to make way for a copy, with all below it. */
-static void clears(struct coord *c, const char *path)
-{
-        struct emptied *e = calloc(1, sizeof(*e)), **at = NULL;
-        if (e && (e->path = strdup(path)))
-                at = tsearch(e, &c->fin.cleared, cmp_emptied);
-        if (!at || *at != e) {
+                at = tsearch(e, tree, cmp_emptied);
+        if (!at || *at != e) { /* out of memory, or known already */
                 if (e)
                         free(e->path);
                 free(e);
         }
         if (!at)
                 set_error(c, FERRY_EINTERNAL, "out of memory");
+        return at ? *at : NULL;
+}
+
+/* One more entry of DST's directory path (len bytes) that the run would
+ * remove. */
+static void empties(struct coord *c, const char *path, size_t len)
+{
+        struct emptied *e = node_of(c, &c->fin.emptied, path, len);
+        if (e)
+                e->n++;
+}
+
+/* DST's entry path would go to make way for a copy, with all below it. */
+static void clears(struct coord *c, const char *path)
+{
+        node_of(c, &c->fin.cleared, path, strlen(path));
 }
 
 /* Whether dir/name (name NULL: dir), or a directory above it, would go to
