@@ -4,8 +4,8 @@
 #
 # Why: this machine's work directory is ext4 without a journal, and there
 # ext4 will not reuse an inode freed in the last 60 s (360 s while its
-# inode-table block is dirty): allocating one tests every free inode of the
-# group, one buffer-cache lookup each (ialloc.c, recently_deleted). bench/run
+# inode-table block is dirty): allocating one tests the free inodes of the
+# group in turn, a buffer-cache lookup each (ialloc.c, recently_deleted). bench/run
 # removes each copy just before the next one, so every run after the first
 # paid for the inodes the one before freed: in the 20,000-file scenario s,
 # `recently_deleted` and the lookups under it were 27-36 % of the samples of
