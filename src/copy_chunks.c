@@ -257,16 +257,16 @@ static int adopt_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
 }
 
 /* Opens the temp of an earlier attempt or run when it is the recorded
- * one (*fresh false; another host's is copied into one of this copy's
- * own: adopt_temp), else makes it anew (all chunks to do), and its name
- * made durable. */
+ * one; another host's is copied into one of this copy's own (adopt_temp:
+ * *adopted); else makes it anew (all chunks to do), and its name made
+ * durable. */
 static int open_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                      const struct ferry_item *it, const char *tmp, bool sparse,
-                     int *out, bool *fresh, const struct step **step)
+                     int *out, bool *adopted, const struct step **step)
 {
         struct ferry_stat t;
         *step = &S_CREATE;
-        *fresh = false;
+        *adopted = false;
         if (plan->resume) {
                 int rc = ferry_fsio_openat(c->dst_dir, tmp, O_RDWR | O_NOFOLLOW,
                                            0, out);
@@ -281,13 +281,13 @@ static int open_temp(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                         rc = adopt_temp(c, plan, it, tmp, sparse, old, out,
                                         step);
                         ferry_fsio_close(&old);
+                        *adopted = !rc;
                         return rc;
                 }
                 ferry_fsio_close(out);
                 if (ferry_fsio_out_of_fds(rc))
                         return rc; /* no answer yet: the temp is kept */
         }
-        *fresh = true;
         plan->resume = false;
         for (uint32_t i = 0; i < plan->n; i++)
                 plan->chunks[i].state = CH_TODO;
@@ -434,11 +434,12 @@ static int run_streams(struct job *j, struct stream *s, bool *changed,
 
 static int copy_chunks(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                        int in, int out, struct ferry_item *it, bool sparse,
-                       bool *changed, bool *sync_failed,
+                       bool adopted, bool *changed, bool *sync_failed,
                        const struct step **step)
 {
         struct job j = {.c = c, .it = it, .plan = plan, .in = in, .out = out};
         j.sparse = sparse;
+        j.adopted = adopted;
         j.tmp_dev = plan->tmp_dev;
         j.tmp_ino = plan->tmp_ino;
         j.state = calloc(plan->n, 3);
@@ -495,8 +496,8 @@ int ferry_copier_chunked(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                 return EINVAL; /* not this file's plan */
         bool sparse = it->st.size > BUF_SIZE &&
                       before->blocks * 512 < it->st.size,
-             fresh;
-        int rc = open_temp(c, plan, it, tmp, sparse, out, &fresh, step);
+             adopted;
+        int rc = open_temp(c, plan, it, tmp, sparse, out, &adopted, step);
         if (rc) {
                 /* not unlinked: the name may hold what another made
                  * meanwhile (O_EXCL refused it); a temp of ours left here
@@ -505,8 +506,8 @@ int ferry_copier_chunked(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                 return rc;
         }
         bool sync_failed = false;
-        rc = copy_chunks(c, plan, in, *out, it, sparse, changed, &sync_failed,
-                         step);
+        rc = copy_chunks(c, plan, in, *out, it, sparse, adopted, changed,
+                         &sync_failed, step);
         if (sync_failed || *changed) {
                 /* of another content, or not known to be durable (rule 3:
                  * a failed fdatasync is never retried on the same data) */

@@ -11,7 +11,11 @@
 #  - DST a 100 MiB tmpfs, an 80 MiB file: host A killed with 3 chunks
 #    recorded (48 MiB in its temp); host B takes them over into a temp of
 #    its own (the old one's chunks let go as they are copied: df), exit 0,
-#    DST is SRC (cmp), having copied 32 MiB from SRC (its summary).
+#    DST is SRC (cmp), having copied 32 MiB from SRC (its summary);
+#  - host A killed with chunks recorded, host B takes them over and is
+#    killed in turn: the record (psql) then names B's temp (its inode:
+#    find) and holds A's chunks besides B's own, and host C copies from
+#    SRC only the chunks neither recorded (its summary), DST is SRC (cmp).
 # Skips, saying why, without root, PostgreSQL or a test build.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
@@ -46,6 +50,50 @@ for mb in 40 80; do
 	run "$FERRY" --verify --manifest "$URL" --job-name "s$mb" "$T/src" "$T/dst"
 	check "... --verify: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
 done
+
+# ---- a takeover taken over in turn -------------------------------------------------
+rm -rf src dst
+mkdir -p src
+head -c $((80 << 20)) /dev/urandom >src/big
+fr_exec() { exec "$FERRY" --manifest "$URL" --job-name relay -j 2 "$@" "$T/src" "$T/dst"; }
+# of: FROM clause of the job's chunk records
+of="ferry.chunks c JOIN ferry.partial p ON p.file = c.file
+	JOIN ferry.files f ON f.id = c.file JOIN ferry.jobs j ON j.id = f.job
+	WHERE j.name = 'relay'"
+rchunks() { sql "SELECT count(*) FROM $of"; }
+spawn "$T/ra.out" fr_exec --lease 5 --bwlimit 16M
+pa=$SPAWNED
+wait_until 60 eval '(($(rchunks) >= 2))' || die "host A recorded no two chunks"
+kill -KILL "$pa"
+reap "$pa"
+KA=$(rchunks)
+a_idx=$(sql "SELECT string_agg(c.idx::text, ',') FROM $of")
+a_ino=$(find dst -name '*.ferry-part' -printf '%i' -quit)
+sleep 6 # A's lease runs out
+spawn "$T/rb.out" fr_exec --lease 5 --bwlimit 8M
+pb=$SPAWNED
+# B's record: the inode of its own temp (not A's), A's chunks in it
+b_has_a() {
+	local ino
+	ino=$(find dst -name '*.ferry-part' -printf '%i' -quit)
+	[[ -n $ino && $ino != "$a_ino" ]] &&
+		[[ $(sql "SELECT count(*) FROM $of AND p.tmp_ino = $ino
+		AND c.idx IN ($a_idx)") == "$KA" ]]
+}
+wait_until 60 b_has_a
+B_HAS=$?
+kill -KILL "$pb"
+reap "$pb"
+KB=$(rchunks)
+check "host A killed with chunks $a_idx recorded; host B, killed: its record names its own temp and holds A's chunks ($KB in all)" \
+	test "$B_HAS" = 0 || show "$T/rb.out.err"
+sleep 6 # B's lease runs out
+run "$FERRY" --manifest "$URL" --job-name relay -j 2 "$T/src" "$T/dst"
+check "... host C: exit 0 (got $RC)" test "$RC" = 0 || show "$LOG/err"
+check "... DST is SRC (cmp)" cmp -s src/big dst/big
+check "... C copied only the $((5 - KB)) chunks neither recorded from SRC" \
+	grep -q "1 files copied ($((16 * (5 - KB))).0 MiB)" "$LOG/err" || show "$LOG/err"
+no_temp_files dst
 
 # ---- a takeover's room -----------------------------------------------------------
 rm -rf src dst
