@@ -17,7 +17,8 @@
 #
 # Calling sequence (fresh_copy): dstfs_up SRC before the copy sets DSTFS_MNT
 # (false with DSTFS_WHY); dstfs_down after it; cleanup_dstfs from the EXIT
-# trap.
+# trap. What a killed earlier run left in the same work directory (its
+# mount, the loop devices on its image) goes before a new one is made.
 
 DST_FS=work
 DSTFS_IMG="" DSTFS_MNT="" DSTFS_LOOP="" DSTFS_WHY=""
@@ -34,7 +35,8 @@ dstfs_describe() {
 dstfs_size() {
 	local kib entries
 	[ -n "${DSTFS_SIZE[$1]:-}" ] && return 0
-	kib=$(du -sk "$1" | awk '{ print $1 }')
+	# -l: a tool that does not keep hard links writes every name's data
+	kib=$(du -skl "$1" | awk '{ print $1 }')
 	entries=$(find "$1" | wc -l)
 	# twice the tree and 512 MiB for the journal and metadata; twice the
 	# names (temp files, snapshots that do not share an inode)
@@ -48,43 +50,61 @@ dstfs_up() {
 		DSTFS_WHY="--dst-fs ext4 needs root (losetup, mount)"
 		return 1
 	fi
+	DSTFS_IMG=$WORK/dstfs.img DSTFS_MNT=$WORK/mnt-dstfs
 	dstfs_down || return 1
 	dstfs_size "$src"
-	DSTFS_IMG=$WORK/dstfs.img DSTFS_MNT=$WORK/mnt-dstfs
 	mkdir -p "$DSTFS_MNT"
-	rm -f "$DSTFS_IMG"
 	truncate -s "${DSTFS_SIZE[$src]}" "$DSTFS_IMG" || { DSTFS_WHY="cannot create $DSTFS_IMG"; return 1; }
 	DSTFS_LOOP=$(losetup --direct-io=on --find --show "$DSTFS_IMG" 2>"$logf") || {
 		DSTFS_LOOP="" DSTFS_WHY="no loop device: $(head -c 200 "$logf")"
+		dstfs_down
 		return 1
 	}
 	mkfs.ext4 -q -F -N "${DSTFS_INODES[$src]}" -E lazy_itable_init=0,lazy_journal_init=0 \
-		"$DSTFS_LOOP" >"$logf" 2>&1 || { DSTFS_WHY="mkfs.ext4 failed: $(head -c 200 "$logf")"; return 1; }
-	mount "$DSTFS_LOOP" "$DSTFS_MNT" 2>"$logf" || { DSTFS_WHY="mount failed: $(head -c 200 "$logf")"; return 1; }
+		"$DSTFS_LOOP" >"$logf" 2>&1 || {
+		DSTFS_WHY="mkfs.ext4 failed: $(head -c 200 "$logf")"
+		dstfs_down
+		return 1
+	}
+	mount "$DSTFS_LOOP" "$DSTFS_MNT" 2>"$logf" || {
+		DSTFS_WHY="mount failed: $(head -c 200 "$logf")"
+		dstfs_down
+		return 1
+	}
 }
 
-# dstfs_down: unmounts, detaches and removes the image (false if it cannot).
+# dstfs_down: unmounts (lazily when it stays busy), detaches every loop
+# device on the image (a busy one goes once unmounted: losetup -d sets
+# autoclear) and removes the image; false when the mount stays.
 dstfs_down() {
-	local i
+	local i dev
 	if [ -n "$DSTFS_MNT" ]; then
 		for i in 1 2 3 4 5; do
 			mountpoint -q "$DSTFS_MNT" || break
 			umount "$DSTFS_MNT" 2>/dev/null || sleep 1
 		done
+		mountpoint -q "$DSTFS_MNT" && umount -l "$DSTFS_MNT" 2>/dev/null
 		if mountpoint -q "$DSTFS_MNT"; then
 			DSTFS_WHY="cannot unmount '$DSTFS_MNT'"
 			log "$DSTFS_WHY"
 			return 1
 		fi
 	fi
-	if [ -n "$DSTFS_LOOP" ]; then
-		losetup -d "$DSTFS_LOOP" 2>/dev/null || log "cannot detach '$DSTFS_LOOP'"
-		DSTFS_LOOP=""
+	[ -n "$DSTFS_LOOP" ] && { losetup -d "$DSTFS_LOOP" 2>/dev/null || log "cannot detach '$DSTFS_LOOP'"; }
+	DSTFS_LOOP=""
+	if [ -n "$DSTFS_IMG" ] && [ -e "$DSTFS_IMG" ]; then
+		for dev in $(losetup -n -O NAME -j "$DSTFS_IMG" 2>/dev/null); do
+			losetup -d "$dev" 2>/dev/null || log "cannot detach '$dev'"
+		done
+		rm -f "$DSTFS_IMG"
 	fi
-	[ -z "$DSTFS_IMG" ] || rm -f "$DSTFS_IMG"
 	return 0
 }
 
+# (EXIT trap): the names are those dstfs_up uses, so that an interrupt
+# between the attach and its assignment leaves nothing either
 cleanup_dstfs() {
+	[ "$DST_FS" = ext4 ] && [ -n "${WORK:-}" ] || return 0
+	DSTFS_IMG=$WORK/dstfs.img DSTFS_MNT=$WORK/mnt-dstfs
 	dstfs_down
 }

@@ -432,6 +432,24 @@ static int run_streams(struct job *j, struct stream *s, bool *changed,
         return rc;
 }
 
+/* The chunks adopt_temp took over from another host's temp, recorded at
+ * once under this one, once durable in it (chunk_sync: fdatasync, then
+ * the report), so that they are not lost should this host die too: the
+ * record of before names a temp that is gone. Their pages stay cached for
+ * the read-back against their hashes that comes next, as every host that
+ * takes a recorded chunk over reads it back before it trusts it. */
+static int record_adopted(struct job *j, const struct step **step)
+{
+        for (uint32_t i = 0; i < j->plan->n; i++)
+                j->unsynced[i] = j->state[i] == CS_DONE;
+        j->read_back = true;
+        int rc = chunk_sync(j, true);
+        j->read_back = false;
+        if (rc)
+                *step = &S_FSYNC;
+        return rc;
+}
+
 static int copy_chunks(struct ferry_copier *c, struct ferry_chunk_plan *plan,
                        int in, int out, struct ferry_item *it, bool sparse,
                        bool adopted, bool *changed, bool *sync_failed,
@@ -439,7 +457,6 @@ static int copy_chunks(struct ferry_copier *c, struct ferry_chunk_plan *plan,
 {
         struct job j = {.c = c, .it = it, .plan = plan, .in = in, .out = out};
         j.sparse = sparse;
-        j.adopted = adopted;
         j.tmp_dev = plan->tmp_dev;
         j.tmp_ino = plan->tmp_ino;
         j.state = calloc(plan->n, 3);
@@ -462,7 +479,11 @@ static int copy_chunks(struct ferry_copier *c, struct ferry_chunk_plan *plan,
         posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
         XXH3_128bits_reset(c->xxh);
-        int rc = s.xxh ? run_streams(&j, &s, changed, step) : ENOMEM;
+        int rc = s.xxh ? 0 : ENOMEM;
+        if (!rc && adopted)
+                rc = record_adopted(&j, step);
+        if (!rc)
+                rc = run_streams(&j, &s, changed, step);
         stream_free(&s, false);
         pthread_cond_destroy(&j.cond);
         pthread_mutex_destroy(&j.lock);

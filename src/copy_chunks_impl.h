@@ -40,11 +40,6 @@ struct job {
          * the whole-file hash (set before they start): the temp's pages
          * of a durable chunk stay cached until then (chunk_sync) */
         bool read_back;
-        /* the CH_DONE chunks were copied from another host's temp into
-         * this one (adopt_temp): each is reported again once read back
-         * against its hash (chunk_read_back), so that the record names
-         * this temp and keeps them should this host die too */
-        bool adopted;
         uint64_t tmp_dev, tmp_ino;
         _Atomic uint64_t written; /* bytes this attempt wrote */
         pthread_mutex_t lock;

@@ -312,8 +312,7 @@ void *chunk_helper(void *arg)
 }
 
 /* Reads chunk i back from the temp into whole; *ok when its hash is the
- * recorded one (and, adopted, it is to be reported under this temp: the
- * next chunk_sync makes it durable first). */
+ * recorded one. */
 int chunk_read_back(struct job *j, struct stream *s, uint32_t i,
                     XXH3_state_t *whole, bool *ok)
 {
@@ -338,8 +337,6 @@ int chunk_read_back(struct job *j, struct stream *s, uint32_t i,
         chunk_digest(x, h);
         pthread_mutex_lock(&j->lock);
         *ok = !memcmp(h, j->plan->chunks[i].hash, 16);
-        if (*ok && j->adopted)
-                j->unsynced[i] = 1;
         pthread_mutex_unlock(&j->lock);
         return 0;
 }

@@ -14,8 +14,8 @@
 #    DST is SRC (cmp), having copied 32 MiB from SRC (its summary);
 #  - host A killed with chunks recorded, host B takes them over and is
 #    killed in turn: the record (psql) then names B's temp (its inode:
-#    find) and holds A's chunks besides B's own, and host C copies from
-#    SRC only the chunks neither recorded (its summary), DST is SRC (cmp).
+#    find) and holds A's chunks, and host C copies from SRC only the
+#    chunks neither recorded (its summary), DST is SRC (cmp).
 # Skips, saying why, without root, PostgreSQL or a test build.
 . "$(dirname "$0")/lib.sh" || exit 1
 . "$TESTS_CLI/pg-lib.sh" || exit 1
@@ -61,21 +61,23 @@ of="ferry.chunks c JOIN ferry.partial p ON p.file = c.file
 	JOIN ferry.files f ON f.id = c.file JOIN ferry.jobs j ON j.id = f.job
 	WHERE j.name = 'relay'"
 rchunks() { sql "SELECT count(*) FROM $of"; }
-spawn "$T/ra.out" fr_exec --lease 5 --bwlimit 16M
+spawn "$T/ra.out" fr_exec --lease 5 --bwlimit 8M
 pa=$SPAWNED
 wait_until 60 eval '(($(rchunks) >= 2))' || die "host A recorded no two chunks"
 kill -KILL "$pa"
 reap "$pa"
 KA=$(rchunks)
 a_idx=$(sql "SELECT string_agg(c.idx::text, ',') FROM $of")
-a_ino=$(find dst -name '*.ferry-part' -printf '%i' -quit)
+# the temp of big (not a probe's, .ferry-probe.*)
+temp_ino() { find dst -name '.big.*.ferry-part' -printf '%i' -quit; }
+a_ino=$(temp_ino)
 sleep 6 # A's lease runs out
 spawn "$T/rb.out" fr_exec --lease 5 --bwlimit 8M
 pb=$SPAWNED
 # B's record: the inode of its own temp (not A's), A's chunks in it
 b_has_a() {
 	local ino
-	ino=$(find dst -name '*.ferry-part' -printf '%i' -quit)
+	ino=$(temp_ino)
 	[[ -n $ino && $ino != "$a_ino" ]] &&
 		[[ $(sql "SELECT count(*) FROM $of AND p.tmp_ino = $ino
 		AND c.idx IN ($a_idx)") == "$KA" ]]
