@@ -233,6 +233,13 @@ int chunk_sync(struct job *j, bool force)
                 pthread_mutex_unlock(&j->lock);
                 return 0;
         }
+        if (j->sync_failed) {
+                /* rule 3: after a failed fdatasync the next one may say 0
+                 * for data that never got to the disk; nothing written
+                 * since is reported (the temp goes: copy_chunks) */
+                pthread_mutex_unlock(&j->lock);
+                return EIO;
+        }
         bool any = false;
         for (uint32_t i = 0; i < j->plan->n; i++) {
                 j->snap[i] = j->unsynced[i];
